@@ -1,0 +1,454 @@
+# coding=utf-8
+"""Optimizers and the training op used to fine-tune BERT.
+
+`create_optimizer` builds Google's training op: AdamWeightDecay (or LAMB) with
+a linear warmup and a linear decay of the learning rate, and gradients clipped
+to a global norm of 1.0. Beyond the original it can accumulate the gradients of
+several micro-batches into one update and scale the loss dynamically for fp16.
+
+In graph mode TensorFlow runs ops in any order their data dependencies allow.
+Every read that must see a variable's old value is therefore ordered before
+the write with explicit control dependencies. The original read and
+incremented `global_step` with no ordering, which races on TensorFlow 2.
+"""
+
+import math
+import re
+
+import tensorflow as tf
+
+# Reads and writes of resource variables follow control dependencies; the
+# ordering guarantees below rely on that.
+tf.compat.v1.enable_resource_variables()
+
+OPTIMIZERS = ("adamw", "lamb")
+EXCLUDE_FROM_WEIGHT_DECAY = ["LayerNorm", "layer_norm", "bias"]
+INITIAL_LOSS_SCALE = 2.0**15
+
+
+def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps,
+                     use_tpu=False, *, num_accumulation_steps=1,
+                     optimizer="adamw", loss_scale=None, weight_decay_rate=0.01,
+                     clip_norm=1.0, tvars=None,
+                     loss_scale_growth_interval=2000):
+  """Creates the training op; each session.run of it consumes one batch.
+
+  The update that takes `global_step` from i to i+1 uses the learning rate of
+  step i: `init_lr * i / num_warmup_steps` while i < num_warmup_steps, else
+  `init_lr * (1 - min(i, num_train_steps) / num_train_steps)`.
+
+  Args:
+    loss: float scalar, the mean loss of the (micro-)batch.
+    init_lr: float, the peak learning rate.
+    num_train_steps: int, number of updates after which the rate reaches 0.
+    num_warmup_steps: int, number of updates of the linear warmup (0: none).
+    use_tpu: accepted for the original's call sites and ignored (no TPU path).
+    num_accumulation_steps: int k; every run adds the gradients of its
+      micro-batch to accumulators and every k-th run applies their mean as one
+      update. 1 applies every run (no accumulators are created).
+    optimizer: "adamw" (Google's AdamWeightDecayOptimizer) or "lamb".
+    loss_scale: None, or "dynamic" for fp16 training: the loss is multiplied
+      by a scale before differentiation; an update whose gradients are not
+      finite is skipped and halves the scale; `loss_scale_growth_interval`
+      consecutive good updates double it.
+    weight_decay_rate: float, decoupled weight decay (not applied to variables
+      whose name contains LayerNorm, layer_norm or bias).
+    clip_norm: float global-norm clip of the gradients, or None for no clip.
+    tvars: variables to train; default all trainable variables.
+    loss_scale_growth_interval: int, good updates before the scale doubles.
+
+  Returns:
+    The train op. Its learning-rate tensor is in the graph collection
+    "learning_rate", the loss-scale variable in the collection "loss_scale".
+  """
+  del use_tpu  # There is no TPU path; CPU and GPU share the code below.
+  _check_arguments(num_train_steps, num_warmup_steps, num_accumulation_steps,
+                   optimizer, loss_scale, loss_scale_growth_interval)
+  global_step = tf.compat.v1.train.get_or_create_global_step()
+  learning_rate = _learning_rate(global_step, init_lr, num_train_steps,
+                                 num_warmup_steps)
+  tf.compat.v1.add_to_collection("learning_rate", learning_rate)
+  opt = _make_optimizer(optimizer, learning_rate, weight_decay_rate)
+  if tvars is None:
+    tvars = tf.compat.v1.trainable_variables()
+  scaler = None
+  if loss_scale is not None:
+    scaler = _DynamicLossScale(loss_scale_growth_interval)
+  grads, tvars = _gradients(loss, tvars, scaler)
+  # Variables cannot be created inside a tf.cond branch: make the slots now.
+  opt.create_slots(tvars)
+
+  def update(grads_to_apply):
+    return _update(opt, grads_to_apply, tvars, global_step, clip_norm, scaler)
+
+  if num_accumulation_steps == 1:
+    done = update(grads)
+  else:
+    done = _accumulate(grads, tvars, num_accumulation_steps, update)
+  return tf.group(done, name="train_op")
+
+
+def _check_arguments(num_train_steps, num_warmup_steps, num_accumulation_steps,
+                     optimizer, loss_scale, loss_scale_growth_interval):
+  """Raises ValueError naming the flag to fix for impossible settings."""
+  if num_train_steps < 1:
+    raise ValueError(
+        "num_train_steps must be at least 1, got %r: the training examples "
+        "times --num_train_epochs / --train_batch_size round to zero updates; "
+        "raise --num_train_epochs or lower --train_batch_size." %
+        (num_train_steps,))
+  if num_warmup_steps < 0:
+    raise ValueError("num_warmup_steps must be >= 0, got %r; check "
+                     "--warmup_proportion." % (num_warmup_steps,))
+  if int(num_accumulation_steps) != num_accumulation_steps or (
+      num_accumulation_steps < 1):
+    raise ValueError("--num_accumulation_steps must be an integer >= 1, got "
+                     "%r." % (num_accumulation_steps,))
+  if optimizer not in OPTIMIZERS:
+    raise ValueError("--optimizer=%r is not supported; choose one of: %s." %
+                     (optimizer, ", ".join(OPTIMIZERS)))
+  if loss_scale not in (None, "dynamic"):
+    raise ValueError("loss_scale must be None or \"dynamic\", got %r." %
+                     (loss_scale,))
+  if loss_scale_growth_interval < 1:
+    raise ValueError("loss_scale_growth_interval must be >= 1, got %r." %
+                     (loss_scale_growth_interval,))
+
+
+def _learning_rate(global_step, init_lr, num_train_steps, num_warmup_steps):
+  """Google's schedule at the current value of `global_step`.
+
+  Returns:
+    float32 scalar. Every update of this run consumes it, so the read of
+    global_step happens before the increment.
+  """
+  step = global_step.read_value()
+  step_float = tf.cast(step, tf.float32)
+  decay_done = tf.minimum(step_float, float(num_train_steps)) / float(
+      num_train_steps)
+  learning_rate = init_lr * (1.0 - decay_done)
+  if num_warmup_steps:
+    warmup_rate = init_lr * step_float / float(num_warmup_steps)
+    learning_rate = tf.where(step < num_warmup_steps, warmup_rate,
+                             learning_rate)
+  return tf.identity(learning_rate, name="learning_rate")
+
+
+def _make_optimizer(name, learning_rate, weight_decay_rate):
+  """The optimizer called `name` with Google's hyperparameters."""
+  if name == "lamb":
+    return LAMBOptimizer(learning_rate, weight_decay_rate=weight_decay_rate,
+                         exclude_from_weight_decay=EXCLUDE_FROM_WEIGHT_DECAY)
+  return AdamWeightDecayOptimizer(
+      learning_rate, weight_decay_rate=weight_decay_rate,
+      exclude_from_weight_decay=EXCLUDE_FROM_WEIGHT_DECAY)
+
+
+def _gradients(loss, tvars, scaler):
+  """Dense float32 gradients of `loss` for the variables it depends on.
+
+  Returns:
+    (grads, vars): equal-length lists; variables without a gradient dropped.
+  """
+  target = loss if scaler is None else scaler.scale_loss(loss)
+  pairs = [(g, v) for g, v in zip(tf.gradients(target, tvars), tvars)
+           if g is not None]
+  if not pairs:
+    raise ValueError("The loss depends on none of the %d variables to train; "
+                     "check the model_fn's loss." % len(tvars))
+  grads = [tf.cast(tf.convert_to_tensor(g), tf.float32) for g, _ in pairs]
+  if scaler is not None:
+    grads = scaler.unscale(grads)
+  # No variable may change before the whole backward pass and the fetched
+  # loss have read it (a recomputed layer reads its weights again).
+  grads = _after(grads + [loss], grads)
+  return grads, [v for _, v in pairs]
+
+
+def _update(opt, grads, tvars, global_step, clip_norm, scaler):
+  """One optimizer update with `grads` (skipped if the scaler finds inf/nan).
+
+  Returns:
+    An op or tensor that has run once the update (or the skip) is complete.
+  """
+  def apply():
+    clipped = grads
+    if clip_norm is not None:
+      clipped, _ = tf.clip_by_global_norm(grads, clip_norm=clip_norm)
+    return opt.apply_gradients(zip(clipped, tvars), global_step=global_step)
+
+  if scaler is None:
+    return apply()
+  return scaler.apply_if_finite(grads, apply)
+
+
+def _accumulate(grads, tvars, num_accumulation_steps, update):
+  """Adds `grads` to accumulators; every k-th run applies their mean.
+
+  Returns:
+    bool scalar tensor, True on the runs that applied (or skipped) an update.
+  """
+  accumulators = [
+      tf.compat.v1.get_variable(
+          _variable_name(v) + "/accum_grad", shape=v.shape.as_list(),
+          dtype=tf.float32, trainable=False,
+          initializer=tf.compat.v1.zeros_initializer()) for v in tvars]
+  # A global (checkpointed) counter: a run that stops between updates saves
+  # partial sums together with the count they belong to.
+  accum_step = tf.compat.v1.get_variable(
+      "accum_step", shape=[], dtype=tf.int64, trainable=False,
+      initializer=tf.compat.v1.zeros_initializer())
+  adds = [a.assign_add(g, read_value=False)
+          for a, g in zip(accumulators, grads)]
+  with tf.control_dependencies(adds):
+    counted = accum_step.assign_add(1, read_value=False)
+  with tf.control_dependencies([counted]):
+    count = accum_step.read_value()
+
+  def apply_mean():
+    done = update([a.read_value() / float(num_accumulation_steps)
+                   for a in accumulators])
+    with tf.control_dependencies([done]):
+      zeroed = [a.assign(tf.zeros_like(a), read_value=False)
+                for a in accumulators]
+    return _after(zeroed, True)
+
+  return tf.cond(tf.equal(count % num_accumulation_steps, 0), apply_mean,
+                 lambda: tf.constant(False))
+
+
+def _after(deps, values):
+  """Identity of `values` (a tensor or list) computed only after `deps`."""
+  with tf.control_dependencies(deps):
+    if isinstance(values, list):
+      return [tf.identity(v) for v in values]
+    return tf.identity(values)
+
+
+def _one_minus_power(beta, step):
+  """1 - beta**step (float32 scalar) for a Python float beta.
+
+  Computed as -expm1(step * log(beta)) with log(beta) in float64: in float32,
+  1 - 0.999 alone is off by 1.3e-5 (relative), which LAMB's bias correction
+  would carry into every update.
+  """
+  return -tf.math.expm1(step * math.log(beta))
+
+
+def _variable_name(param):
+  """The variable's name without the ":0" output suffix."""
+  match = re.match("^(.*):\\d+$", param.name)
+  return match.group(1) if match else param.name
+
+
+class _DynamicLossScale(object):
+  """Dynamic loss scaling for fp16 gradients.
+
+  Variables (saved in checkpoints): float32 `loss_scale` (starts at 2**15,
+  never below 1) and int64 `loss_scale_good_steps` (consecutive good updates).
+  """
+
+  def __init__(self, growth_interval):
+    self._growth_interval = growth_interval
+    self.scale = tf.compat.v1.get_variable(
+        "loss_scale", shape=[], dtype=tf.float32, trainable=False,
+        initializer=tf.compat.v1.constant_initializer(INITIAL_LOSS_SCALE))
+    self.good_steps = tf.compat.v1.get_variable(
+        "loss_scale_good_steps", shape=[], dtype=tf.int64, trainable=False,
+        initializer=tf.compat.v1.zeros_initializer())
+    tf.compat.v1.add_to_collection("loss_scale", self.scale)
+    # One read per run, used to scale and unscale: both see the same value.
+    self._value = self.scale.read_value()
+
+  def scale_loss(self, loss):
+    """float32 scalar: loss * scale."""
+    return tf.cast(loss, tf.float32) * self._value
+
+  def unscale(self, grads):
+    """Gradients of the scaled loss divided by the scale (float32)."""
+    return [g / self._value for g in grads]
+
+  def apply_if_finite(self, grads, apply_fn):
+    """Runs `apply_fn` and maybe grows the scale if every gradient is finite,
+    else changes nothing but halves the scale and resets the good steps.
+
+    Returns:
+      bool scalar tensor, True if the update was applied.
+    """
+    finite = tf.reduce_all(
+        tf.stack([tf.reduce_all(tf.math.is_finite(g)) for g in grads]))
+    return tf.cond(finite, lambda: self._applied(apply_fn), self._skipped)
+
+  def _applied(self, apply_fn):
+    done = apply_fn()
+    with tf.control_dependencies([done]):
+      good = self.good_steps.read_value() + 1
+    grow = good >= self._growth_interval
+    changes = [
+        self.scale.assign(tf.where(grow, 2.0 * self._value, self._value),
+                          read_value=False),
+        self.good_steps.assign(tf.where(grow, tf.zeros_like(good), good),
+                               read_value=False)]
+    return _after(changes, True)
+
+  def _skipped(self):
+    changes = [
+        self.scale.assign(tf.maximum(self._value / 2.0, 1.0),
+                          read_value=False),
+        self.good_steps.assign(tf.constant(0, tf.int64), read_value=False)]
+    return _after(changes, False)
+
+
+class AdamWeightDecayOptimizer(tf.compat.v1.train.Optimizer):
+  """Adam with decoupled weight decay and no bias correction (Google's BERT).
+
+  Per variable p with gradient g, learning rate lr and weight decay wd:
+    m = beta_1 * m + (1 - beta_1) * g
+    v = beta_2 * v + (1 - beta_2) * g^2
+    update = m / (sqrt(v) + epsilon) [+ wd * p unless p's name matches an
+             exclude_from_weight_decay pattern (re.search)]
+    p = p - lr * update
+  Slots are the variables `<variable name>/adam_m` and `<variable name>/adam_v`.
+  """
+
+  SLOT_NAMES = ("adam_m", "adam_v")
+
+  def __init__(self, learning_rate, weight_decay_rate=0.0, beta_1=0.9,
+               beta_2=0.999, epsilon=1e-6, exclude_from_weight_decay=None,
+               name="AdamWeightDecayOptimizer"):
+    super().__init__(False, name)
+    self.learning_rate = learning_rate
+    self.weight_decay_rate = weight_decay_rate
+    self.beta_1 = beta_1
+    self.beta_2 = beta_2
+    self.epsilon = epsilon
+    self.exclude_from_weight_decay = exclude_from_weight_decay
+    self._moments = {}
+
+  def create_slots(self, var_list):
+    """Creates the two slot variables of each variable in `var_list` now.
+
+    Call it before building `apply_gradients` inside a tf.cond branch, where
+    variables cannot be created.
+    """
+    for param in var_list:
+      self._slot_pair(param)
+
+  def apply_gradients(self, grads_and_vars, global_step=None, name=None):
+    """Updates each variable that has a gradient.
+
+    Args:
+      grads_and_vars: (gradient, variable) pairs; None gradients are skipped.
+      global_step: optional int64 variable, incremented after all updates.
+      name: name of the returned op.
+
+    Returns:
+      The op that runs all updates.
+    """
+    step = self._bias_correction_step(global_step)
+    assignments = []
+    for grad, param in grads_and_vars:
+      if grad is None or param is None:
+        continue
+      assignments.extend(self._apply_one(tf.convert_to_tensor(grad), param,
+                                         step))
+    if global_step is not None:
+      with tf.control_dependencies(assignments):
+        assignments.append(global_step.assign_add(1, read_value=False))
+    return tf.group(*assignments, name=name)
+
+  def _apply_one(self, grad, param, step):
+    """Assign ops for `param` and its slots; `grad` has param's shape."""
+    m, v = self._slot_pair(param)
+    value = param.read_value()
+    next_m = self.beta_1 * m + (1.0 - self.beta_1) * grad
+    next_v = self.beta_2 * v + (1.0 - self.beta_2) * tf.square(grad)
+    update = self._update_direction(next_m, next_v, value,
+                                    _variable_name(param), step)
+    return [param.assign(value - self.learning_rate * update,
+                         read_value=False),
+            m.assign(next_m, read_value=False),
+            v.assign(next_v, read_value=False)]
+
+  def _bias_correction_step(self, global_step):
+    """Adam here has no bias correction, hence no step."""
+    del global_step
+    return None
+
+  def _update_direction(self, next_m, next_v, value, param_name, step):
+    """m / (sqrt(v) + eps) plus the weight decay term; shape of value."""
+    del step
+    update = next_m / (tf.sqrt(next_v) + self.epsilon)
+    if self._do_use_weight_decay(param_name):
+      update += self.weight_decay_rate * value
+    return update
+
+  def _do_use_weight_decay(self, param_name):
+    """Whether to apply weight decay to the variable called `param_name`."""
+    if not self.weight_decay_rate:
+      return False
+    return not any(re.search(pattern, param_name)
+                   for pattern in self.exclude_from_weight_decay or [])
+
+  def _slot_pair(self, param):
+    """The (m, v) slot variables of `param`, created on first use."""
+    param_name = _variable_name(param)
+    if param_name not in self._moments:
+      self._moments[param_name] = tuple(
+          tf.compat.v1.get_variable(
+              name=param_name + "/" + slot, shape=param.shape.as_list(),
+              dtype=tf.float32, trainable=False,
+              initializer=tf.compat.v1.zeros_initializer())
+          for slot in self.SLOT_NAMES)
+    return self._moments[param_name]
+
+
+class LAMBOptimizer(AdamWeightDecayOptimizer):
+  """LAMB (You et al., 2019): Adam moments with a layer-wise trust ratio.
+
+  Per variable p with gradient g, t = global_step + 1 (the update number):
+    m = beta_1 * m + (1 - beta_1) * g;  v = beta_2 * v + (1 - beta_2) * g^2
+    m_hat = m / (1 - beta_1^t);  v_hat = v / (1 - beta_2^t)
+    r = m_hat / (sqrt(v_hat) + epsilon) [+ wd * p unless p's name matches an
+        exclude_from_weight_decay pattern]
+    trust_ratio = ||p|| / ||r|| if both norms are > 0, else 1.0
+    p = p - lr * trust_ratio * r
+  Slots are `<variable name>/lamb_m` and `<variable name>/lamb_v`. The step t
+  comes from the `global_step` given to apply_gradients, else from the
+  graph's global step.
+  """
+
+  SLOT_NAMES = ("lamb_m", "lamb_v")
+
+  def __init__(self, learning_rate, weight_decay_rate=0.01, beta_1=0.9,
+               beta_2=0.999, epsilon=1e-6, exclude_from_weight_decay=None,
+               name="LAMBOptimizer"):
+    super().__init__(learning_rate, weight_decay_rate=weight_decay_rate,
+                     beta_1=beta_1, beta_2=beta_2, epsilon=epsilon,
+                     exclude_from_weight_decay=exclude_from_weight_decay,
+                     name=name)
+
+  def _bias_correction_step(self, global_step):
+    """float32 t = global_step + 1, read before global_step is incremented."""
+    if global_step is None:
+      global_step = tf.compat.v1.train.get_global_step()
+    if global_step is None:
+      raise ValueError(
+          "LAMBOptimizer needs a global step for its bias correction: pass "
+          "global_step to apply_gradients or create one with "
+          "tf.compat.v1.train.get_or_create_global_step().")
+    return tf.cast(global_step, tf.float32) + 1.0
+
+  def _update_direction(self, next_m, next_v, value, param_name, step):
+    """trust_ratio * r (r as in the class docstring), shape of value."""
+    m_hat = next_m / _one_minus_power(self.beta_1, step)
+    v_hat = next_v / _one_minus_power(self.beta_2, step)
+    update = m_hat / (tf.sqrt(v_hat) + self.epsilon)
+    if self._do_use_weight_decay(param_name):
+      update += self.weight_decay_rate * value
+    param_norm = tf.norm(value)
+    update_norm = tf.norm(update)
+    trust_ratio = tf.where(
+        tf.logical_and(param_norm > 0.0, update_norm > 0.0),
+        tf.math.divide_no_nan(param_norm, update_norm), 1.0)
+    return trust_ratio * update

@@ -1,0 +1,325 @@
+"""Tests of optimization.py against NumPy re-derivations of Google's math.
+
+The model is tiny: h = x @ dense/kernel + dense/bias,
+out = (h * dense/LayerNorm/gamma) @ output/kernel, and the loss is the batch
+mean of 0.5 * ||out - y||^2. Its gradients are derived by hand in NumPy below,
+so the optimizer is checked end to end (gradients, clipping, schedule, weight
+decay exclusions, slots).
+"""
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import optimization
+
+SHAPES = {
+    "dense/kernel": (4, 3),
+    "dense/bias": (3,),
+    "dense/LayerNorm/gamma": (3,),
+    "output/kernel": (3, 2),
+}
+# Google's exclusions: only the two kernels get weight decay.
+DECAYED = {"dense/kernel", "output/kernel"}
+B1, B2, EPS, WD = 0.9, 0.999, 1e-6, 0.01
+
+
+def _initial_params():
+  """Float64 starting values; the bias starts at 0 (LAMB's ||p|| = 0 case)."""
+  rng = np.random.RandomState(0)
+  params = {name: rng.normal(0.0, 0.5, shape) for name, shape in SHAPES.items()}
+  params["dense/bias"] = np.zeros(3)
+  return params
+
+
+def _batches(num, batch_size, seed=1, y_scale=3.0):
+  """`num` (x [batch, 4], y [batch, 2]) float32 batches."""
+  rng = np.random.RandomState(seed)
+  return [(rng.normal(size=(batch_size, 4)).astype(np.float32),
+           (y_scale * rng.normal(size=(batch_size, 2))).astype(np.float32))
+          for _ in range(num)]
+
+
+def _np_grads(p, x, y):
+  """Hand-derived gradients of the model's loss, float64."""
+  x, y = x.astype(np.float64), y.astype(np.float64)
+  h = x @ p["dense/kernel"] + p["dense/bias"]
+  hg = h * p["dense/LayerNorm/gamma"]
+  d_out = (hg @ p["output/kernel"] - y) / x.shape[0]
+  d_hg = d_out @ p["output/kernel"].T
+  d_h = d_hg * p["dense/LayerNorm/gamma"]
+  return {"output/kernel": hg.T @ d_out,
+          "dense/LayerNorm/gamma": (d_hg * h).sum(0),
+          "dense/kernel": x.T @ d_h,
+          "dense/bias": d_h.sum(0)}
+
+
+def _np_lr(step, init_lr, num_train_steps, num_warmup_steps):
+  """Google's schedule, written from its formula."""
+  if step < num_warmup_steps:
+    return init_lr * step / num_warmup_steps
+  return init_lr * (1.0 - min(step, num_train_steps) / num_train_steps)
+
+
+def _np_train(batches, init_lr, num_train_steps, num_warmup_steps, lamb=False):
+  """NumPy AdamWeightDecay (or LAMB) run; returns (params, slots, clipped)."""
+  p = _initial_params()
+  m = {k: np.zeros_like(v) for k, v in p.items()}
+  v = {k: np.zeros_like(val) for k, val in p.items()}
+  clipped = []
+  for step, (x, y) in enumerate(batches):
+    lr = _np_lr(step, init_lr, num_train_steps, num_warmup_steps)
+    g = _np_grads(p, x, y)
+    norm = math.sqrt(sum((gv**2).sum() for gv in g.values()))
+    clipped.append(norm > 1.0)
+    for k in p:
+      gk = g[k] / max(norm, 1.0)
+      m[k] = B1 * m[k] + (1 - B1) * gk
+      v[k] = B2 * v[k] + (1 - B2) * gk**2
+      if lamb:
+        t = step + 1
+        r = (m[k] / (1 - B1**t)) / (np.sqrt(v[k] / (1 - B2**t)) + EPS)
+      else:
+        r = m[k] / (np.sqrt(v[k]) + EPS)
+      if k in DECAYED:
+        r = r + WD * p[k]
+      if lamb:
+        pn, rn = np.linalg.norm(p[k]), np.linalg.norm(r)
+        r = r * (pn / rn if pn > 0 and rn > 0 else 1.0)
+      p[k] = p[k] - lr * r
+  return p, m, v, clipped
+
+
+def _model_loss(x, y, init, dropout_rate):
+  """The tiny model's mean loss; `init` maps names to values (else random)."""
+  def var(name):
+    if init is None:
+      initializer = tf.compat.v1.random_normal_initializer(stddev=0.5)
+    else:
+      initializer = tf.compat.v1.constant_initializer(init[name])
+    return tf.compat.v1.get_variable(name, SHAPES[name], tf.float32,
+                                     initializer=initializer)
+  h = tf.matmul(x, var("dense/kernel")) + var("dense/bias")
+  if dropout_rate:
+    h = tf.nn.dropout(h, rate=dropout_rate)
+  out = tf.matmul(h * var("dense/LayerNorm/gamma"), var("output/kernel"))
+  return 0.5 * tf.reduce_mean(tf.reduce_sum(tf.square(out - y), axis=1))
+
+
+def _train(batches, factors=None, init="default", dropout_rate=0.0, seed=None,
+           **optimizer_kwargs):
+  """Runs the train op once per batch in a fresh graph.
+
+  Returns:
+    list with, per run, {"lr": fetched learning rate, "vars": {name: value}
+    of all global variables after the run}.
+  """
+  if isinstance(init, str):
+    init = _initial_params()
+  with tf.Graph().as_default():
+    if seed is not None:
+      tf.compat.v1.set_random_seed(seed)
+    x = tf.compat.v1.placeholder(tf.float32, [None, 4])
+    y = tf.compat.v1.placeholder(tf.float32, [None, 2])
+    factor = tf.compat.v1.placeholder_with_default(1.0, [])
+    loss = _model_loss(x, y, init, dropout_rate) * factor
+    train_op = optimization.create_optimizer(loss, **optimizer_kwargs)
+    learning_rate, = tf.compat.v1.get_collection("learning_rate")
+    variables = tf.compat.v1.global_variables()
+    history = []
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      for i, (bx, by) in enumerate(batches):
+        feed = {x: bx, y: by, factor: 1.0 if factors is None else factors[i]}
+        _, lr = sess.run([train_op, learning_rate], feed)
+        values = sess.run(variables)
+        history.append({"lr": lr, "vars": {v.op.name: val for v, val in
+                                           zip(variables, values)}})
+  return history
+
+
+def _assert_params_close(got, want, rtol=1e-6, atol=1e-7):
+  for name in SHAPES:
+    np.testing.assert_allclose(got[name], want[name], rtol=rtol, atol=atol,
+                               err_msg=name)
+
+
+def test_adamw_matches_numpy_reference():
+  batches = _batches(7, 8)
+  kw = dict(init_lr=0.05, num_train_steps=8, num_warmup_steps=2)
+  history = _train(batches, **kw)
+  p, m, v, clipped = _np_train(batches, **kw)
+  # Both regimes of the global-norm clip are exercised.
+  assert any(clipped) and not all(clipped)
+  final = history[-1]["vars"]
+  _assert_params_close(final, p)
+  for name in SHAPES:
+    np.testing.assert_allclose(final[name + "/adam_m"], m[name], rtol=1e-5,
+                               atol=1e-7)
+    np.testing.assert_allclose(final[name + "/adam_v"], v[name], rtol=1e-5,
+                               atol=1e-9)
+  assert [h["vars"]["global_step"] for h in history] == list(range(1, 8))
+  # Warmup: the first update has rate 0, so only the slots moved.
+  np.testing.assert_array_equal(history[0]["vars"]["dense/kernel"],
+                                _initial_params()["dense/kernel"].astype(
+                                    np.float32))
+  assert np.abs(history[0]["vars"]["dense/kernel/adam_m"]).max() > 0
+
+
+@pytest.mark.parametrize("num_warmup_steps", [0, 3])
+def test_learning_rate_follows_schedule(num_warmup_steps):
+  history = _train(_batches(12, 2), init_lr=0.1, num_train_steps=10,
+                   num_warmup_steps=num_warmup_steps)
+  want = [_np_lr(step, 0.1, 10, num_warmup_steps) for step in range(12)]
+  np.testing.assert_allclose([h["lr"] for h in history], want, rtol=1e-6,
+                             atol=1e-9)
+  assert want[-1] == 0.0 and want[1] != 0.0
+
+
+def test_slot_names_and_plain_path_has_no_accumulators():
+  final = _train(_batches(1, 2), init_lr=0.1, num_train_steps=10,
+                 num_warmup_steps=0)[-1]["vars"]
+  want = {"global_step"} | set(SHAPES)
+  want |= {n + s for n in SHAPES for s in ("/adam_m", "/adam_v")}
+  assert set(final) == want
+  with tf.Graph().as_default():
+    x = tf.compat.v1.placeholder(tf.float32, [None, 4])
+    y = tf.compat.v1.placeholder(tf.float32, [None, 2])
+    optimization.create_optimizer(_model_loss(x, y, None, 0.0), 0.1, 10, 1)
+    assert sorted(v.op.name for v in tf.compat.v1.trainable_variables()) == (
+        sorted(SHAPES))
+
+
+def test_lamb_matches_numpy_reference():
+  batches = _batches(6, 8)
+  kw = dict(init_lr=0.02, num_train_steps=10, num_warmup_steps=1)
+  history = _train(batches, optimizer="lamb", **kw)
+  p, m, v, _ = _np_train(batches, lamb=True, **kw)
+  final = history[-1]["vars"]
+  _assert_params_close(final, p)
+  for name in SHAPES:
+    np.testing.assert_allclose(final[name + "/lamb_m"], m[name], rtol=1e-5,
+                               atol=1e-7)
+    np.testing.assert_allclose(final[name + "/lamb_v"], v[name], rtol=1e-5,
+                               atol=1e-9)
+  assert not any(name.endswith("adam_m") for name in final)
+
+
+@pytest.mark.parametrize("kw", [
+    dict(optimizer="adamw"),
+    dict(optimizer="lamb", num_accumulation_steps=2, loss_scale="dynamic"),
+])
+def test_repeat_run_is_bit_identical(kw):
+  def run():
+    return _train(_batches(6, 4), init=None, dropout_rate=0.2, seed=7,
+                  init_lr=0.05, num_train_steps=5, num_warmup_steps=1,
+                  **kw)[-1]["vars"]
+  first, second = run(), run()
+  assert first.keys() == second.keys()
+  for name in first:
+    np.testing.assert_array_equal(first[name], second[name], err_msg=name)
+  assert first["global_step"] == 6 // kw.get("num_accumulation_steps", 1)
+
+
+# Without the clip, Adam's v slot shows whether the mean (not the sum) of the
+# micro-batch gradients was applied.
+@pytest.mark.parametrize("k, clip_norm", [(2, 1.0), (4, 1.0), (4, None)])
+def test_accumulation_matches_one_big_batch(k, clip_norm):
+  micro, updates = 2, 3
+  big = _batches(updates, k * micro, seed=3)
+  small = [(bx[i * micro:(i + 1) * micro], by[i * micro:(i + 1) * micro])
+           for bx, by in big for i in range(k)]
+  # The first gradient has a global norm above 1, so clipping is active.
+  first_grads = _np_grads(_initial_params(), *big[0])
+  assert math.sqrt(sum((g**2).sum() for g in first_grads.values())) > 1.0
+  kw = dict(init_lr=0.05, num_train_steps=10, num_warmup_steps=1,
+            clip_norm=clip_norm)
+  want = _train(big, **kw)[-1]["vars"]
+  history = _train(small, num_accumulation_steps=k, **kw)
+  got = history[-1]["vars"]
+  for name in want:
+    np.testing.assert_allclose(got[name], want[name], rtol=1e-6, atol=1e-8,
+                               err_msg=name)
+  assert [h["vars"]["global_step"] for h in history] == [
+      (i + 1) // k for i in range(k * updates)]
+  assert got["accum_step"] == k * updates
+  for name in SHAPES:
+    assert not got[name + "/accum_grad"].any()
+  # Mid-window the accumulator holds the sum of the micro-batch gradients.
+  np.testing.assert_allclose(
+      history[0]["vars"]["dense/kernel/accum_grad"],
+      _np_grads(_initial_params(), *small[0])["dense/kernel"], rtol=1e-5,
+      atol=1e-7)
+
+
+def test_dynamic_loss_scale_skips_overflow_and_grows():
+  batches = _batches(6, 4)
+  factors = [1.0, np.inf, 1.0, 1.0, 1e38, 1.0]
+  kw = dict(init_lr=0.05, num_train_steps=10, num_warmup_steps=0)
+  history = _train(batches, factors=factors, loss_scale="dynamic",
+                   loss_scale_growth_interval=2, **kw)
+  state = [h["vars"] for h in history]
+  assert [s["global_step"] for s in state] == [1, 1, 2, 3, 3, 4]
+  assert [s["loss_scale"] for s in state] == [2.0**15, 2.0**14, 2.0**14,
+                                              2.0**15, 2.0**14, 2.0**14]
+  assert [s["loss_scale_good_steps"] for s in state] == [1, 0, 1, 0, 0, 1]
+  # A skipped update leaves every weight and slot as the run before left it.
+  for skipped in (1, 4):
+    for name in state[skipped]:
+      if not name.startswith(("global_step", "loss_scale")):
+        np.testing.assert_array_equal(state[skipped][name],
+                                      state[skipped - 1][name], err_msg=name)
+  # The applied steps equal a run without scaling that never saw the overflows.
+  want = _train([batches[i] for i in (0, 2, 3, 5)], **kw)[-1]["vars"]
+  for name in want:
+    np.testing.assert_allclose(state[-1][name], want[name], rtol=1e-6,
+                               err_msg=name)
+
+
+def test_loss_scale_with_accumulation_and_floor():
+  batches = _batches(2 * 17, 2)
+  factors = [1.0, np.inf] + [np.inf, 1.0] * 16
+  history = _train(batches, factors=factors, loss_scale="dynamic",
+                   num_accumulation_steps=2, init_lr=0.05, num_train_steps=10,
+                   num_warmup_steps=0)
+  skipped = history[1]["vars"]
+  assert skipped["global_step"] == 0
+  assert skipped["loss_scale"] == 2.0**14
+  assert not any(skipped[n + "/accum_grad"].any() for n in SHAPES)
+  assert not any(skipped[n + "/adam_m"].any() for n in SHAPES)
+  np.testing.assert_array_equal(skipped["dense/kernel"],
+                                history[0]["vars"]["dense/kernel"])
+  final = history[-1]["vars"]
+  # 17 skipped updates: 15 halvings reach the floor of 1.0, which holds.
+  assert final["loss_scale"] == 1.0 and final["global_step"] == 0
+
+
+def test_loss_scale_variable_in_collection():
+  with tf.Graph().as_default():
+    x = tf.compat.v1.placeholder(tf.float32, [None, 4])
+    y = tf.compat.v1.placeholder(tf.float32, [None, 2])
+    optimization.create_optimizer(_model_loss(x, y, None, 0.0), 0.1, 10, 1,
+                                  loss_scale="dynamic")
+    scale, = tf.compat.v1.get_collection("loss_scale")
+    assert scale.op.name == "loss_scale"
+    names = {v.op.name for v in tf.compat.v1.global_variables()}
+    assert {"loss_scale", "loss_scale_good_steps"} <= names
+
+
+@pytest.mark.parametrize("kw, words", [
+    (dict(optimizer="sgd"), ["--optimizer", "adamw", "lamb"]),
+    (dict(num_accumulation_steps=0), ["--num_accumulation_steps"]),
+    (dict(loss_scale="static"), ["loss_scale", "dynamic"]),
+    (dict(num_train_steps=0), ["--num_train_epochs"]),
+])
+def test_bad_arguments_name_the_fix(kw, words):
+  args = dict(init_lr=0.1, num_train_steps=10, num_warmup_steps=1)
+  args.update(kw)
+  with tf.Graph().as_default():
+    x = tf.compat.v1.placeholder(tf.float32, [None, 4])
+    y = tf.compat.v1.placeholder(tf.float32, [None, 2])
+    with pytest.raises(ValueError) as error:
+      optimization.create_optimizer(_model_loss(x, y, None, 0.0), **args)
+  for word in words:
+    assert word in str(error.value)
