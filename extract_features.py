@@ -1,0 +1,370 @@
+# coding=utf-8
+"""Extracts pre-computed feature vectors from BERT, as Google's script does.
+
+Each line of --input_file is one example: "text_a" or "text_a ||| text_b".
+For every example, one JSON line is written to --output_file:
+
+  {"linex_index": 0, "features": [
+     {"token": "[CLS]", "layers": [{"index": -1, "values": [...]}, ...]},
+     ...]}
+
+with the hidden states of the --layers (negative = counted from the top)
+for each WordPiece token, rounded to 6 decimals. The key "linex_index" is
+spelled as in the original, so existing readers keep working.
+
+The model runs in a plain `tf.compat.v1.Session`, batch by batch; the
+output is written under a temporary name and renamed when complete.
+
+    python extract_features.py --input_file=input.txt \
+      --output_file=output.jsonl --vocab_file=$BERT/vocab.txt \
+      --bert_config_file=$BERT/bert_config.json \
+      --init_checkpoint=$BERT/bert_model.ckpt --layers=-1,-2,-3,-4 \
+      --max_seq_length=128 --batch_size=8
+"""
+
+import collections
+import json
+import re
+
+from absl import app
+from absl import flags
+from absl import logging
+import tensorflow as tf
+
+import modeling
+import tokenization
+
+FLAGS = flags.FLAGS
+
+# Example lines logged in full, as the original does, to check the input.
+_NUM_LOGGED_EXAMPLES = 5
+
+
+def define_flags(flag_values=flags.FLAGS):
+  """Defines the script's flags (Google's names and defaults).
+
+  Called from `__main__` rather than at import, so that importing this
+  module next to run_classifier.py (which defines --vocab_file and the
+  other model flags) does not define them twice.
+  """
+  fv = flag_values
+  flags.DEFINE_string("input_file", None,
+                      "Text file, one example per line: \"text_a\" or "
+                      "\"text_a ||| text_b\".", flag_values=fv)
+  flags.DEFINE_string("output_file", None,
+                      "Where to write the JSON lines.", flag_values=fv)
+  flags.DEFINE_string("layers", "-1,-2,-3,-4",
+                      "Comma-separated encoder layers to output; -1 is the "
+                      "last.", flag_values=fv)
+  flags.DEFINE_string("bert_config_file", None,
+                      "The bert_config.json of the pre-trained model.",
+                      flag_values=fv)
+  flags.DEFINE_integer("max_seq_length", 128,
+                       "Longest input in WordPiece tokens (with [CLS] and "
+                       "[SEP]); longer inputs are truncated.", flag_values=fv)
+  flags.DEFINE_string("init_checkpoint", None,
+                      "Checkpoint prefix of the pre-trained model, e.g. "
+                      ".../bert_model.ckpt.", flag_values=fv)
+  flags.DEFINE_string("vocab_file", None,
+                      "The vocab.txt the model was pre-trained with.",
+                      flag_values=fv)
+  flags.DEFINE_bool("do_lower_case", True,
+                    "Lower-case the input text; True for uncased models, "
+                    "False for cased ones.", flag_values=fv)
+  flags.DEFINE_integer("batch_size", 32, "Examples per batch.",
+                       flag_values=fv)
+  flags.DEFINE_bool("use_tpu", False,
+                    "Run on a TPU (not supported by this build).",
+                    flag_values=fv)
+  flags.DEFINE_string("master", None,
+                      "TensorFlow master address (TPU only, not supported).",
+                      flag_values=fv)
+  flags.DEFINE_integer("num_tpu_cores", 8,
+                       "TPU cores to use (TPU only, not supported).",
+                       flag_values=fv)
+  flags.DEFINE_bool("use_one_hot_embeddings", False,
+                    "Look up word embeddings with a one-hot matmul instead "
+                    "of a gather (faster on TPUs, same values).",
+                    flag_values=fv)
+
+
+class InputExample(object):
+  """One line of the input file."""
+
+  def __init__(self, unique_id, text_a, text_b):
+    self.unique_id = unique_id
+    self.text_a = text_a
+    self.text_b = text_b
+
+
+class InputFeatures(object):
+  """The model inputs of one example, each a list of `seq_length` ints."""
+
+  def __init__(self, unique_id, tokens, input_ids, input_mask,
+               input_type_ids):
+    self.unique_id = unique_id
+    self.tokens = tokens
+    self.input_ids = input_ids
+    self.input_mask = input_mask
+    self.input_type_ids = input_type_ids
+
+
+def read_examples(input_file):
+  """Reads one `InputExample` per line of `input_file`.
+
+  The id of an example is its line number counted from 0; a blank line is
+  an example with empty text, so ids stay aligned with the lines.
+
+  Raises:
+    FileNotFoundError: `input_file` does not exist.
+  """
+  if not input_file or not tf.io.gfile.exists(input_file):
+    raise FileNotFoundError(
+        "Input file %r not found; set --input_file to a text file with one "
+        "example per line (\"text_a\" or \"text_a ||| text_b\")." %
+        (input_file,))
+  examples = []
+  with tf.io.gfile.GFile(input_file, "r") as reader:
+    for unique_id, line in enumerate(reader):
+      line = tokenization.convert_to_unicode(line).strip()
+      match = re.match(r"^(.*) \|\|\| (.*)$", line)
+      if match is None:
+        text_a, text_b = line, None
+      else:
+        text_a, text_b = match.group(1), match.group(2)
+      examples.append(InputExample(unique_id, text_a, text_b))
+  return examples
+
+
+def convert_examples_to_features(examples, seq_length, tokenizer):
+  """Tokenizes `examples` into `InputFeatures` padded to `seq_length`.
+
+  Layout: [CLS] text_a [SEP] (type 0), then text_b [SEP] (type 1) if there
+  is a text_b; the longer text loses tokens at its end until all fits.
+  """
+  features = []
+  for example in examples:
+    tokens_a = tokenizer.tokenize(example.text_a)
+    tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else []
+    if tokens_b:
+      # Room for [CLS], [SEP] and [SEP].
+      _truncate_seq_pair(tokens_a, tokens_b, seq_length - 3)
+    else:
+      tokens_a = tokens_a[:seq_length - 2]
+
+    tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
+    input_type_ids = [0] * len(tokens)
+    if tokens_b:
+      tokens += tokens_b + ["[SEP]"]
+      input_type_ids += [1] * (len(tokens_b) + 1)
+    input_ids = tokenizer.convert_tokens_to_ids(tokens)
+    input_mask = [1] * len(input_ids)
+    padding = [0] * (seq_length - len(input_ids))
+
+    feature = InputFeatures(
+        unique_id=example.unique_id,
+        tokens=tokens,
+        input_ids=input_ids + padding,
+        input_mask=input_mask + padding,
+        input_type_ids=input_type_ids + padding)
+    if example.unique_id < _NUM_LOGGED_EXAMPLES:
+      _log_feature(feature)
+    features.append(feature)
+  return features
+
+
+def _log_feature(feature):
+  """Logs the inputs of one example, to check the input by eye."""
+  logging.info("*** Example ***")
+  logging.info("unique_id: %s", feature.unique_id)
+  logging.info("tokens: %s", " ".join(
+      tokenization.printable_text(t) for t in feature.tokens))
+  logging.info("input_ids: %s", " ".join(map(str, feature.input_ids)))
+  logging.info("input_mask: %s", " ".join(map(str, feature.input_mask)))
+  logging.info("input_type_ids: %s",
+               " ".join(map(str, feature.input_type_ids)))
+
+
+def _truncate_seq_pair(tokens_a, tokens_b, max_length):
+  """Drops tokens from the end of the longer list until both fit.
+
+  Cutting the longer one keeps as much of the shorter (often the more
+  informative, e.g. a question) as possible. Modifies the lists in place.
+  """
+  while len(tokens_a) + len(tokens_b) > max_length:
+    if len(tokens_a) > len(tokens_b):
+      tokens_a.pop()
+    else:
+      tokens_b.pop()
+
+
+def parse_layers(layers, num_hidden_layers):
+  """Parses --layers ("-1,-2") into ints, each a valid encoder layer.
+
+  Returns:
+    list of ints in [-num_hidden_layers, num_hidden_layers - 1].
+  Raises:
+    ValueError: not a list of integers, or an index out of range.
+  """
+  try:
+    indexes = [int(x) for x in layers.split(",")]
+  except ValueError as e:
+    raise ValueError(
+        "--layers=%s: expected comma-separated integers such as "
+        "-1,-2,-3,-4." % layers) from e
+  for index in indexes:
+    if not -num_hidden_layers <= index < num_hidden_layers:
+      raise ValueError(
+          "--layers=%s: layer %d is out of range; the model has %d layers, "
+          "so use indexes from %d to %d (-1 is the last layer)." %
+          (layers, index, num_hidden_layers, -num_hidden_layers,
+           num_hidden_layers - 1))
+  return indexes
+
+
+def _build_model(bert_config, seq_length, layer_indexes, init_checkpoint,
+                 use_one_hot_embeddings):
+  """Builds the model in the current graph, initialized from the checkpoint.
+
+  Returns:
+    (inputs, outputs): inputs maps "input_ids", "input_mask" and
+    "input_type_ids" to int32 placeholders [batch_size, seq_length];
+    outputs is a list of float32 [batch_size, seq_length, hidden_size], one
+    per entry of `layer_indexes`.
+  Raises:
+    ValueError: the checkpoint lacks some of the model's variables.
+  """
+  inputs = {
+      name: tf.compat.v1.placeholder(tf.int32, [None, seq_length], name=name)
+      for name in ("input_ids", "input_mask", "input_type_ids")
+  }
+  model = modeling.BertModel(
+      config=bert_config,
+      is_training=False,
+      input_ids=inputs["input_ids"],
+      input_mask=inputs["input_mask"],
+      token_type_ids=inputs["input_type_ids"],
+      use_one_hot_embeddings=use_one_hot_embeddings)
+  tvars = tf.compat.v1.trainable_variables()
+  assignment_map, initialized = modeling.get_assignment_map_from_checkpoint(
+      tvars, init_checkpoint)
+  # Features from randomly initialized weights would be meaningless.
+  missing = [v.name for v in tvars if v.name not in initialized]
+  if missing:
+    raise ValueError(
+        "--init_checkpoint=%s lacks %d of the model's variables (e.g. %s); "
+        "check that --bert_config_file belongs to this checkpoint." %
+        (init_checkpoint, len(missing), missing[0]))
+  tf.compat.v1.train.init_from_checkpoint(init_checkpoint, assignment_map)
+  all_layers = model.get_all_encoder_layers()
+  outputs = [tf.cast(all_layers[i], tf.float32) for i in layer_indexes]
+  return inputs, outputs
+
+
+def compute_layer_values(features, bert_config, init_checkpoint,
+                         layer_indexes, batch_size,
+                         use_one_hot_embeddings=False):
+  """Runs the model over `features`, `batch_size` at a time.
+
+  Yields:
+    (feature, values) per feature, in order; values is a list (one per
+    entry of `layer_indexes`) of float32 arrays [len(feature.tokens),
+    hidden_size] (padding positions left out).
+  """
+  if not features:
+    return
+  seq_length = len(features[0].input_ids)
+  with tf.Graph().as_default():
+    inputs, outputs = _build_model(bert_config, seq_length, layer_indexes,
+                                   init_checkpoint, use_one_hot_embeddings)
+    with tf.compat.v1.Session() as session:
+      session.run(tf.compat.v1.global_variables_initializer())
+      for start in range(0, len(features), batch_size):
+        batch = features[start:start + batch_size]
+        feed = {inputs[name]: [getattr(f, name) for f in batch]
+                for name in inputs}
+        layer_values = session.run(outputs, feed_dict=feed)
+        for b, feature in enumerate(batch):
+          num_tokens = len(feature.tokens)
+          yield feature, [v[b, :num_tokens] for v in layer_values]
+
+
+def feature_to_json(feature, layer_indexes, values):
+  """The output record of one example, in the original's layout."""
+  tokens = []
+  for i, token in enumerate(feature.tokens):
+    layers = []
+    for layer_index, layer_values in zip(layer_indexes, values):
+      layers.append(collections.OrderedDict([
+          ("index", layer_index),
+          ("values", [round(float(x), 6) for x in layer_values[i]]),
+      ]))
+    tokens.append(collections.OrderedDict([
+        ("token", token), ("layers", layers)]))
+  return collections.OrderedDict([
+      ("linex_index", feature.unique_id), ("features", tokens)])
+
+
+def _check_flags(flag_obj):
+  """Refuses missing or unsupported flags before any slow work."""
+  if flag_obj.use_tpu:
+    raise ValueError("--use_tpu: no TPU support in this build; run on "
+                     "CPU/GPU without it.")
+  for name in ("input_file", "output_file", "vocab_file", "bert_config_file",
+               "init_checkpoint"):
+    if not getattr(flag_obj, name):
+      raise ValueError("--%s is required." % name)
+  if flag_obj.batch_size < 1:
+    raise ValueError("--batch_size=%d: must be at least 1." %
+                     flag_obj.batch_size)
+
+
+def _check_max_seq_length(max_seq_length, bert_config):
+  """[CLS] x [SEP] needs 3 positions; the model has only so many."""
+  if not 3 <= max_seq_length <= bert_config.max_position_embeddings:
+    raise ValueError(
+        "--max_seq_length=%d: must be between 3 and the model's "
+        "max_position_embeddings (%d in --bert_config_file)." %
+        (max_seq_length, bert_config.max_position_embeddings))
+
+
+def run(flag_obj):
+  """Extracts the features the flags ask for and writes --output_file."""
+  _check_flags(flag_obj)
+  bert_config = modeling.BertConfig.from_json_file(flag_obj.bert_config_file)
+  _check_max_seq_length(flag_obj.max_seq_length, bert_config)
+  layer_indexes = parse_layers(flag_obj.layers,
+                               bert_config.num_hidden_layers)
+  tokenization.validate_case_matches_checkpoint(flag_obj.do_lower_case,
+                                                flag_obj.init_checkpoint)
+  tokenizer = tokenization.FullTokenizer(
+      vocab_file=flag_obj.vocab_file, do_lower_case=flag_obj.do_lower_case)
+  examples = read_examples(flag_obj.input_file)
+  features = convert_examples_to_features(
+      examples, flag_obj.max_seq_length, tokenizer)
+
+  # Written under a temporary name so a killed run leaves no partial file
+  # that looks complete.
+  temp_file = flag_obj.output_file + ".tmp"
+  with tf.io.gfile.GFile(temp_file, "w") as writer:
+    for feature, values in compute_layer_values(
+        features, bert_config, flag_obj.init_checkpoint, layer_indexes,
+        flag_obj.batch_size, flag_obj.use_one_hot_embeddings):
+      writer.write(json.dumps(feature_to_json(
+          feature, layer_indexes, values)) + "\n")
+  tf.io.gfile.rename(temp_file, flag_obj.output_file, overwrite=True)
+  logging.info("Wrote %d examples to %s", len(features),
+               flag_obj.output_file)
+
+
+def main(_):
+  logging.set_verbosity(logging.INFO)
+  run(FLAGS)
+
+
+if __name__ == "__main__":
+  define_flags()
+  for required in ("input_file", "output_file", "vocab_file",
+                   "bert_config_file", "init_checkpoint"):
+    flags.mark_flag_as_required(required)
+  app.run(main)

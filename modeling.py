@@ -1,0 +1,1017 @@
+# coding=utf-8
+"""The BERT model ("Bidirectional Encoder Representations from Transformers").
+
+Graph-mode `tf.compat.v1` re-implementation of the model in Google's original
+BERT code. Public names, signatures, variable names and shapes, and the math
+(tanh-approximated GELU, LayerNorm with epsilon 1e-12, additive attention mask
+of -10000) are those of the original, so Google's released checkpoints load
+unchanged.
+
+Additions, all keyword arguments with defaults:
+  * `BertModel(..., gradient_checkpointing=True)` recomputes each transformer
+    layer in the backward pass (`tf.recompute_grad`) to save memory.
+  * `BertModel(..., compute_dtype=tf.float16 | tf.bfloat16)` runs matmuls and
+    activations in reduced precision while the variables stay float32.
+  * `dropout` is stateless: its mask depends only on (graph seed, dropout
+    site, step), see docs/architecture.md "Dropout randomness".
+"""
+
+from __future__ import absolute_import
+from __future__ import division
+from __future__ import print_function
+
+import collections
+import copy
+import json
+import math
+import re
+import zlib
+
+import tensorflow as tf
+
+# `tf.recompute_grad` in graph mode only supports resource variables.
+tf.compat.v1.enable_resource_variables()
+
+MICRO_STEP_COLLECTION = "micro_step"
+
+_COMPUTE_DTYPES = (tf.float32, tf.float16, tf.bfloat16)
+
+# Added to the attention scores of masked positions before the softmax; large
+# enough that exp() of it is exactly 0 in float32.
+_MASK_ADDER = -10000.0
+
+_LAYER_NORM_EPSILON = 1e-12
+
+
+class BertConfig(object):
+  """Configuration for `BertModel`."""
+
+  def __init__(self,
+               vocab_size,
+               hidden_size=768,
+               num_hidden_layers=12,
+               num_attention_heads=12,
+               intermediate_size=3072,
+               hidden_act="gelu",
+               hidden_dropout_prob=0.1,
+               attention_probs_dropout_prob=0.1,
+               max_position_embeddings=512,
+               type_vocab_size=16,
+               initializer_range=0.02):
+    """Constructs BertConfig.
+
+    Args:
+      vocab_size: Vocabulary size of `input_ids`.
+      hidden_size: Size of the encoder layers and the pooler layer.
+      num_hidden_layers: Number of transformer layers.
+      num_attention_heads: Number of attention heads in each attention layer.
+      intermediate_size: Size of the feed-forward ("intermediate") layer.
+      hidden_act: Activation of the intermediate layer (name or function).
+      hidden_dropout_prob: Dropout probability of the embeddings, the
+        attention output and the layer output.
+      attention_probs_dropout_prob: Dropout probability of the attention
+        probabilities.
+      max_position_embeddings: Longest sequence the model can take.
+      type_vocab_size: Vocabulary size of `token_type_ids`.
+      initializer_range: Stddev of the truncated normal weight initializer.
+    """
+    self.vocab_size = vocab_size
+    self.hidden_size = hidden_size
+    self.num_hidden_layers = num_hidden_layers
+    self.num_attention_heads = num_attention_heads
+    self.hidden_act = hidden_act
+    self.intermediate_size = intermediate_size
+    self.hidden_dropout_prob = hidden_dropout_prob
+    self.attention_probs_dropout_prob = attention_probs_dropout_prob
+    self.max_position_embeddings = max_position_embeddings
+    self.type_vocab_size = type_vocab_size
+    self.initializer_range = initializer_range
+
+  @classmethod
+  def from_dict(cls, json_object):
+    """Constructs a `BertConfig` from a Python dictionary of parameters."""
+    config = BertConfig(vocab_size=None)
+    for (key, value) in json_object.items():
+      config.__dict__[key] = value
+    return config
+
+  @classmethod
+  def from_json_file(cls, json_file):
+    """Constructs a `BertConfig` from a json file of parameters.
+
+    Raises:
+      FileNotFoundError: `json_file` does not exist.
+      ValueError: the file is not a JSON object with an integer "vocab_size".
+    """
+    if not tf.io.gfile.exists(json_file):
+      raise FileNotFoundError(
+          "BERT config file %s does not exist; set --bert_config_file to the "
+          "bert_config.json shipped with the model." % json_file)
+    with tf.io.gfile.GFile(json_file, "r") as reader:
+      text = reader.read()
+    try:
+      json_object = json.loads(text)
+    except ValueError as e:
+      raise ValueError(
+          "BERT config file %s (--bert_config_file) is not valid JSON: %s"
+          % (json_file, e)) from e
+    if not isinstance(json_object, dict) or not isinstance(
+        json_object.get("vocab_size"), int):
+      raise ValueError(
+          "BERT config file %s (--bert_config_file) must be a JSON object "
+          "with an integer \"vocab_size\", as Google's bert_config.json."
+          % json_file)
+    return cls.from_dict(json_object)
+
+  def to_dict(self):
+    """Serializes this instance to a Python dictionary."""
+    return copy.deepcopy(self.__dict__)
+
+  def to_json_string(self):
+    """Serializes this instance to a JSON string."""
+    return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+
+class BertModel(object):
+  """BERT model.
+
+  Example usage:
+
+  ```python
+  input_ids = tf.constant([[31, 51, 99], [15, 5, 0]])
+  input_mask = tf.constant([[1, 1, 1], [1, 1, 0]])
+  token_type_ids = tf.constant([[0, 0, 1], [0, 2, 0]])
+
+  config = modeling.BertConfig(vocab_size=32000, hidden_size=512,
+    num_hidden_layers=8, num_attention_heads=6, intermediate_size=1024)
+
+  model = modeling.BertModel(config=config, is_training=True,
+    input_ids=input_ids, input_mask=input_mask, token_type_ids=token_type_ids)
+
+  label_embeddings = tf.compat.v1.get_variable(...)
+  pooled_output = model.get_pooled_output()
+  logits = tf.matmul(pooled_output, label_embeddings)
+  ```
+  """
+
+  def __init__(self,
+               config,
+               is_training,
+               input_ids,
+               input_mask=None,
+               token_type_ids=None,
+               use_one_hot_embeddings=False,
+               scope=None,
+               *,
+               gradient_checkpointing=False,
+               compute_dtype=tf.float32):
+    """Constructor for BertModel.
+
+    Args:
+      config: `BertConfig` instance.
+      is_training: bool. True for training, False for eval (no dropout).
+      input_ids: int32 Tensor of shape [batch_size, seq_length].
+      input_mask: (optional) int32 Tensor of shape [batch_size, seq_length].
+      token_type_ids: (optional) int32 Tensor of shape [batch_size,
+        seq_length].
+      use_one_hot_embeddings: (optional) bool. Look up the word embeddings
+        with a one-hot matmul instead of a gather.
+      scope: (optional) variable scope. Defaults to "bert".
+      gradient_checkpointing: recompute each transformer layer in the
+        backward pass instead of keeping its activations.
+      compute_dtype: tf.float32, tf.float16 or tf.bfloat16; the dtype of the
+        matmuls, activations and outputs. Variables stay float32.
+
+    Raises:
+      ValueError: The config is invalid or one of the input tensor shapes
+        is invalid.
+    """
+    compute_dtype = _check_compute_dtype(compute_dtype)
+    config = copy.deepcopy(config)
+    if not is_training:
+      config.hidden_dropout_prob = 0.0
+      config.attention_probs_dropout_prob = 0.0
+
+    input_shape = get_shape_list(input_ids, expected_rank=2)
+    batch_size = input_shape[0]
+    seq_length = input_shape[1]
+
+    if input_mask is None:
+      input_mask = tf.ones(shape=[batch_size, seq_length], dtype=tf.int32)
+
+    if token_type_ids is None:
+      token_type_ids = tf.zeros(shape=[batch_size, seq_length], dtype=tf.int32)
+
+    with tf.compat.v1.variable_scope(scope, default_name="bert"):
+      with tf.compat.v1.variable_scope("embeddings"):
+        (self.embedding_output, self.embedding_table) = embedding_lookup(
+            input_ids=input_ids,
+            vocab_size=config.vocab_size,
+            embedding_size=config.hidden_size,
+            initializer_range=config.initializer_range,
+            word_embedding_name="word_embeddings",
+            use_one_hot_embeddings=use_one_hot_embeddings)
+
+        self.embedding_output = embedding_postprocessor(
+            input_tensor=self.embedding_output,
+            use_token_type=True,
+            token_type_ids=token_type_ids,
+            token_type_vocab_size=config.type_vocab_size,
+            token_type_embedding_name="token_type_embeddings",
+            use_position_embeddings=True,
+            position_embedding_name="position_embeddings",
+            initializer_range=config.initializer_range,
+            max_position_embeddings=config.max_position_embeddings,
+            dropout_prob=config.hidden_dropout_prob,
+            compute_dtype=compute_dtype)
+
+      with tf.compat.v1.variable_scope("encoder"):
+        # [batch_size, seq_length, seq_length] float32 mask of the keys each
+        # query position may attend to.
+        attention_mask = create_attention_mask_from_input_mask(
+            input_ids, input_mask)
+
+        self.all_encoder_layers = transformer_model(
+            input_tensor=self.embedding_output,
+            attention_mask=attention_mask,
+            hidden_size=config.hidden_size,
+            num_hidden_layers=config.num_hidden_layers,
+            num_attention_heads=config.num_attention_heads,
+            intermediate_size=config.intermediate_size,
+            intermediate_act_fn=get_activation(config.hidden_act),
+            hidden_dropout_prob=config.hidden_dropout_prob,
+            attention_probs_dropout_prob=config.attention_probs_dropout_prob,
+            initializer_range=config.initializer_range,
+            do_return_all_layers=True,
+            gradient_checkpointing=gradient_checkpointing)
+
+      self.sequence_output = self.all_encoder_layers[-1]
+      # The pooler maps the first token's ([CLS]) final hidden state to a
+      # fixed-size representation of the whole segment pair.
+      with tf.compat.v1.variable_scope("pooler"):
+        first_token_tensor = tf.squeeze(self.sequence_output[:, 0:1, :], axis=1)
+        self.pooled_output = dense(
+            first_token_tensor,
+            config.hidden_size,
+            "dense",
+            activation=tf.tanh,
+            kernel_initializer=create_initializer(config.initializer_range))
+
+  def get_pooled_output(self):
+    """[batch_size, hidden_size] tanh-pooled first token, compute dtype."""
+    return self.pooled_output
+
+  def get_sequence_output(self):
+    """Gets final hidden layer of encoder.
+
+    Returns:
+      Tensor of shape [batch_size, seq_length, hidden_size] (compute dtype),
+      the final hidden state of the transformer encoder.
+    """
+    return self.sequence_output
+
+  def get_all_encoder_layers(self):
+    """List of num_hidden_layers [batch_size, seq_length, hidden_size]."""
+    return self.all_encoder_layers
+
+  def get_embedding_output(self):
+    """Gets output of the embedding lookup (i.e., input to the transformer).
+
+    Returns:
+      Tensor of shape [batch_size, seq_length, hidden_size] (compute dtype):
+      word + token type + position embeddings after LayerNorm and dropout.
+    """
+    return self.embedding_output
+
+  def get_embedding_table(self):
+    """The float32 [vocab_size, hidden_size] word embedding variable."""
+    return self.embedding_table
+
+
+def gelu(x):
+  """Gaussian Error Linear Unit, tanh approximation (as the original).
+
+  Args:
+    x: float Tensor to perform activation on.
+
+  Returns:
+    `x` with the GELU activation applied, same shape and dtype.
+  """
+  cdf = 0.5 * (1.0 + tf.tanh(
+      (math.sqrt(2.0 / math.pi) * (x + 0.044715 * tf.pow(x, 3)))))
+  return x * cdf
+
+
+def get_activation(activation_string):
+  """Maps a string to a Python function, e.g., "relu" => `tf.nn.relu`.
+
+  Args:
+    activation_string: String name of the activation function, or a
+      function (returned as is).
+
+  Returns:
+    A Python function for the activation, or None for "linear" / empty.
+
+  Raises:
+    ValueError: The `activation_string` does not name a known activation.
+  """
+  if not isinstance(activation_string, str):
+    return activation_string
+  if not activation_string:
+    return None
+  act = activation_string.lower()
+  activations = {"linear": None, "relu": tf.nn.relu, "gelu": gelu,
+                 "tanh": tf.tanh}
+  if act not in activations:
+    raise ValueError("Unsupported activation: %s (hidden_act in the BERT "
+                     "config must be one of %s)"
+                     % (act, ", ".join(sorted(activations))))
+  return activations[act]
+
+
+def get_assignment_map_from_checkpoint(tvars, init_checkpoint):
+  """Maps the variables in `tvars` to the same-named checkpoint variables.
+
+  Args:
+    tvars: list of variables (usually the trainable variables).
+    init_checkpoint: checkpoint prefix, e.g. ".../bert_model.ckpt".
+
+  Returns:
+    (assignment_map, initialized_variable_names): an OrderedDict of
+    checkpoint name -> variable name for `tf.compat.v1.train.
+    init_from_checkpoint`, and a dict whose keys are the initialized names,
+    each both as "name" and "name:0".
+
+  Raises:
+    ValueError: the checkpoint cannot be read.
+  """
+  name_to_variable = collections.OrderedDict()
+  for var in tvars:
+    name = var.name
+    m = re.match("^(.*):\\d+$", name)
+    if m is not None:
+      name = m.group(1)
+    name_to_variable[name] = var
+
+  try:
+    init_vars = tf.train.list_variables(init_checkpoint)
+  except (tf.errors.NotFoundError, tf.errors.DataLossError,
+          ValueError) as e:
+    raise ValueError(
+        "Cannot read checkpoint %s: %s. Set --init_checkpoint to the "
+        "checkpoint prefix (e.g. .../bert_model.ckpt, without .index or "
+        ".data-*)." % (init_checkpoint, e)) from e
+
+  assignment_map = collections.OrderedDict()
+  initialized_variable_names = {}
+  for (name, _) in init_vars:
+    if name not in name_to_variable:
+      continue
+    assignment_map[name] = name
+    initialized_variable_names[name] = 1
+    initialized_variable_names[name + ":0"] = 1
+
+  return (assignment_map, initialized_variable_names)
+
+
+def dropout(input_tensor, dropout_prob, name=None):
+  """Stateless dropout: the mask depends on (graph seed, site, step).
+
+  The site is the current variable scope name plus `name`, so a layer that is
+  recomputed in the backward pass (gradient checkpointing) draws the same
+  mask. The step is the first tensor of the graph collection "micro_step",
+  else the global step; with neither, this is ordinary stateful dropout.
+
+  Args:
+    input_tensor: float Tensor of any shape.
+    dropout_prob: Python float, the probability of dropping out a value
+      (NOT of keeping it, as in the original).
+    name: (optional) distinguishes several dropout sites in one variable
+      scope.
+
+  Returns:
+    A version of `input_tensor` with dropout applied, same shape and dtype.
+  """
+  if dropout_prob is None or dropout_prob == 0.0:
+    return input_tensor
+  if not 0.0 < dropout_prob < 1.0:
+    raise ValueError("dropout_prob must be in [0, 1), got %r (check "
+                     "hidden_dropout_prob / attention_probs_dropout_prob in "
+                     "the BERT config)." % (dropout_prob,))
+
+  step = _dropout_step()
+  if step is None:
+    return tf.nn.dropout(input_tensor, rate=dropout_prob)
+
+  seed = tf.stack([tf.constant(_dropout_site_seed(name), tf.int64), step])
+  uniform = tf.random.stateless_uniform(tf.shape(input_tensor), seed=seed)
+  # A bool mask (1 byte) is all the backward pass of tf.where keeps; the
+  # float32 uniform values are freed right after the comparison.
+  keep = uniform >= dropout_prob
+  scale = tf.cast(1.0 / (1.0 - dropout_prob), input_tensor.dtype)
+  return tf.where(keep, input_tensor * scale,
+                  tf.zeros([], dtype=input_tensor.dtype))
+
+
+def _dropout_step():
+  """int64 scalar step for dropout masks, or None when there is none."""
+  graph = tf.compat.v1.get_default_graph()
+  steps = graph.get_collection(MICRO_STEP_COLLECTION)
+  step = steps[0] if steps else tf.compat.v1.train.get_global_step(graph)
+  if step is None:
+    return None
+  return tf.cast(step, tf.int64)
+
+
+def _dropout_site_seed(name):
+  """Non-negative int64 seed: graph seed (high bits) and site key (low)."""
+  graph_seed = tf.compat.v1.get_default_graph().seed or 0
+  site = "%s/%s" % (tf.compat.v1.get_variable_scope().name, name or "dropout")
+  site_key = zlib.crc32(site.encode("utf-8"))
+  return ((graph_seed & 0x7FFFFFFF) << 32) | site_key
+
+
+def layer_norm(input_tensor, name=None):
+  """Layer normalization over the last axis, statistics in float32.
+
+  Args:
+    input_tensor: float Tensor [..., width].
+    name: (optional) variable scope; "LayerNorm" (Google's name) by default.
+
+  Returns:
+    Tensor of the same shape and dtype as `input_tensor`. Creates
+    `<name>/beta` and `<name>/gamma` of shape [width].
+  """
+  width = input_tensor.shape[-1]
+  # A fixed scope name (never uniquified) keeps variable names stable when a
+  # layer is rebuilt for gradient recomputation.
+  with tf.compat.v1.variable_scope(name or "LayerNorm"):
+    beta = tf.compat.v1.get_variable(
+        "beta", [width], initializer=tf.compat.v1.zeros_initializer())
+    gamma = tf.compat.v1.get_variable(
+        "gamma", [width], initializer=tf.compat.v1.ones_initializer())
+  x = tf.cast(input_tensor, tf.float32)
+  mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
+  output = tf.nn.batch_normalization(
+      x, mean, variance, offset=beta, scale=gamma,
+      variance_epsilon=_LAYER_NORM_EPSILON)
+  return tf.cast(output, input_tensor.dtype)
+
+
+def layer_norm_and_dropout(input_tensor, dropout_prob, name=None):
+  """Runs layer normalization followed by dropout."""
+  output_tensor = layer_norm(input_tensor, name)
+  output_tensor = dropout(output_tensor, dropout_prob)
+  return output_tensor
+
+
+def create_initializer(initializer_range=0.02):
+  """Creates a `truncated_normal_initializer` with the given range."""
+  return tf.compat.v1.truncated_normal_initializer(stddev=initializer_range)
+
+
+def dense(x, units, name, activation=None, kernel_initializer=None):
+  """Fully connected layer with Google's variable names.
+
+  Args:
+    x: float Tensor [batch, in_width] in the compute dtype.
+    units: int, output width.
+    name: variable scope; creates `<name>/kernel` [in_width, units] and
+      `<name>/bias` [units], both float32.
+    activation: (optional) function applied to the output.
+    kernel_initializer: (optional) defaults to `create_initializer()`.
+
+  Returns:
+    Tensor [batch, units] in the dtype of `x`.
+  """
+  assert_rank(x, 2)
+  in_width = x.shape[-1]
+  with tf.compat.v1.variable_scope(name):
+    kernel = tf.compat.v1.get_variable(
+        "kernel", [in_width, units],
+        initializer=kernel_initializer or create_initializer())
+    bias = tf.compat.v1.get_variable(
+        "bias", [units], initializer=tf.compat.v1.zeros_initializer())
+  # Master weights stay float32; cast at use for reduced-precision compute.
+  output = tf.matmul(x, tf.cast(kernel, x.dtype))
+  output = tf.nn.bias_add(output, tf.cast(bias, x.dtype))
+  if activation is not None:
+    output = activation(output)
+  return output
+
+
+def embedding_lookup(input_ids,
+                     vocab_size,
+                     embedding_size=128,
+                     initializer_range=0.02,
+                     word_embedding_name="word_embeddings",
+                     use_one_hot_embeddings=False):
+  """Looks up word embeddings for id tensor.
+
+  Args:
+    input_ids: int32 Tensor of shape [batch_size, seq_length] containing word
+      ids.
+    vocab_size: int. Size of the embedding vocabulary.
+    embedding_size: int. Width of the word embeddings.
+    initializer_range: float. Embedding initialization range.
+    word_embedding_name: string. Name of the embedding table.
+    use_one_hot_embeddings: bool. If True, use a one-hot matmul for the
+      lookup; if False, use `tf.gather()`.
+
+  Returns:
+    (output, embedding_table): float32 Tensor [batch_size, seq_length,
+    embedding_size] and the float32 [vocab_size, embedding_size] variable.
+  """
+  # Ids of shape [batch_size, seq_length] become [batch_size, seq_length, 1].
+  if input_ids.shape.ndims == 2:
+    input_ids = tf.expand_dims(input_ids, axis=-1)
+
+  embedding_table = tf.compat.v1.get_variable(
+      name=word_embedding_name,
+      shape=[vocab_size, embedding_size],
+      initializer=create_initializer(initializer_range))
+
+  flat_input_ids = tf.reshape(input_ids, [-1])
+  if use_one_hot_embeddings:
+    one_hot_input_ids = tf.one_hot(flat_input_ids, depth=vocab_size)
+    output = tf.matmul(one_hot_input_ids, embedding_table)
+  else:
+    output = tf.gather(embedding_table, flat_input_ids)
+
+  input_shape = get_shape_list(input_ids)
+  output = tf.reshape(output,
+                      input_shape[0:-1] + [input_shape[-1] * embedding_size])
+  return (output, embedding_table)
+
+
+def embedding_postprocessor(input_tensor,
+                            use_token_type=False,
+                            token_type_ids=None,
+                            token_type_vocab_size=16,
+                            token_type_embedding_name="token_type_embeddings",
+                            use_position_embeddings=True,
+                            position_embedding_name="position_embeddings",
+                            initializer_range=0.02,
+                            max_position_embeddings=512,
+                            dropout_prob=0.1,
+                            *,
+                            compute_dtype=None):
+  """Adds token type and position embeddings, then LayerNorm and dropout.
+
+  The sum and LayerNorm run in the dtype of `input_tensor` (float32 from
+  `embedding_lookup`); the result is cast to `compute_dtype` before dropout.
+
+  Args:
+    input_tensor: float Tensor of shape [batch_size, seq_length,
+      embedding_size].
+    use_token_type: bool. Whether to add embeddings for `token_type_ids`.
+    token_type_ids: (optional) int32 Tensor of shape [batch_size,
+      seq_length]. Must be specified if `use_token_type` is True.
+    token_type_vocab_size: int. The vocabulary size of `token_type_ids`.
+    token_type_embedding_name: string. Name of the token type table.
+    use_position_embeddings: bool. Whether to add position embeddings.
+    position_embedding_name: string. Name of the position table.
+    initializer_range: float. Range of the weight initialization.
+    max_position_embeddings: int. Longest sequence the table covers.
+    dropout_prob: float. Dropout probability applied to the final output.
+    compute_dtype: (optional) dtype of the output; the input's by default.
+
+  Returns:
+    Tensor [batch_size, seq_length, embedding_size] in `compute_dtype`.
+
+  Raises:
+    ValueError: One of the tensor shapes or input values is invalid.
+  """
+  input_shape = get_shape_list(input_tensor, expected_rank=3)
+  batch_size = input_shape[0]
+  seq_length = input_shape[1]
+  width = input_shape[2]
+
+  output = input_tensor
+
+  if use_token_type:
+    if token_type_ids is None:
+      raise ValueError("`token_type_ids` must be specified if "
+                       "`use_token_type` is True.")
+    token_type_table = tf.compat.v1.get_variable(
+        name=token_type_embedding_name,
+        shape=[token_type_vocab_size, width],
+        initializer=create_initializer(initializer_range))
+    flat_token_type_ids = tf.reshape(token_type_ids, [-1])
+    token_type_embeddings = tf.gather(token_type_table, flat_token_type_ids)
+    token_type_embeddings = tf.reshape(token_type_embeddings,
+                                       [batch_size, seq_length, width])
+    output += tf.cast(token_type_embeddings, output.dtype)
+
+  if use_position_embeddings:
+    if isinstance(seq_length, int) and seq_length > max_position_embeddings:
+      raise ValueError(
+          "Sequence length %d exceeds max_position_embeddings=%d of the BERT "
+          "config; lower --max_seq_length." % (seq_length,
+                                               max_position_embeddings))
+    full_position_embeddings = tf.compat.v1.get_variable(
+        name=position_embedding_name,
+        shape=[max_position_embeddings, width],
+        initializer=create_initializer(initializer_range))
+    # The table covers max_position_embeddings positions; the first
+    # seq_length rows are broadcast over the batch.
+    position_embeddings = tf.slice(full_position_embeddings, [0, 0],
+                                   [seq_length, -1])
+    output += tf.cast(tf.expand_dims(position_embeddings, 0), output.dtype)
+
+  output = layer_norm(output)
+  output = tf.cast(output, compute_dtype or output.dtype)
+  return dropout(output, dropout_prob)
+
+
+def create_attention_mask_from_input_mask(from_tensor, to_mask):
+  """Create 3D attention mask from a 2D tensor mask.
+
+  Args:
+    from_tensor: 2D or 3D Tensor of shape [batch_size, from_seq_length, ...].
+    to_mask: int32 Tensor of shape [batch_size, to_seq_length].
+
+  Returns:
+    float32 Tensor of shape [batch_size, from_seq_length, to_seq_length].
+  """
+  from_shape = get_shape_list(from_tensor, expected_rank=[2, 3])
+  batch_size = from_shape[0]
+  from_seq_length = from_shape[1]
+
+  to_shape = get_shape_list(to_mask, expected_rank=2)
+  to_seq_length = to_shape[1]
+
+  to_mask = tf.cast(
+      tf.reshape(to_mask, [batch_size, 1, to_seq_length]), tf.float32)
+
+  # Every query position attends to the same keys (padding is masked only
+  # on the key side), so a broadcast over from_seq_length suffices.
+  broadcast_ones = tf.ones(
+      shape=[batch_size, from_seq_length, 1], dtype=tf.float32)
+
+  return broadcast_ones * to_mask
+
+
+def attention_layer(from_tensor,
+                    to_tensor,
+                    attention_mask=None,
+                    num_attention_heads=1,
+                    size_per_head=512,
+                    query_act=None,
+                    key_act=None,
+                    value_act=None,
+                    attention_probs_dropout_prob=0.0,
+                    initializer_range=0.02,
+                    do_return_2d_tensor=False,
+                    batch_size=None,
+                    from_seq_length=None,
+                    to_seq_length=None):
+  """Multi-headed scaled dot-product attention from `from_tensor` to
+  `to_tensor` ("Attention Is All You Need").
+
+  Scores, the mask addition and the softmax run in float32; the matmuls in
+  the dtype of `from_tensor`.
+
+  Args:
+    from_tensor: Tensor [batch_size, from_seq_length, from_width] or its 2D
+      form [batch_size * from_seq_length, from_width].
+    to_tensor: Tensor [batch_size, to_seq_length, to_width] or 2D likewise.
+    attention_mask: (optional) float32 Tensor [batch_size, from_seq_length,
+      to_seq_length], 1 where attention is allowed and 0 where not.
+    num_attention_heads: int. Number of attention heads.
+    size_per_head: int. Size of each attention head.
+    query_act: (optional) Activation function for the query transform.
+    key_act: (optional) Activation function for the key transform.
+    value_act: (optional) Activation function for the value transform.
+    attention_probs_dropout_prob: (optional) float. Dropout probability of
+      the attention probabilities.
+    initializer_range: float. Range of the weight initializer.
+    do_return_2d_tensor: bool. Return [batch_size * from_seq_length,
+      num_attention_heads * size_per_head] instead of the 3D form.
+    batch_size: (optional) int. Needed when the inputs are 2D.
+    from_seq_length: (optional) Needed when the inputs are 2D.
+    to_seq_length: (optional) Needed when the inputs are 2D.
+
+  Returns:
+    Tensor [batch_size, from_seq_length, num_attention_heads *
+    size_per_head] (or its 2D form), in the dtype of `from_tensor`.
+
+  Raises:
+    ValueError: Any of the arguments or tensor shapes are invalid.
+  """
+  from_shape = get_shape_list(from_tensor, expected_rank=[2, 3])
+  to_shape = get_shape_list(to_tensor, expected_rank=[2, 3])
+
+  if len(from_shape) != len(to_shape):
+    raise ValueError(
+        "The rank of `from_tensor` must match the rank of `to_tensor`.")
+
+  if len(from_shape) == 3:
+    batch_size = from_shape[0]
+    from_seq_length = from_shape[1]
+    to_seq_length = to_shape[1]
+  elif (batch_size is None or from_seq_length is None or
+        to_seq_length is None):
+    raise ValueError(
+        "When passing in rank 2 tensors to attention_layer, the values "
+        "for `batch_size`, `from_seq_length`, and `to_seq_length` "
+        "must all be specified.")
+
+  # B = batch size, F = from_seq_length, T = to_seq_length,
+  # N = num_attention_heads, H = size_per_head.
+  from_tensor_2d = reshape_to_matrix(from_tensor)
+  to_tensor_2d = reshape_to_matrix(to_tensor)
+  initializer = create_initializer(initializer_range)
+  width = num_attention_heads * size_per_head
+
+  # [B*F, N*H], [B*T, N*H], [B*T, N*H]
+  query_layer = dense(from_tensor_2d, width, "query", activation=query_act,
+                      kernel_initializer=initializer)
+  key_layer = dense(to_tensor_2d, width, "key", activation=key_act,
+                    kernel_initializer=initializer)
+  value_layer = dense(to_tensor_2d, width, "value", activation=value_act,
+                      kernel_initializer=initializer)
+
+  # [B, N, F, H], [B, N, T, H]
+  query_layer = _transpose_for_scores(query_layer, batch_size,
+                                      num_attention_heads, from_seq_length,
+                                      size_per_head)
+  key_layer = _transpose_for_scores(key_layer, batch_size,
+                                    num_attention_heads, to_seq_length,
+                                    size_per_head)
+
+  # [B, N, F, T] raw scores, scaled and masked in float32.
+  attention_scores = tf.matmul(query_layer, key_layer, transpose_b=True)
+  attention_scores = tf.cast(attention_scores, tf.float32)
+  attention_scores = tf.multiply(attention_scores,
+                                 1.0 / math.sqrt(float(size_per_head)))
+
+  if attention_mask is not None:
+    # [B, 1, F, T], broadcast over the heads.
+    attention_mask = tf.expand_dims(
+        tf.cast(attention_mask, tf.float32), axis=[1])
+    adder = (1.0 - attention_mask) * _MASK_ADDER
+    attention_scores += adder
+
+  # [B, N, F, T]
+  attention_probs = tf.nn.softmax(attention_scores)
+  attention_probs = tf.cast(attention_probs, from_tensor.dtype)
+
+  # Dropping whole tokens to attend to is unusual but follows the original
+  # Transformer paper.
+  attention_probs = dropout(attention_probs, attention_probs_dropout_prob,
+                            name="attention_probs")
+
+  # [B, N, T, H]
+  value_layer = _transpose_for_scores(value_layer, batch_size,
+                                      num_attention_heads, to_seq_length,
+                                      size_per_head)
+
+  # [B, N, F, H] -> [B, F, N, H]
+  context_layer = tf.matmul(attention_probs, value_layer)
+  context_layer = tf.transpose(a=context_layer, perm=[0, 2, 1, 3])
+
+  if do_return_2d_tensor:
+    # [B*F, N*H]
+    return tf.reshape(context_layer,
+                      [batch_size * from_seq_length, width])
+  # [B, F, N*H]
+  return tf.reshape(context_layer, [batch_size, from_seq_length, width])
+
+
+def _transpose_for_scores(input_tensor, batch_size, num_attention_heads,
+                          seq_length, width):
+  """[batch*seq, heads*width] -> [batch, heads, seq, width]."""
+  output_tensor = tf.reshape(
+      input_tensor, [batch_size, seq_length, num_attention_heads, width])
+  return tf.transpose(a=output_tensor, perm=[0, 2, 1, 3])
+
+
+def transformer_model(input_tensor,
+                      attention_mask=None,
+                      hidden_size=768,
+                      num_hidden_layers=12,
+                      num_attention_heads=12,
+                      intermediate_size=3072,
+                      intermediate_act_fn=gelu,
+                      hidden_dropout_prob=0.1,
+                      attention_probs_dropout_prob=0.1,
+                      initializer_range=0.02,
+                      do_return_all_layers=False,
+                      *,
+                      gradient_checkpointing=False):
+  """Multi-headed, multi-layer Transformer encoder ("Attention Is All You
+  Need"), as in the original BERT.
+
+  Args:
+    input_tensor: float Tensor [batch_size, seq_length, hidden_size].
+    attention_mask: (optional) float32 Tensor [batch_size, seq_length,
+      seq_length], 1 where attention is allowed and 0 where not.
+    hidden_size: int. Hidden size of the Transformer.
+    num_hidden_layers: int. Number of layers (blocks) in the Transformer.
+    num_attention_heads: int. Number of attention heads in the Transformer.
+    intermediate_size: int. The size of the feed forward layer.
+    intermediate_act_fn: function. The non-linear activation function to
+      apply to the output of the intermediate/feed-forward layer.
+    hidden_dropout_prob: float. Dropout probability for the hidden layers.
+    attention_probs_dropout_prob: float. Dropout probability of the
+      attention probabilities.
+    initializer_range: float. Range of the initializer.
+    do_return_all_layers: Whether to return all layers or just the final
+      layer.
+    gradient_checkpointing: recompute each layer in the backward pass
+      (`tf.recompute_grad`) instead of keeping its activations.
+
+  Returns:
+    float Tensor [batch_size, seq_length, hidden_size] (dtype of
+    `input_tensor`), the final hidden layer; or the list of all layers'.
+
+  Raises:
+    ValueError: A Tensor shape or parameter is invalid.
+  """
+  if hidden_size % num_attention_heads != 0:
+    raise ValueError(
+        "The hidden size (%d) is not a multiple of the number of attention "
+        "heads (%d)" % (hidden_size, num_attention_heads))
+
+  input_width = get_shape_list(input_tensor, expected_rank=3)[2]
+  # The residual connections add the input to every layer's output, so the
+  # widths must agree.
+  if input_width != hidden_size:
+    raise ValueError("The width of the input tensor (%d) != hidden size (%d)" %
+                     (input_width, hidden_size))
+
+  def layer_fn(layer_input):
+    """[batch_size, seq_length, hidden_size] -> same (one layer)."""
+    return _transformer_layer(
+        layer_input, attention_mask, hidden_size, num_attention_heads,
+        intermediate_size, intermediate_act_fn, hidden_dropout_prob,
+        attention_probs_dropout_prob, initializer_range)
+
+  if gradient_checkpointing:
+    layer_fn = tf.recompute_grad(layer_fn)
+    # The recomputation in the backward pass re-enters the layer's variable
+    # scope and must find the variables the forward pass created.
+    reuse = tf.compat.v1.AUTO_REUSE
+  else:
+    reuse = None
+
+  prev_output = input_tensor
+  all_layer_outputs = []
+  for layer_idx in range(num_hidden_layers):
+    with tf.compat.v1.variable_scope("layer_%d" % layer_idx, reuse=reuse):
+      prev_output = layer_fn(prev_output)
+      all_layer_outputs.append(prev_output)
+
+  if do_return_all_layers:
+    return all_layer_outputs
+  return all_layer_outputs[-1]
+
+
+def _transformer_layer(layer_input, attention_mask, hidden_size,
+                       num_attention_heads, intermediate_size,
+                       intermediate_act_fn, hidden_dropout_prob,
+                       attention_probs_dropout_prob, initializer_range):
+  """One encoder layer: self-attention and feed-forward, each with a residual
+  connection and LayerNorm.
+
+  Shapes are taken from `layer_input` itself so that, under
+  `tf.recompute_grad`, nothing outside the layer is captured.
+
+  Args:
+    layer_input: Tensor [batch_size, seq_length, hidden_size].
+    (the rest as `transformer_model`)
+
+  Returns:
+    Tensor [batch_size, seq_length, hidden_size], dtype of `layer_input`.
+  """
+  batch_size, seq_length, _ = get_shape_list(layer_input, expected_rank=3)
+  layer_input_2d = reshape_to_matrix(layer_input)
+  initializer = create_initializer(initializer_range)
+
+  with tf.compat.v1.variable_scope("attention"):
+    with tf.compat.v1.variable_scope("self"):
+      # [B*S, H]
+      attention_output = attention_layer(
+          from_tensor=layer_input_2d,
+          to_tensor=layer_input_2d,
+          attention_mask=attention_mask,
+          num_attention_heads=num_attention_heads,
+          size_per_head=hidden_size // num_attention_heads,
+          attention_probs_dropout_prob=attention_probs_dropout_prob,
+          initializer_range=initializer_range,
+          do_return_2d_tensor=True,
+          batch_size=batch_size,
+          from_seq_length=seq_length,
+          to_seq_length=seq_length)
+
+    with tf.compat.v1.variable_scope("output"):
+      attention_output = dense(attention_output, hidden_size, "dense",
+                               kernel_initializer=initializer)
+      attention_output = dropout(attention_output, hidden_dropout_prob)
+      attention_output = layer_norm(attention_output + layer_input_2d)
+
+  with tf.compat.v1.variable_scope("intermediate"):
+    # [B*S, intermediate_size]
+    intermediate_output = dense(attention_output, intermediate_size, "dense",
+                                activation=intermediate_act_fn,
+                                kernel_initializer=initializer)
+
+  with tf.compat.v1.variable_scope("output"):
+    layer_output = dense(intermediate_output, hidden_size, "dense",
+                         kernel_initializer=initializer)
+    layer_output = dropout(layer_output, hidden_dropout_prob)
+    layer_output = layer_norm(layer_output + attention_output)
+
+  return tf.reshape(layer_output, [batch_size, seq_length, hidden_size])
+
+
+def get_shape_list(tensor, expected_rank=None, name=None):
+  """Returns a list of the shape of tensor, preferring static dimensions.
+
+  Args:
+    tensor: A tf.Tensor object to find the shape of.
+    expected_rank: (optional) int or list of ints. The expected rank of
+      `tensor`; a ValueError is raised if it differs.
+    name: Optional name of the tensor for the error message.
+
+  Returns:
+    A list with one entry per dimension: a Python int where the dimension is
+    static, else an int32 scalar Tensor.
+  """
+  if expected_rank is not None:
+    assert_rank(tensor, expected_rank, name)
+
+  shape = tensor.shape.as_list()
+
+  non_static_indexes = [index for (index, dim) in enumerate(shape)
+                        if dim is None]
+  if not non_static_indexes:
+    return shape
+
+  dyn_shape = tf.shape(tensor)
+  for index in non_static_indexes:
+    shape[index] = dyn_shape[index]
+  return shape
+
+
+def reshape_to_matrix(input_tensor):
+  """Reshapes a >= rank 2 tensor to a rank 2 tensor (i.e., a matrix)."""
+  ndims = input_tensor.shape.ndims
+  if ndims < 2:
+    raise ValueError("Input tensor must have at least rank 2. Shape = %s" %
+                     (input_tensor.shape))
+  if ndims == 2:
+    return input_tensor
+
+  width = input_tensor.shape[-1]
+  output_tensor = tf.reshape(input_tensor, [-1, width])
+  return output_tensor
+
+
+def reshape_from_matrix(output_tensor, orig_shape_list):
+  """Reshapes a rank 2 tensor back to its original rank >= 2 tensor."""
+  if len(orig_shape_list) == 2:
+    return output_tensor
+
+  output_shape = get_shape_list(output_tensor)
+
+  orig_dims = orig_shape_list[0:-1]
+  width = output_shape[-1]
+
+  return tf.reshape(output_tensor, orig_dims + [width])
+
+
+def assert_rank(tensor, expected_rank, name=None):
+  """Raises an exception if the tensor rank is not of the expected rank.
+
+  Args:
+    tensor: A tf.Tensor to check the rank of.
+    expected_rank: Python integer or list of integers, expected rank.
+    name: Optional name of the tensor for the error message.
+
+  Raises:
+    ValueError: If the expected shape doesn't match the actual shape.
+  """
+  if name is None:
+    # Eager tensors have no name.
+    name = getattr(tensor, "name", "tensor")
+
+  if isinstance(expected_rank, int):
+    expected_rank = [expected_rank]
+
+  actual_rank = tensor.shape.ndims
+  if actual_rank not in expected_rank:
+    raise ValueError(
+        "For the tensor `%s`, the actual rank `%d` (shape = %s) is not equal "
+        "to the expected rank `%s`" %
+        (name, actual_rank, str(tensor.shape), str(expected_rank)))
+
+
+def _check_compute_dtype(compute_dtype):
+  """Returns `compute_dtype` as a tf.DType, or raises ValueError."""
+  dtype = tf.as_dtype(compute_dtype)
+  if dtype not in _COMPUTE_DTYPES:
+    raise ValueError("compute_dtype must be one of %s, got %s."
+                     % (", ".join(d.name for d in _COMPUTE_DTYPES), dtype.name))
+  return dtype

@@ -1,0 +1,557 @@
+"""Tests for modeling.py against an independent NumPy forward pass."""
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import modeling
+
+TINY = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2,
+            num_attention_heads=4, intermediate_size=37,
+            max_position_embeddings=64, type_vocab_size=2)
+
+# Two examples, seq 10, two segments; the second example is padded after
+# position 7.
+IDS = np.array([[2, 15, 7, 88, 3, 41, 9, 60, 12, 3],
+                [2, 33, 5, 3, 71, 18, 3, 0, 0, 0]], np.int32)
+MASK = np.array([[1] * 10, [1] * 7 + [0] * 3], np.int32)
+TYPES = np.array([[0] * 5 + [1] * 5, [0] * 4 + [1] * 3 + [0] * 3], np.int32)
+
+
+def _tiny_config(**overrides):
+  return modeling.BertConfig(**dict(TINY, **overrides))
+
+
+def _google_variable_shapes(cfg):
+  """Google's checkpoint names and shapes for `cfg`, written out by hand."""
+  h, i = cfg.hidden_size, cfg.intermediate_size
+  shapes = {
+      "bert/embeddings/word_embeddings": [cfg.vocab_size, h],
+      "bert/embeddings/token_type_embeddings": [cfg.type_vocab_size, h],
+      "bert/embeddings/position_embeddings": [cfg.max_position_embeddings, h],
+      "bert/embeddings/LayerNorm/beta": [h],
+      "bert/embeddings/LayerNorm/gamma": [h],
+      "bert/pooler/dense/kernel": [h, h],
+      "bert/pooler/dense/bias": [h],
+  }
+  per_layer = {
+      "attention/self/query/kernel": [h, h],
+      "attention/self/query/bias": [h],
+      "attention/self/key/kernel": [h, h],
+      "attention/self/key/bias": [h],
+      "attention/self/value/kernel": [h, h],
+      "attention/self/value/bias": [h],
+      "attention/output/dense/kernel": [h, h],
+      "attention/output/dense/bias": [h],
+      "attention/output/LayerNorm/beta": [h],
+      "attention/output/LayerNorm/gamma": [h],
+      "intermediate/dense/kernel": [h, i],
+      "intermediate/dense/bias": [i],
+      "output/dense/kernel": [i, h],
+      "output/dense/bias": [h],
+      "output/LayerNorm/beta": [h],
+      "output/LayerNorm/gamma": [h],
+  }
+  for layer in range(cfg.num_hidden_layers):
+    for suffix, shape in per_layer.items():
+      shapes["bert/encoder/layer_%d/%s" % (layer, suffix)] = shape
+  return shapes
+
+
+def _random_weights(cfg, seed=0):
+  """Random float32 arrays with Google's names; scales keep attention peaky
+  and LayerNorm parameters away from their trivial initial values."""
+  rng = np.random.RandomState(seed)
+  arrays = {}
+  for name, shape in _google_variable_shapes(cfg).items():
+    if name.endswith("gamma"):
+      value = 1.0 + 0.2 * rng.randn(*shape)
+    elif name.endswith("beta") or name.endswith("bias"):
+      value = 0.1 * rng.randn(*shape)
+    elif "embeddings" in name:
+      value = 0.5 * rng.randn(*shape)
+    else:
+      value = 0.2 * rng.randn(*shape)
+    arrays[name] = value.astype(np.float32)
+  return arrays
+
+
+def _assign(sess, arrays):
+  """Loads `arrays` (keyed by variable name) into the graph's variables."""
+  ops, feed = [], {}
+  for var in tf.compat.v1.global_variables():
+    name = var.op.name
+    if name in arrays:
+      placeholder = tf.compat.v1.placeholder(var.dtype.base_dtype, var.shape)
+      ops.append(var.assign(placeholder))
+      feed[placeholder] = arrays[name]
+  sess.run(ops, feed)
+
+
+def _add_micro_step(value):
+  """An int64 micro_step variable in the "micro_step" collection."""
+  return tf.compat.v1.get_variable(
+      "micro_step", shape=[], dtype=tf.int64,
+      initializer=tf.compat.v1.constant_initializer(value), trainable=False,
+      collections=[tf.compat.v1.GraphKeys.GLOBAL_VARIABLES, "micro_step"])
+
+
+# ---------------------------------------------------------------------------
+# NumPy re-derivation of BERT's forward pass (float64).
+
+
+def _np_gelu(x):
+  return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) *
+                                  (x + 0.044715 * x ** 3)))
+
+
+def _np_layer_norm(x, w, prefix):
+  mean = x.mean(-1, keepdims=True)
+  var = ((x - mean) ** 2).mean(-1, keepdims=True)
+  return ((x - mean) / np.sqrt(var + 1e-12) * w[prefix + "/gamma"] +
+          w[prefix + "/beta"])
+
+
+def _np_dense(x, w, prefix):
+  return x @ w[prefix + "/kernel"] + w[prefix + "/bias"]
+
+
+def _np_attention(x, mask, w, prefix, heads):
+  batch, seq, hidden = x.shape
+  d = hidden // heads
+
+  def split(t):  # [B, S, H] -> [B, heads, S, d]
+    return t.reshape(batch, seq, heads, d).transpose(0, 2, 1, 3)
+
+  q = split(_np_dense(x, w, prefix + "/query"))
+  k = split(_np_dense(x, w, prefix + "/key"))
+  v = split(_np_dense(x, w, prefix + "/value"))
+  scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(d)
+  scores = scores + (1.0 - mask[:, None, None, :]) * -10000.0
+  scores = scores - scores.max(-1, keepdims=True)
+  probs = np.exp(scores)
+  probs = probs / probs.sum(-1, keepdims=True)
+  return (probs @ v).transpose(0, 2, 1, 3).reshape(batch, seq, hidden)
+
+
+def _np_bert(w, cfg, ids, mask, types):
+  """Returns (list of per-layer [B, S, H] outputs, pooled [B, H])."""
+  w = {k: np.asarray(v, np.float64) for k, v in w.items()}
+  mask = np.asarray(mask, np.float64)
+  seq = ids.shape[1]
+  emb = (w["bert/embeddings/word_embeddings"][ids] +
+         w["bert/embeddings/token_type_embeddings"][types] +
+         w["bert/embeddings/position_embeddings"][:seq][None])
+  h = _np_layer_norm(emb, w, "bert/embeddings/LayerNorm")
+  layers = []
+  for layer in range(cfg.num_hidden_layers):
+    p = "bert/encoder/layer_%d/" % layer
+    att = _np_attention(h, mask, w, p + "attention/self",
+                        cfg.num_attention_heads)
+    att = _np_layer_norm(_np_dense(att, w, p + "attention/output/dense") + h,
+                         w, p + "attention/output/LayerNorm")
+    inter = _np_gelu(_np_dense(att, w, p + "intermediate/dense"))
+    h = _np_layer_norm(_np_dense(inter, w, p + "output/dense") + att,
+                       w, p + "output/LayerNorm")
+    layers.append(h)
+  pooled = np.tanh(_np_dense(h[:, 0], w, "bert/pooler/dense"))
+  return layers, pooled
+
+
+# ---------------------------------------------------------------------------
+
+
+def _run_tiny(arrays, ids=IDS, mask=MASK, types=TYPES, cfg=None, **kwargs):
+  """Builds an eval model in a fresh graph with `arrays` loaded and returns
+  (all encoder layers, pooled) as numpy."""
+  cfg = cfg or _tiny_config()
+  with tf.Graph().as_default():
+    model = modeling.BertModel(
+        cfg, is_training=False, input_ids=tf.constant(ids),
+        input_mask=tf.constant(mask), token_type_ids=tf.constant(types),
+        **kwargs)
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      _assign(sess, arrays)
+      return sess.run((model.get_all_encoder_layers(),
+                       model.get_pooled_output()))
+
+
+def test_forward_matches_numpy_rederivation():
+  arrays = _random_weights(_tiny_config())
+  layers, pooled = _run_tiny(arrays)
+  ref_layers, ref_pooled = _np_bert(arrays, _tiny_config(), IDS, MASK, TYPES)
+  assert len(layers) == 2
+  for got, want in zip(layers, ref_layers):
+    np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
+  np.testing.assert_allclose(pooled, ref_pooled, atol=1e-5, rtol=0)
+  # The reference is sensitive to the mask: ignoring it changes example 1.
+  unmasked, _ = _np_bert(arrays, _tiny_config(), IDS, np.ones_like(MASK),
+                         TYPES)
+  assert np.abs(unmasked[-1][1, :7] - ref_layers[-1][1, :7]).max() > 1e-2
+
+
+def test_one_hot_embeddings_match_gather():
+  arrays = _random_weights(_tiny_config())
+  _, pooled = _run_tiny(arrays, use_one_hot_embeddings=True)
+  _, ref_pooled = _np_bert(arrays, _tiny_config(), IDS, MASK, TYPES)
+  np.testing.assert_allclose(pooled, ref_pooled, atol=1e-5, rtol=0)
+
+
+def test_variable_names_and_shapes_are_googles():
+  cfg = _tiny_config()
+  with tf.Graph().as_default():
+    model = modeling.BertModel(cfg, is_training=True,
+                               input_ids=tf.constant(IDS))
+    got = {v.op.name: v.shape.as_list()
+           for v in tf.compat.v1.global_variables()}
+    trainable = {v.op.name for v in tf.compat.v1.trainable_variables()}
+    assert model.get_embedding_table().shape.as_list() == [99, 32]
+  assert got == _google_variable_shapes(cfg)
+  assert trainable == set(got)
+  assert len(got) == 5 + 16 * 2 + 2
+
+
+def test_checkpoint_with_google_names_loads(tmp_path):
+  cfg = _tiny_config()
+  arrays = _random_weights(cfg, seed=3)
+  prefix = str(tmp_path / "bert_model.ckpt")
+  with tf.Graph().as_default():
+    for name, value in arrays.items():
+      tf.compat.v1.get_variable(name, initializer=tf.constant(value))
+    saver = tf.compat.v1.train.Saver()
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      saver.save(sess, prefix, write_meta_graph=False)
+
+  with tf.Graph().as_default():
+    model = modeling.BertModel(
+        cfg, is_training=False, input_ids=tf.constant(IDS),
+        input_mask=tf.constant(MASK), token_type_ids=tf.constant(TYPES))
+    tvars = tf.compat.v1.trainable_variables()
+    assignment_map, initialized = (
+        modeling.get_assignment_map_from_checkpoint(tvars, prefix))
+    tf.compat.v1.train.init_from_checkpoint(prefix, assignment_map)
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      layers, pooled = sess.run((model.get_all_encoder_layers(),
+                                 model.get_pooled_output()))
+
+  assert set(assignment_map) == set(arrays)
+  assert all(assignment_map[k] == k for k in assignment_map)
+  assert set(initialized) == set(arrays) | {k + ":0" for k in arrays}
+  ref_layers, ref_pooled = _np_bert(arrays, cfg, IDS, MASK, TYPES)
+  for got, want in zip(layers, ref_layers):
+    np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
+  np.testing.assert_allclose(pooled, ref_pooled, atol=1e-5, rtol=0)
+
+
+def test_missing_checkpoint_error_names_flag(tmp_path):
+  with tf.Graph().as_default():
+    var = tf.compat.v1.get_variable("bert/x", [2])
+    missing = str(tmp_path / "nope.ckpt")
+    with pytest.raises(ValueError, match="--init_checkpoint") as info:
+      modeling.get_assignment_map_from_checkpoint([var], missing)
+  assert missing in str(info.value)
+
+
+def test_padding_does_not_change_real_positions():
+  arrays = _random_weights(_tiny_config(), seed=5)
+  real = 6
+  ids = np.array([[2, 15, 7, 3, 41, 3] + [0] * 6], np.int32)
+  mask = np.array([[1] * real + [0] * 6], np.int32)
+  types = np.array([[0, 0, 0, 0, 1, 1] + [0] * 6], np.int32)
+  other_ids = ids.copy()
+  other_ids[0, real:] = [5, 77, 13, 98, 1, 60]
+  other_types = types.copy()
+  other_types[0, real:] = 1
+
+  layers_a, pooled_a = _run_tiny(arrays, ids, mask, types)
+  layers_b, pooled_b = _run_tiny(arrays, other_ids, mask, other_types)
+  layers_c, pooled_c = _run_tiny(arrays, ids[:, :real], mask[:, :real],
+                                 types[:, :real])
+  for a, b, c in zip(layers_a, layers_b, layers_c):
+    np.testing.assert_allclose(a[:, :real], b[:, :real], atol=1e-6, rtol=0)
+    np.testing.assert_allclose(a[:, :real], c, atol=1e-5, rtol=0)
+  np.testing.assert_allclose(pooled_a, pooled_b, atol=1e-6, rtol=0)
+  np.testing.assert_allclose(pooled_a, pooled_c, atol=1e-5, rtol=0)
+  # Without the mask the pad tokens would change the real positions.
+  layers_d, _ = _run_tiny(arrays, other_ids, np.ones_like(mask), other_types)
+  assert np.abs(layers_d[-1][:, :real] - layers_a[-1][:, :real]).max() > 1e-2
+
+
+def test_real_minilm_checkpoint_matches_numpy(minilm_dir):
+  cfg = modeling.BertConfig.from_json_file(
+      os.path.join(minilm_dir, "bert_config.json"))
+  prefix = os.path.join(minilm_dir, "bert_model.ckpt")
+  # "[CLS] hello, world! [SEP] how are you? [SEP]" in the uncased vocab;
+  # the second example is the first segment alone, padded.
+  ids = np.array([[101, 7592, 1010, 2088, 999, 102, 2129, 2024, 2017, 1029,
+                   102],
+                  [101, 7592, 1010, 2088, 999, 102, 0, 0, 0, 0, 0]], np.int32)
+  mask = np.array([[1] * 11, [1] * 6 + [0] * 5], np.int32)
+  types = np.array([[0] * 6 + [1] * 5, [0] * 11], np.int32)
+
+  with tf.Graph().as_default():
+    model = modeling.BertModel(
+        cfg, is_training=False, input_ids=tf.constant(ids),
+        input_mask=tf.constant(mask), token_type_ids=tf.constant(types))
+    tvars = tf.compat.v1.trainable_variables()
+    assignment_map, initialized = (
+        modeling.get_assignment_map_from_checkpoint(tvars, prefix))
+    tf.compat.v1.train.init_from_checkpoint(prefix, assignment_map)
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      layers, pooled = sess.run((model.get_all_encoder_layers(),
+                                 model.get_pooled_output()))
+  assert all(v.name in initialized for v in tvars)
+
+  reader = tf.train.load_checkpoint(prefix)
+  arrays = {name: reader.get_tensor(name)
+            for name in _google_variable_shapes(cfg)}
+  ref_layers, ref_pooled = _np_bert(arrays, cfg, ids, mask, types)
+  assert len(layers) == 6
+  for got, want in zip(layers, ref_layers):
+    np.testing.assert_allclose(got[0], want[0], atol=1e-4, rtol=0)
+    np.testing.assert_allclose(got[1, :6], want[1, :6], atol=1e-4, rtol=0)
+  np.testing.assert_allclose(pooled, ref_pooled, atol=1e-4, rtol=0)
+
+
+def _gradients(arrays, gradient_checkpointing):
+  """Training-mode (dropout 0.1) gradients of a fixed scalar loss."""
+  cfg = _tiny_config()
+  with tf.Graph().as_default() as graph:
+    tf.compat.v1.set_random_seed(1234)
+    _add_micro_step(7)
+    model = modeling.BertModel(
+        cfg, is_training=True, input_ids=tf.constant(IDS),
+        input_mask=tf.constant(MASK), token_type_ids=tf.constant(TYPES),
+        gradient_checkpointing=gradient_checkpointing)
+    rng = np.random.RandomState(0)
+    loss = (tf.reduce_sum(model.get_sequence_output() *
+                          rng.randn(2, 10, 32).astype(np.float32)) +
+            tf.reduce_sum(model.get_pooled_output() *
+                          rng.randn(2, 32).astype(np.float32)))
+    tvars = tf.compat.v1.trainable_variables()
+    grads = [tf.convert_to_tensor(g) for g in tf.gradients(loss, tvars)]
+    num_masks = sum(op.type == "StatelessRandomUniformV2" or
+                    op.type == "StatelessRandomUniform"
+                    for op in graph.get_operations())
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      _assign(sess, arrays)
+      values = sess.run(grads)
+  names = [(v.op.name, v.shape.as_list()) for v in tvars]
+  return names, values, num_masks
+
+
+def test_gradient_checkpointing_gives_identical_gradients():
+  arrays = _random_weights(_tiny_config(), seed=11)
+  names, plain, plain_masks = _gradients(arrays, False)
+  ckpt_names, recomputed, ckpt_masks = _gradients(arrays, True)
+  assert ckpt_names == names
+  # 1 embedding + 3 per layer dropout sites; recomputation draws the layer
+  # masks again in the backward pass.
+  assert plain_masks == 1 + 3 * 2
+  assert ckpt_masks == plain_masks + 3 * 2
+  for (name, _), a, b in zip(names, plain, recomputed):
+    assert np.abs(a).max() > 0, name
+    np.testing.assert_allclose(b, a, atol=1e-5, rtol=1e-5, err_msg=name)
+
+
+def _dropout_graph(p=0.1):
+  """x = ones [128, 256]; returns (step variable, three dropout outputs)."""
+  x = tf.ones([128, 256])
+  step = _add_micro_step(0)
+  with tf.compat.v1.variable_scope("site"):
+    first = modeling.dropout(x, p)
+    again = modeling.dropout(x, p)
+    named = modeling.dropout(x, p, name="other")
+  return step, first, again, named
+
+
+def test_dropout_mask_is_function_of_site_and_step():
+  p = 0.1
+  with tf.Graph().as_default():
+    tf.compat.v1.set_random_seed(5)
+    step, first, again, named = _dropout_graph(p)
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      a0, b0, n0 = sess.run((first, again, named))
+      a0_rerun = sess.run(first)
+      sess.run(step.assign(1))
+      a1 = sess.run(first)
+
+  np.testing.assert_array_equal(a0, a0_rerun)
+  np.testing.assert_array_equal(a0, b0)   # same site, same step
+  assert np.mean((a0 == 0) != (n0 == 0)) > 0.1  # other site
+  assert np.mean((a0 == 0) != (a1 == 0)) > 0.1  # other step
+  for out in (a0, n0, a1):
+    dropped = np.mean(out == 0)
+    assert abs(dropped - p) < 0.015
+    kept = out[out != 0]
+    np.testing.assert_allclose(kept, 1.0 / (1.0 - p), rtol=1e-6)
+    assert abs(out.mean() - 1.0) < 0.02
+
+
+def test_dropout_mask_depends_on_graph_seed():
+  masks = []
+  for seed in (5, 6):
+    with tf.Graph().as_default():
+      tf.compat.v1.set_random_seed(seed)
+      _, first, _, _ = _dropout_graph()
+      with tf.compat.v1.Session() as sess:
+        sess.run(tf.compat.v1.global_variables_initializer())
+        masks.append(sess.run(first) == 0)
+  assert np.mean(masks[0] != masks[1]) > 0.1
+
+
+def test_dropout_falls_back_to_global_step_then_stateful():
+  with tf.Graph().as_default():
+    global_step = tf.compat.v1.train.get_or_create_global_step()
+    y = modeling.dropout(tf.ones([64, 128]), 0.2)
+    assert any(op.type.startswith("StatelessRandomUniform")
+               for op in tf.compat.v1.get_default_graph().get_operations())
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      first, first_again = sess.run(y), sess.run(y)
+      sess.run(global_step.assign(1))
+      second = sess.run(y)
+  np.testing.assert_array_equal(first, first_again)
+  assert np.mean((first == 0) != (second == 0)) > 0.1
+  with tf.Graph().as_default():
+    y = modeling.dropout(tf.ones([64, 128]), 0.2)
+    with tf.compat.v1.Session() as sess:
+      out = sess.run(y)
+  assert abs(np.mean(out == 0) - 0.2) < 0.03
+
+
+def test_dropout_zero_is_identity_and_bad_prob_rejected():
+  with tf.Graph().as_default():
+    x = tf.ones([3, 4])
+    assert modeling.dropout(x, 0.0) is x
+    assert modeling.dropout(x, None) is x
+    with pytest.raises(ValueError, match="hidden_dropout_prob"):
+      modeling.dropout(x, 1.0)
+
+
+@pytest.mark.parametrize("dtype,checkpointing",
+                         [(tf.bfloat16, False), (tf.float16, True)])
+def test_reduced_precision_close_to_float32(dtype, checkpointing):
+  cfg = _tiny_config()
+  arrays = _random_weights(cfg, seed=2)
+  for name in arrays:
+    if "kernel" in name:
+      arrays[name] *= 0.5
+  with tf.Graph().as_default():
+    inputs = dict(input_ids=tf.constant(IDS), input_mask=tf.constant(MASK),
+                  token_type_ids=tf.constant(TYPES))
+    full = modeling.BertModel(cfg, is_training=False, scope="bert", **inputs)
+    num_vars = len(tf.compat.v1.global_variables())
+    with tf.compat.v1.variable_scope(tf.compat.v1.get_variable_scope(),
+                                     reuse=True):
+      low = modeling.BertModel(cfg, is_training=False, scope="bert",
+                               compute_dtype=dtype,
+                               gradient_checkpointing=checkpointing,
+                               **inputs)
+    tvars = tf.compat.v1.trainable_variables()
+    assert len(tf.compat.v1.global_variables()) == num_vars
+    assert all(v.dtype.base_dtype == tf.float32 for v in tvars)
+    outputs = [low.get_sequence_output(), low.get_pooled_output(),
+               low.get_embedding_output()] + low.get_all_encoder_layers()
+    assert all(t.dtype == dtype for t in outputs)
+    loss = tf.reduce_sum(tf.cast(low.get_pooled_output(), tf.float32))
+    grads = tf.gradients(loss, tvars)
+    assert all(g is not None and g.dtype == tf.float32 for g in grads)
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      _assign(sess, arrays)
+      ref, got = sess.run(((full.get_sequence_output(),
+                            full.get_pooled_output()),
+                           (tf.cast(low.get_sequence_output(), tf.float32),
+                            tf.cast(low.get_pooled_output(), tf.float32))))
+      grad_values = sess.run([tf.convert_to_tensor(g) for g in grads])
+  for want, have in zip(ref, got):
+    assert np.abs(have - want).max() <= 3e-2 * np.abs(want).max()
+  assert all(np.all(np.isfinite(g)) for g in grad_values)
+
+
+def test_compute_dtype_rejects_others():
+  with tf.Graph().as_default():
+    with pytest.raises(ValueError, match="compute_dtype"):
+      modeling.BertModel(_tiny_config(), False, tf.constant(IDS),
+                         compute_dtype=tf.float64)
+
+
+def test_eval_mode_copies_config_and_disables_dropout():
+  cfg = _tiny_config()
+  with tf.Graph().as_default() as graph:
+    _add_micro_step(0)
+    modeling.BertModel(cfg, is_training=False, input_ids=tf.constant(IDS))
+    assert not any("RandomUniform" in op.type
+                   for op in graph.get_operations())
+  assert cfg.hidden_dropout_prob == 0.1
+  assert cfg.attention_probs_dropout_prob == 0.1
+
+
+def test_gelu_and_activations():
+  x = np.linspace(-4, 4, 17).astype(np.float32)
+  got = modeling.gelu(tf.constant(x)).numpy()
+  np.testing.assert_allclose(got, _np_gelu(x.astype(np.float64)), atol=1e-6)
+  assert modeling.get_activation("gelu") is modeling.gelu
+  assert modeling.get_activation("relu") is tf.nn.relu
+  assert modeling.get_activation("linear") is None
+  assert modeling.get_activation(None) is None
+  assert modeling.get_activation(tf.tanh) is tf.tanh
+  with pytest.raises(ValueError, match="hidden_act"):
+    modeling.get_activation("swish7")
+
+
+def test_config_round_trip(tmp_path):
+  cfg = _tiny_config(hidden_act="relu", hidden_dropout_prob=0.2)
+  path = tmp_path / "bert_config.json"
+  path.write_text(cfg.to_json_string())
+  loaded = modeling.BertConfig.from_json_file(str(path))
+  assert loaded.to_dict() == cfg.to_dict()
+  assert json.loads(cfg.to_json_string()) == dict(
+      TINY, hidden_act="relu", hidden_dropout_prob=0.2,
+      attention_probs_dropout_prob=0.1, initializer_range=0.02)
+  assert modeling.BertConfig.from_dict(cfg.to_dict()).hidden_size == 32
+  defaults = modeling.BertConfig(vocab_size=10)
+  assert (defaults.hidden_size, defaults.num_hidden_layers,
+          defaults.type_vocab_size) == (768, 12, 16)
+
+
+def test_config_errors_name_file_and_flag(tmp_path):
+  missing = str(tmp_path / "missing.json")
+  with pytest.raises(FileNotFoundError) as info:
+    modeling.BertConfig.from_json_file(missing)
+  assert missing in str(info.value)
+  assert "--bert_config_file" in str(info.value)
+  bad = tmp_path / "bad.json"
+  bad.write_text("{\"vocab_size\": 10,")
+  with pytest.raises(ValueError, match="--bert_config_file") as info:
+    modeling.BertConfig.from_json_file(str(bad))
+  assert str(bad) in str(info.value)
+
+
+def test_shape_helpers():
+  with tf.Graph().as_default():
+    x = tf.compat.v1.placeholder(tf.float32, [None, 5, 7])
+    shape = modeling.get_shape_list(x, expected_rank=3)
+    assert isinstance(shape[0], tf.Tensor) and shape[1:] == [5, 7]
+    matrix = modeling.reshape_to_matrix(x)
+    assert matrix.shape.as_list() == [None, 7]
+    back = modeling.reshape_from_matrix(matrix, shape)
+    assert back.shape.as_list()[1:] == [5, 7]
+    with pytest.raises(ValueError, match="expected rank"):
+      modeling.assert_rank(x, 2)
+    mask = modeling.create_attention_mask_from_input_mask(
+        tf.constant(IDS), tf.constant(MASK))
+    with tf.compat.v1.Session() as sess:
+      value = sess.run(mask)
+  np.testing.assert_array_equal(
+      value, np.broadcast_to(MASK[:, None, :], (2, 10, 10)))
