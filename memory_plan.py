@@ -1,0 +1,539 @@
+# coding=utf-8
+"""Plans GPU memory for fine-tuning BERT: largest micro-batch, accumulation.
+
+Google's README lists the largest batch that fits a 12 GB GPU for each
+sequence length. This module predicts that number for any BertConfig, GPU
+size, precision and gradient-checkpointing setting from a term model, and
+turns a wanted `--train_batch_size` into micro-batch x accumulation steps:
+
+    python memory_plan.py --bert_config_file=$BERT/bert_config.json \
+        --max_seq_length=128,256,384,512 --gpu_memory_gb=12 \
+        --train_batch_size=32 --precision=all --gradient_checkpointing=auto
+
+Notation: P parameters, S sequence length, H hidden size, I intermediate
+size, A attention heads, L layers, V vocabulary, N micro-batch size, b bytes
+per activation element (4 for fp32, 2 for fp16/bf16), m bytes per dropout-mask
+element (1 with `Calibration.boolean_dropout_mask`, the default because
+modeling.dropout keeps a bool mask; else b, as Google's float mask). GiB =
+2**30 bytes; `--gpu_memory_gb` and `workspace_gb` are in GiB.
+
+Parameters (`num_params`), counted exactly from the config:
+
+    embeddings  V*H + max_position_embeddings*H + type_vocab_size*H + 2H
+    per layer   4*(H*H + H) + 2*2H + (H*I + I) + (I*H + H)
+    pooler      H*H + H
+    classifier  num_labels*H + num_labels   (2H + 2 for the default 2 labels)
+
+Memory terms (bytes; each per-parameter term is multiplied by
+`Calibration.state_factor`):
+
+    weights       P*4 float32 master weights, + P*2 cast copy for fp16/bf16
+    gradients     P*4 gradients + P*4 the copy that clip_by_global_norm makes
+    optimizer     P*2*4 slots (Adam m and v; LAMB keeps the same two)
+                  + P*4 update temporaries (new m, v and the update, computed
+                  before the assign ops run)
+    accumulation  P*4 accumulators, only when num_accumulation_steps > 1
+    activations   N * per-example activation bytes (below)
+    workspace     workspace_gb * GiB: CUDA context, cuBLAS workspace and
+                  allocator slack of the framework, stated in every table
+    total         the sum of the above
+
+Per-example activations. `LAYER_TENSORS` lists the tensors of one encoder
+layer that a graph-mode backward pass keeps, as counts of three shapes:
+[S, H] ("hidden"), [S, I] ("intermediate") and [A, S, S] ("attention"):
+
+    attention  Q, K, V projections 3 [S,H]; scores, probabilities, dropout
+               mask, dropped probabilities 4 [A,S,S]; context [S,H]; output
+               dense, dropout mask, residual sum, LayerNorm normalized and
+               LayerNorm output 5 [S,H]
+    feed-fwd   pre-GELU, the tanh and cdf of the GELU, post-GELU 4 [S,I];
+               output dense, dropout mask, residual sum, LayerNorm normalized
+               and LayerNorm output (the layer's output) 5 [S,H]
+
+so, with the masks at m bytes and the rest at b bytes,
+
+    layer(S) = l * b * (n_h*S*H + n_i*S*I) + q * b * n_a*A*S^2
+               + m * (l * k_h*S*H + q * k_a*A*S^2)
+
+with n_h = 12, n_i = 4, n_a = 3 (non-mask counts), k_h = 2, k_a = 1 (mask
+counts), l = `Calibration.linear_factor`, q = `Calibration.quadratic_factor`.
+`EMBEDDING_TENSORS` (embedding sum, LayerNorm normalized, LayerNorm output,
+dropout mask, dropped embeddings) are kept once; `BACKWARD_TENSORS` (the
+gradients of one layer in flight: 2 [A,S,S], 2 [S,I], 2 [S,H]) are alive once
+at any time. Logits and loss are [2] per example and are left out.
+
+    without checkpointing  L * layer(S) + embeddings(S) + backward(S)
+    with checkpointing     L * l*b*S*H (each layer's input) + embeddings(S)
+                           + layer(S) (the layer being recomputed)
+                           + backward(S)
+
+The default `Calibration` was fitted so that, for a 12 GiB device, the
+planner reproduces Google's published table (Titan X, TF 1.11, fp32, Adam)
+within 25% in every cell but BERT-Large at 384 tokens, where Google's row
+contradicts every model of this form (docs/memory.md shows why). Phase 2 fits
+the factors to measurements on this machine.
+"""
+
+import collections
+import dataclasses
+import json
+import os
+
+from absl import app
+from absl import flags
+
+GIB = 2**30
+PRECISIONS = ("fp32", "fp16", "bf16")
+OPTIMIZERS = ("adamw", "lamb")
+
+# Bytes per parameter of each term.
+WEIGHT_BYTES = 4
+CAST_BYTES = 2
+GRADIENT_BYTES = 4
+CLIPPED_GRADIENT_BYTES = 4
+SLOT_BYTES = 2 * 4
+UPDATE_TEMPORARY_BYTES = 4
+ACCUMULATION_BYTES = 4
+
+# Shapes of the activation tensors, per example.
+HIDDEN = "hidden"              # [S, H]
+INTERMEDIATE = "intermediate"  # [S, I]
+ATTENTION = "attention"        # [A, S, S]
+
+Tensors = collections.namedtuple("Tensors", ["name", "shape", "count", "mask"])
+
+LAYER_TENSORS = (
+    Tensors("query, key, value projections", HIDDEN, 3, False),
+    Tensors("attention scores", ATTENTION, 1, False),
+    Tensors("attention probabilities", ATTENTION, 1, False),
+    Tensors("dropout mask on the probabilities", ATTENTION, 1, True),
+    Tensors("dropped-out probabilities", ATTENTION, 1, False),
+    Tensors("context", HIDDEN, 1, False),
+    Tensors("attention output dense", HIDDEN, 1, False),
+    Tensors("attention output dropout mask", HIDDEN, 1, True),
+    Tensors("attention residual sum", HIDDEN, 1, False),
+    Tensors("attention LayerNorm normalized", HIDDEN, 1, False),
+    Tensors("attention LayerNorm output", HIDDEN, 1, False),
+    Tensors("intermediate dense (pre-GELU)", INTERMEDIATE, 1, False),
+    Tensors("GELU tanh and cdf", INTERMEDIATE, 2, False),
+    Tensors("intermediate output (post-GELU)", INTERMEDIATE, 1, False),
+    Tensors("output dense", HIDDEN, 1, False),
+    Tensors("output dropout mask", HIDDEN, 1, True),
+    Tensors("output residual sum", HIDDEN, 1, False),
+    Tensors("output LayerNorm normalized", HIDDEN, 1, False),
+    Tensors("layer output", HIDDEN, 1, False),
+)
+
+EMBEDDING_TENSORS = (
+    Tensors("embedding sum", HIDDEN, 1, False),
+    Tensors("embedding LayerNorm normalized", HIDDEN, 1, False),
+    Tensors("embedding LayerNorm output", HIDDEN, 1, False),
+    Tensors("embedding dropout mask", HIDDEN, 1, True),
+    Tensors("dropped embeddings", HIDDEN, 1, False),
+)
+
+BACKWARD_TENSORS = (
+    Tensors("gradients of probabilities and softmax", ATTENTION, 2, False),
+    Tensors("gradients of intermediate activations", INTERMEDIATE, 2, False),
+    Tensors("gradients of hidden states", HIDDEN, 2, False),
+)
+
+# Kept per layer under gradient checkpointing: the layer's input.
+CHECKPOINT_TENSORS = (Tensors("layer input", HIDDEN, 1, False),)
+
+_BERT_COMMON = {
+    "vocab_size": 30522,
+    "max_position_embeddings": 512,
+    "type_vocab_size": 2,
+    "hidden_act": "gelu",
+    "hidden_dropout_prob": 0.1,
+    "attention_probs_dropout_prob": 0.1,
+    "initializer_range": 0.02,
+}
+BERT_BASE = dict(_BERT_COMMON, hidden_size=768, num_hidden_layers=12,
+                 num_attention_heads=12, intermediate_size=3072)
+BERT_LARGE = dict(_BERT_COMMON, hidden_size=1024, num_hidden_layers=24,
+                  num_attention_heads=16, intermediate_size=4096)
+
+_CONFIG_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers",
+                "num_attention_heads", "intermediate_size",
+                "max_position_embeddings", "type_vocab_size")
+
+Plan = collections.namedtuple(
+    "Plan", ["micro_batch", "accumulation_steps", "precision",
+             "gradient_checkpointing"])
+
+
+@dataclasses.dataclass(frozen=True)
+class Calibration:
+  """Adjustable factors of the term model (see the module docstring).
+
+  Attributes:
+    state_factor: multiplies every per-parameter term.
+    linear_factor: multiplies the [S, H] and [S, I] activation counts.
+    quadratic_factor: multiplies the [A, S, S] activation counts.
+    workspace_gb: fixed margin in GiB for the CUDA context, cuBLAS workspace
+      and allocator slack.
+    boolean_dropout_mask: True when dropout keeps a 1-byte boolean mask,
+      False when it keeps a mask of the activation dtype (Google's code).
+  """
+  # Fitted to Google's 12 GB table: TensorFlow keeps about 10% more than the
+  # per-parameter count (allocator slack) and 65% more [S, H] / [S, I] data
+  # than the enumeration (reshape / transpose copies, LayerNorm and dropout
+  # internals), and frees some attention scores early.
+  state_factor: float = 1.1
+  linear_factor: float = 1.65
+  quadratic_factor: float = 0.85
+  workspace_gb: float = 0.5
+  boolean_dropout_mask: bool = True
+
+
+def _dims(config):
+  """The sizes the model needs, from a BertConfig or a dict."""
+  get = config.get if isinstance(config, dict) else (
+      lambda key: getattr(config, key, None))
+  missing = [key for key in _CONFIG_KEYS if get(key) is None]
+  if missing:
+    raise ValueError("The BERT config lacks %s; a bert_config.json holds all "
+                     "of %s." % (", ".join(missing), ", ".join(_CONFIG_KEYS)))
+  return {key: int(get(key)) for key in _CONFIG_KEYS}
+
+
+def num_params(config, num_labels=2):
+  """Number of trainable parameters of BERT plus a classifier head.
+
+  Args:
+    config: a modeling.BertConfig or a dict with the bert_config.json keys.
+    num_labels: classes of the head (2*H+2 parameters for 2); 0 counts only
+      the variables under bert/ (what a pretrained checkpoint holds).
+
+  Returns:
+    int, the exact count.
+  """
+  d = _dims(config)
+  h, i = d["hidden_size"], d["intermediate_size"]
+  embeddings = (d["vocab_size"] + d["max_position_embeddings"] +
+                d["type_vocab_size"]) * h + 2 * h
+  attention = 4 * (h * h + h) + 2 * h
+  feed_forward = (h * i + i) + (i * h + h) + 2 * h
+  pooler = h * h + h
+  head = num_labels * h + num_labels
+  return (embeddings + d["num_hidden_layers"] * (attention + feed_forward) +
+          pooler + head)
+
+
+def _check_choice(name, value, choices):
+  if value not in choices:
+    raise ValueError("%s=%r is not one of %s." %
+                     (name, value, ", ".join(choices)))
+
+
+def _activation_bytes(precision):
+  _check_choice("precision", precision, PRECISIONS)
+  return 4 if precision == "fp32" else 2
+
+
+def _tensor_bytes(tensors, d, seq_length, b, cal):
+  """Bytes of one example's `tensors` at sequence length `seq_length`."""
+  s = seq_length
+  elements = {HIDDEN: s * d["hidden_size"],
+              INTERMEDIATE: s * d["intermediate_size"],
+              ATTENTION: d["num_attention_heads"] * s * s}
+  factor = {HIDDEN: cal.linear_factor, INTERMEDIATE: cal.linear_factor,
+            ATTENTION: cal.quadratic_factor}
+  mask_bytes = 1 if cal.boolean_dropout_mask else b
+  total = 0.0
+  for t in tensors:
+    size = mask_bytes if t.mask else b
+    total += factor[t.shape] * t.count * elements[t.shape] * size
+  return total
+
+
+def activation_bytes_per_example(config, seq_length, precision="fp32",
+                                 gradient_checkpointing=False,
+                                 calibration=None):
+  """Activation bytes one example adds at the peak of the backward pass."""
+  cal = calibration or Calibration()
+  d = _dims(config)
+  _check_seq_length(d, seq_length)
+  b = _activation_bytes(precision)
+  one_layer = _tensor_bytes(LAYER_TENSORS, d, seq_length, b, cal)
+  once = (_tensor_bytes(EMBEDDING_TENSORS, d, seq_length, b, cal) +
+          _tensor_bytes(BACKWARD_TENSORS, d, seq_length, b, cal))
+  layers = d["num_hidden_layers"]
+  if gradient_checkpointing:
+    inputs = _tensor_bytes(CHECKPOINT_TENSORS, d, seq_length, b, cal)
+    return layers * inputs + one_layer + once
+  return layers * one_layer + once
+
+
+def _check_seq_length(d, seq_length):
+  if not 1 <= seq_length <= d["max_position_embeddings"]:
+    raise ValueError(
+        "--max_seq_length=%d must be in [1, %d], the max_position_embeddings "
+        "of the BERT config." % (seq_length, d["max_position_embeddings"]))
+
+
+def estimate_bytes(config, seq_length, micro_batch, precision="fp32",
+                   gradient_checkpointing=False, num_accumulation_steps=1,
+                   optimizer="adamw", calibration=None):
+  """Peak training memory, as a breakdown of the terms in the docstring.
+
+  Args:
+    config: a modeling.BertConfig or a dict with the bert_config.json keys.
+    seq_length: int S.
+    micro_batch: int N, examples per session.run of the train op.
+    precision: "fp32", "fp16" or "bf16" (activation dtype; master weights,
+      gradients and slots stay float32).
+    gradient_checkpointing: bool, recompute each layer in the backward pass.
+    num_accumulation_steps: int; > 1 adds the accumulators.
+    optimizer: "adamw" or "lamb" (both keep two slots per parameter).
+    calibration: a Calibration, default `Calibration()`.
+
+  Returns:
+    dict of bytes (floats): weights, gradients, optimizer, accumulation,
+    activations, workspace, total.
+  """
+  cal = calibration or Calibration()
+  _check_choice("optimizer", optimizer, OPTIMIZERS)
+  if micro_batch < 0 or num_accumulation_steps < 1:
+    raise ValueError("micro_batch=%r must be >= 0 and num_accumulation_steps"
+                     "=%r >= 1." % (micro_batch, num_accumulation_steps))
+  b = _activation_bytes(precision)
+  p = num_params(config) * cal.state_factor
+  cast = CAST_BYTES if b == 2 else 0
+  accumulation = ACCUMULATION_BYTES if num_accumulation_steps > 1 else 0
+  breakdown = {
+      "weights": p * (WEIGHT_BYTES + cast),
+      "gradients": p * (GRADIENT_BYTES + CLIPPED_GRADIENT_BYTES),
+      "optimizer": p * (SLOT_BYTES + UPDATE_TEMPORARY_BYTES),
+      "accumulation": p * accumulation,
+      "activations": micro_batch * activation_bytes_per_example(
+          config, seq_length, precision, gradient_checkpointing, cal),
+      "workspace": cal.workspace_gb * GIB,
+  }
+  breakdown["total"] = sum(breakdown.values())
+  return breakdown
+
+
+def max_micro_batch(config, seq_length, memory_bytes, precision="fp32",
+                    gradient_checkpointing=False, num_accumulation_steps=1,
+                    optimizer="adamw", calibration=None):
+  """Largest micro-batch whose estimate fits `memory_bytes`; 0 if none."""
+  args = (config, seq_length)
+  kwargs = dict(precision=precision,
+                gradient_checkpointing=gradient_checkpointing,
+                num_accumulation_steps=num_accumulation_steps,
+                optimizer=optimizer, calibration=calibration)
+  fixed = estimate_bytes(*args, micro_batch=0, **kwargs)["total"]
+  per_example = estimate_bytes(*args, micro_batch=1, **kwargs)["activations"]
+  return max(0, int((memory_bytes - fixed) // per_example))
+
+
+def _largest_divisor_at_most(n, limit):
+  return max(d for d in range(1, min(n, limit) + 1) if n % d == 0)
+
+
+def _candidate(config, seq_length, train_batch_size, memory_bytes, precision,
+               checkpointing, optimizer, calibration):
+  """Best (micro, accumulation) for one setting, or None if nothing fits."""
+  kwargs = dict(precision=precision, gradient_checkpointing=checkpointing,
+                optimizer=optimizer, calibration=calibration)
+  whole = max_micro_batch(config, seq_length, memory_bytes, **kwargs)
+  if whole >= train_batch_size:
+    return Plan(train_batch_size, 1, precision, checkpointing)
+  # Smaller micro-batches need the accumulators, which take memory too.
+  limit = max_micro_batch(config, seq_length, memory_bytes,
+                          num_accumulation_steps=2, **kwargs)
+  if limit < 1:
+    return None
+  micro = _largest_divisor_at_most(train_batch_size, limit)
+  return Plan(micro, train_batch_size // micro, precision, checkpointing)
+
+
+def _best_plan(config, seq_length, train_batch_size, memory_bytes,
+               precisions, checkpointing_options, optimizer, calibration):
+  """Like `plan`, choosing among the given checkpointing settings."""
+  if train_batch_size < 1:
+    raise ValueError("--train_batch_size=%d must be >= 1." % train_batch_size)
+  candidates = []
+  for rank, precision in enumerate(precisions):
+    for checkpointing in checkpointing_options:
+      found = _candidate(config, seq_length, train_batch_size, memory_bytes,
+                         precision, checkpointing, optimizer, calibration)
+      if found:
+        candidates.append(((checkpointing, found.accumulation_steps, rank),
+                           found))
+  if not candidates:
+    return None
+  return min(candidates, key=lambda c: c[0])[1]
+
+
+def plan(config, seq_length, train_batch_size, memory_bytes,
+         precisions=("fp32",), allow_checkpointing=True, optimizer="adamw",
+         calibration=None):
+  """Micro-batch x accumulation steps for `train_batch_size` examples/update.
+
+  The micro-batch is the largest that fits and divides the batch. Preference
+  order: no checkpointing when anything fits without it (recomputation costs
+  a third more compute), then the fewest accumulation steps, then the order
+  of `precisions`.
+
+  Returns:
+    Plan(micro_batch, accumulation_steps, precision, gradient_checkpointing)
+    with micro_batch * accumulation_steps == train_batch_size, or None when
+    not even one example fits.
+  """
+  options = (False, True) if allow_checkpointing else (False,)
+  return _best_plan(config, seq_length, train_batch_size, memory_bytes,
+                    precisions, options, optimizer, calibration)
+
+
+def _precision_columns(precisions):
+  """Distinct activation sizes to show; fp16 and bf16 share a column."""
+  columns = []
+  low = [p for p in PRECISIONS[1:] if p in precisions]
+  if "fp32" in precisions:
+    columns.append(("fp32", "fp32"))
+  if low:
+    columns.append((low[0], "/".join(low)))
+  return columns
+
+
+def _describe(found, precisions):
+  if found is None:
+    return "does not fit, even one example per micro-batch"
+  steps = found.accumulation_steps
+  return "micro-batch %d x %d accumulation step%s (%s, %s)" % (
+      found.micro_batch, steps, "" if steps == 1 else "s",
+      dict(_precision_columns(precisions))[found.precision],
+      "gradient checkpointing" if found.gradient_checkpointing
+      else "no checkpointing")
+
+
+def format_table(config, seq_lengths, memory_bytes, precisions=PRECISIONS,
+                 checkpointing_options=(False, True), train_batch_size=None,
+                 optimizer="adamw", calibration=None, name="model"):
+  """Markdown table of the largest micro-batch, plus a plan per length.
+
+  Args:
+    config: a modeling.BertConfig or a dict.
+    seq_lengths: list of int sequence lengths (rows).
+    memory_bytes: device memory in bytes.
+    precisions: precisions to show; fp16 and bf16 share one column.
+    checkpointing_options: tuple of bools, columns without / with
+      checkpointing.
+    train_batch_size: int or None; when given, a plan line per length.
+    optimizer: "adamw" or "lamb".
+    calibration: a Calibration, default `Calibration()`.
+    name: model name for the title line.
+
+  Returns:
+    str, the table and plan lines, newline-terminated.
+  """
+  cal = calibration or Calibration()
+  columns = [(precision, label, ckpt)
+             for precision, label in _precision_columns(precisions)
+             for ckpt in checkpointing_options]
+  lines = ["Largest micro-batch for %s on a %.4g GiB GPU (%s, workspace "
+           "margin %.4g GiB, %d parameters):" % (
+               name, memory_bytes / GIB, optimizer, cal.workspace_gb,
+               num_params(config)), ""]
+  header = ["seq length"] + ["%s%s" % (label, " + checkpointing" if ckpt
+                                       else "")
+                             for _, label, ckpt in columns]
+  lines.append("| " + " | ".join(header) + " |")
+  lines.append("|" + "|".join("---:" for _ in header) + "|")
+  for seq_length in seq_lengths:
+    cells = [str(max_micro_batch(config, seq_length, memory_bytes, precision,
+                                 ckpt, optimizer=optimizer, calibration=cal))
+             for precision, _, ckpt in columns]
+    lines.append("| " + " | ".join([str(seq_length)] + cells) + " |")
+  if train_batch_size:
+    lines.append("")
+    chosen = [p for p, _ in _precision_columns(precisions)]
+    for seq_length in seq_lengths:
+      found = _best_plan(config, seq_length, train_batch_size, memory_bytes,
+                         chosen, checkpointing_options, optimizer, cal)
+      lines.append("train_batch_size=%d at seq length %d: %s" % (
+          train_batch_size, seq_length, _describe(found, precisions)))
+  return "\n".join(lines) + "\n"
+
+
+def load_config(path):
+  """A modeling.BertConfig (or, without modeling.py, a dict) from JSON."""
+  if not path or not os.path.isfile(path):
+    raise ValueError("--bert_config_file=%r is not a file; point it at the "
+                     "model's bert_config.json." % path)
+  try:
+    with open(path) as f:
+      values = json.load(f)
+  except json.JSONDecodeError as e:
+    raise ValueError("--bert_config_file=%s is not valid JSON (line %d): %s"
+                     % (path, e.lineno, e.msg)) from e
+  try:
+    _dims(values)
+  except ValueError as e:
+    raise ValueError("--bert_config_file=%s: %s" % (path, e)) from e
+  try:
+    import modeling  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    return values
+  return modeling.BertConfig.from_dict(values)
+
+
+def define_flags():
+  """Defines the command's flags (not at import: the names are shared)."""
+  flags.DEFINE_string("bert_config_file", None,
+                      "The bert_config.json of the model to plan for.")
+  flags.DEFINE_list("max_seq_length", ["128", "256", "384", "512"],
+                    "Comma-separated sequence lengths (table rows).")
+  flags.DEFINE_float("gpu_memory_gb", 12, "GPU memory in GiB.")
+  flags.DEFINE_integer("train_batch_size", 32,
+                       "Examples per update to plan micro-batches for.")
+  flags.DEFINE_enum("precision", "all", list(PRECISIONS) + ["all"],
+                    "Activation precision; fp16 and bf16 have the same size.")
+  flags.DEFINE_enum("gradient_checkpointing", "auto", ["auto", "true", "false"],
+                    "auto: show both and use checkpointing only when needed.")
+  flags.DEFINE_enum("optimizer", "adamw", list(OPTIMIZERS),
+                    "The optimizer (both keep two slots per parameter).")
+  flags.mark_flag_as_required("bert_config_file")
+
+
+def _parse_seq_lengths(values):
+  try:
+    return [int(v) for v in values]
+  except ValueError as e:
+    raise app.UsageError("--max_seq_length=%s must be comma-separated "
+                         "integers, e.g. 128,256,384,512." % ",".join(values)
+                         ) from e
+
+
+def main(argv):
+  del argv  # Unused.
+  f = flags.FLAGS
+  try:
+    config = load_config(f.bert_config_file)
+  except ValueError as e:
+    raise app.UsageError(str(e)) from e
+  if f.gpu_memory_gb <= 0:
+    raise app.UsageError("--gpu_memory_gb=%s must be positive (GiB of the "
+                         "GPU, e.g. 12 or 16)." % f.gpu_memory_gb)
+  precisions = PRECISIONS if f.precision == "all" else (f.precision,)
+  checkpointing = {"auto": (False, True), "true": (True,),
+                   "false": (False,)}[f.gradient_checkpointing]
+  try:
+    table = format_table(config, _parse_seq_lengths(f.max_seq_length),
+                         f.gpu_memory_gb * GIB, precisions, checkpointing,
+                         f.train_batch_size, f.optimizer,
+                         name=os.path.basename(
+                             os.path.dirname(os.path.abspath(
+                                 f.bert_config_file))))
+  except ValueError as e:
+    raise app.UsageError(str(e)) from e
+  print(table, end="")
+
+
+if __name__ == "__main__":
+  define_flags()
+  app.run(main)
