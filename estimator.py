@@ -1,0 +1,607 @@
+# coding=utf-8
+"""A small Estimator-style runner that replaces the removed `tf.estimator`.
+
+The training scripts keep the original's shape: they build a `model_fn` and an
+`input_fn` and hand them to an `Estimator`. This module runs them in graph mode
+with a plain `tf.compat.v1.Session` loop, so every step is easy to follow:
+
+  * `train` builds a fresh graph, restores the latest checkpoint of `model_dir`
+    if there is one (otherwise it initializes, applying `init_from_checkpoint`
+    and the scaffold's `init_fn`), and runs the train op until `global_step`
+    reaches `max_steps` or the data ends. A `micro_step` counter (one per run
+    of the train op, i.e. per micro-batch) is checkpointed with the model; a
+    resumed run skips that many batches, so it sees exactly the data an
+    uninterrupted run would.
+  * `evaluate` runs the streaming metric update ops over the data and returns
+    the metric values.
+  * `predict` yields one dict of numpy values per example.
+"""
+
+from __future__ import absolute_import
+from __future__ import division
+from __future__ import print_function
+
+import collections
+import datetime
+import os
+import time
+
+from absl import logging
+import numpy as np
+import tensorflow as tf
+
+# Resource variables give well-defined read/write ordering under control
+# dependencies, which the step counters and `recompute_grad` rely on.
+tf.compat.v1.enable_resource_variables()
+
+MICRO_STEP_COLLECTION = "micro_step"
+LEARNING_RATE_COLLECTION = "learning_rate"
+LOSS_SCALE_COLLECTION = "loss_scale"
+_CHECKPOINT_BASENAME = "model.ckpt"
+
+
+class ModeKeys(object):
+  """The three modes a `model_fn` is called in (values as in tf.estimator)."""
+  TRAIN = "train"
+  EVAL = "eval"
+  PREDICT = "infer"
+
+
+class NonFiniteLossError(RuntimeError):
+  """The training loss became NaN or infinite."""
+
+
+class OutOfMemoryError(RuntimeError):
+  """The device ran out of memory while training."""
+
+
+_SPEC_FIELDS = ("mode", "predictions", "loss", "train_op", "eval_metric_ops",
+                "scaffold", "scaffold_fn")
+
+
+class EstimatorSpec(collections.namedtuple("EstimatorSpec", _SPEC_FIELDS)):
+  """What a `model_fn` returns.
+
+  Fields:
+    mode: one of `ModeKeys`.
+    predictions: (PREDICT) a tensor or a dict of tensors, batch-major.
+    loss: (TRAIN, optionally EVAL) a scalar float tensor.
+    train_op: (TRAIN) the op that consumes one micro-batch.
+    eval_metric_ops: (EVAL) dict name -> (value_tensor, update_op), as
+      `tf.compat.v1.metrics.*` return them.
+    scaffold: None or a `tf.compat.v1.train.Scaffold`; its `init_fn` runs only
+      when training starts fresh (not on resume).
+    scaffold_fn: alternative to `scaffold` in the original scripts' style: a
+      callable with no arguments returning a Scaffold (or None).
+  """
+
+  def __new__(cls, mode, predictions=None, loss=None, train_op=None,
+              eval_metric_ops=None, scaffold=None, scaffold_fn=None):
+    if mode not in (ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.PREDICT):
+      raise ValueError("EstimatorSpec: mode=%r is not one of %r, %r, %r." %
+                       (mode, ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.PREDICT))
+    if scaffold is not None and scaffold_fn is not None:
+      raise ValueError("EstimatorSpec: pass either scaffold or scaffold_fn, "
+                       "not both.")
+    return super(EstimatorSpec, cls).__new__(
+        cls, mode, predictions, loss, train_op, eval_metric_ops, scaffold,
+        scaffold_fn)
+
+  def resolve_scaffold(self):
+    """Returns the Scaffold (calling `scaffold_fn` if given) or None."""
+    if self.scaffold_fn is not None:
+      return self.scaffold_fn()
+    return self.scaffold
+
+
+class RunConfig(object):
+  """Where and how often the runner checkpoints, logs and writes summaries."""
+
+  def __init__(self, model_dir, save_checkpoints_steps=1000,
+               keep_checkpoint_max=5, log_step_count_steps=100,
+               save_summary_steps=100, tf_random_seed=None,
+               session_config=None, num_accumulation_steps=1,
+               oom_message_fn=None):
+    """Constructs a RunConfig.
+
+    Args:
+      model_dir: directory for checkpoints and TensorBoard summaries.
+      save_checkpoints_steps: checkpoint every this many optimizer updates.
+      keep_checkpoint_max: how many recent checkpoints to keep (0/None: all).
+      log_step_count_steps: progress line every this many updates.
+      save_summary_steps: TensorBoard scalars every this many updates.
+      tf_random_seed: graph-level seed (initializers, shuffling, dropout).
+      session_config: optional `tf.compat.v1.ConfigProto` (threads, XLA, ...).
+      num_accumulation_steps: micro-batches per optimizer update.
+      oom_message_fn: optional callable(ResourceExhaustedError) -> str giving
+        a tailored out-of-memory advice.
+    """
+    if not model_dir:
+      raise ValueError("RunConfig: model_dir is required (set --output_dir).")
+    for name, value in (("save_checkpoints_steps", save_checkpoints_steps),
+                        ("log_step_count_steps", log_step_count_steps),
+                        ("save_summary_steps", save_summary_steps),
+                        ("num_accumulation_steps", num_accumulation_steps)):
+      if value is None or int(value) < 1:
+        raise ValueError("RunConfig: %s=%r must be a positive integer (flag "
+                         "--%s)." % (name, value, name))
+    self.model_dir = model_dir
+    self.save_checkpoints_steps = int(save_checkpoints_steps)
+    self.keep_checkpoint_max = keep_checkpoint_max
+    self.log_step_count_steps = int(log_step_count_steps)
+    self.save_summary_steps = int(save_summary_steps)
+    self.tf_random_seed = tf_random_seed
+    self.session_config = session_config
+    self.num_accumulation_steps = int(num_accumulation_steps)
+    self.oom_message_fn = oom_message_fn
+
+
+class _Meter(object):
+  """Averages loss and counts examples between two reports."""
+
+  def __init__(self):
+    self.reset()
+
+  def reset(self):
+    self.loss_sum = 0.0
+    self.runs = 0
+    self.examples = 0
+    self.start = time.time()
+
+  def add(self, loss, examples):
+    self.loss_sum += loss
+    self.runs += 1
+    self.examples += examples
+
+  def mean_loss(self):
+    return self.loss_sum / max(self.runs, 1)
+
+  def examples_per_sec(self):
+    return self.examples / max(time.time() - self.start, 1e-9)
+
+
+class _TrainGraph(collections.namedtuple(
+    "_TrainGraph", ("graph", "iterator", "step_op", "fetches", "saver",
+                    "scaffold"))):
+  """The pieces of a built training graph the loop needs."""
+
+
+def _scalar_summary(values, step, writer):
+  """Writes a dict tag -> float as one Summary proto at `step`."""
+  summary = tf.compat.v1.Summary(value=[
+      tf.compat.v1.Summary.Value(tag=tag, simple_value=float(value))
+      for tag, value in sorted(values.items())])
+  writer.add_summary(summary, step)
+
+
+def _oom_line(error):
+  """The informative line of a ResourceExhaustedError's long message."""
+  lines = error.message.splitlines() or [""]
+  return next((line.strip() for line in lines if "OOM" in line), lines[0])
+
+
+def _format_left(seconds):
+  return str(datetime.timedelta(seconds=int(round(seconds))))
+
+
+def _restore(saver, sess, checkpoint):
+  """Restores `checkpoint`, explaining a checkpoint of a different model."""
+  try:
+    saver.restore(sess, checkpoint)
+  except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError) as e:
+    raise ValueError(
+        "Checkpoint %s does not match this model (another task, "
+        "--bert_config_file or --max_seq_length?). Use a new --output_dir or "
+        "the matching flags.\nTensorFlow said: %s" %
+        (checkpoint, e.message.splitlines()[0])) from e
+
+
+def _run_initializers(sess):
+  sess.run([tf.compat.v1.global_variables_initializer(),
+            tf.compat.v1.local_variables_initializer(),
+            tf.compat.v1.tables_initializer()])
+
+
+def _call_input_fn(input_fn, params):
+  dataset = input_fn(params)
+  if not isinstance(dataset, tf.data.Dataset):
+    raise TypeError("input_fn must return a tf.data.Dataset of feature dicts, "
+                    "got %r." % (type(dataset),))
+  return dataset
+
+
+class Estimator(object):
+  """Trains, evaluates and predicts with a `model_fn` (see module docstring)."""
+
+  def __init__(self, model_fn, config, params=None, train_batch_size=None,
+               eval_batch_size=None, predict_batch_size=None):
+    if not isinstance(config, RunConfig):
+      raise TypeError("Estimator: config must be a RunConfig, got %r." %
+                      (type(config),))
+    self._model_fn = model_fn
+    self._config = config
+    self._params = dict(params or {})
+    self._train_batch_size = train_batch_size
+    self._eval_batch_size = eval_batch_size
+    self._predict_batch_size = predict_batch_size
+
+  @property
+  def model_dir(self):
+    return self._config.model_dir
+
+  @property
+  def config(self):
+    return self._config
+
+  @property
+  def params(self):
+    return dict(self._params)
+
+  def latest_checkpoint(self):
+    """Path prefix of the newest checkpoint in `model_dir`, or None."""
+    return tf.train.latest_checkpoint(self.model_dir)
+
+  # ---------------------------------------------------------------- building
+
+  def _params_with_batch_size(self, batch_size):
+    params = dict(self._params)
+    params["batch_size"] = batch_size
+    return params
+
+  def _micro_batch_size(self):
+    """Per-run batch size: --train_batch_size split into micro-batches."""
+    if not self._train_batch_size:
+      raise ValueError("Estimator.train needs train_batch_size (flag "
+                       "--train_batch_size).")
+    k = self._config.num_accumulation_steps
+    if self._train_batch_size % k:
+      raise ValueError(
+          "--train_batch_size=%d is not divisible by --num_accumulation_steps"
+          "=%d; choose a --train_batch_size that is a multiple of it." %
+          (self._train_batch_size, k))
+    return self._train_batch_size // k
+
+  def _call_model_fn(self, features, mode, params):
+    """Calls the model_fn; the one place a distribution strategy would wrap."""
+    spec = self._model_fn(features, None, mode, params)
+    if not isinstance(spec, EstimatorSpec):
+      raise TypeError("model_fn must return an estimator.EstimatorSpec, got "
+                      "%r." % (type(spec),))
+    return spec
+
+  def _new_graph(self):
+    graph = tf.Graph()
+    if self._config.tf_random_seed is not None:
+      with graph.as_default():
+        tf.compat.v1.set_random_seed(self._config.tf_random_seed)
+    return graph
+
+  def _build_train_graph(self, input_fn, skip_batches):
+    """Builds the training graph; `skip_batches` batches are dropped first.
+
+    The skip is applied in fresh runs too (as 0) so fresh and resumed runs
+    create the same ops and thus draw the same op-level random seeds.
+    """
+    params = self._params_with_batch_size(self._micro_batch_size())
+    graph = self._new_graph()
+    with graph.as_default():
+      global_step = tf.compat.v1.train.get_or_create_global_step()
+      micro_step = tf.compat.v1.get_variable(
+          "micro_step", shape=[], dtype=tf.int64,
+          initializer=tf.compat.v1.zeros_initializer(), trainable=False,
+          collections=[tf.compat.v1.GraphKeys.GLOBAL_VARIABLES,
+                       MICRO_STEP_COLLECTION])
+      dataset = _call_input_fn(input_fn, params).skip(skip_batches)
+      iterator = tf.compat.v1.data.make_initializable_iterator(dataset)
+      spec = self._call_model_fn(iterator.get_next(), ModeKeys.TRAIN, params)
+      if spec.loss is None or spec.train_op is None:
+        raise ValueError("model_fn must return loss and train_op in TRAIN "
+                         "mode.")
+      scaffold = spec.resolve_scaffold()
+      with tf.control_dependencies([spec.train_op]):
+        step_op = micro_step.assign_add(1)
+      # Read the counters after the update so the loop sees the new values.
+      with tf.control_dependencies([step_op]):
+        fetches = {"loss": tf.identity(spec.loss),
+                   "global_step": global_step.read_value(),
+                   "micro_step": micro_step.read_value()}
+      for key, collection in (("learning_rate", LEARNING_RATE_COLLECTION),
+                              ("loss_scale", LOSS_SCALE_COLLECTION)):
+        tensors = tf.compat.v1.get_collection(collection)
+        if tensors:
+          fetches[key] = tensors[0]
+      saver = tf.compat.v1.train.Saver(
+          max_to_keep=self._config.keep_checkpoint_max or 0)
+    return _TrainGraph(graph, iterator, step_op, fetches, saver, scaffold)
+
+  def _build_eval_or_predict_graph(self, input_fn, mode, batch_size):
+    """Returns (graph, iterator, spec, scaffold) for EVAL or PREDICT.
+
+    The scaffold is resolved here, while building, because a `scaffold_fn`
+    calling `init_from_checkpoint` must run before the initializers do.
+    """
+    params = self._params_with_batch_size(batch_size)
+    graph = self._new_graph()
+    with graph.as_default():
+      tf.compat.v1.train.get_or_create_global_step()
+      iterator = tf.compat.v1.data.make_initializable_iterator(
+          _call_input_fn(input_fn, params))
+      spec = self._call_model_fn(iterator.get_next(), mode, params)
+      scaffold = spec.resolve_scaffold()
+    return graph, iterator, spec, scaffold
+
+  def _session(self, graph):
+    return tf.compat.v1.Session(graph=graph,
+                                config=self._config.session_config)
+
+  # ---------------------------------------------------------------- training
+
+  def _checkpoint_counters(self, checkpoint):
+    """(global_step, micro_step) stored in `checkpoint` (0 if absent)."""
+    reader = tf.train.load_checkpoint(checkpoint)
+    values = []
+    for name in ("global_step", "micro_step"):
+      values.append(int(reader.get_tensor(name))
+                    if reader.has_tensor(name) else 0)
+    return tuple(values)
+
+  def train(self, input_fn, max_steps):
+    """Trains until `global_step` reaches `max_steps` or the data ends.
+
+    Args:
+      input_fn: callable(params) -> batched tf.data.Dataset of feature dicts;
+        params["batch_size"] is the micro-batch size.
+      max_steps: total number of optimizer updates (across restarts).
+
+    Returns:
+      self.
+    """
+    checkpoint = self.latest_checkpoint()
+    start_step, skip = (self._checkpoint_counters(checkpoint)
+                        if checkpoint else (0, 0))
+    if start_step >= max_steps:
+      logging.info("Skipping training: %s is already at step %d >= "
+                   "max_steps %d.", checkpoint, start_step, max_steps)
+      return self
+    built = self._build_train_graph(input_fn, skip)
+    tf.io.gfile.makedirs(self.model_dir)
+    with built.graph.as_default(), self._session(built.graph) as sess:
+      self._initialize_or_restore(sess, built, checkpoint, skip)
+      built.graph.finalize()
+      writer = tf.compat.v1.summary.FileWriter(self.model_dir)
+      try:
+        self._train_loop(sess, built, writer, max_steps, start_step, skip)
+      finally:
+        writer.close()
+    return self
+
+  def _initialize_or_restore(self, sess, built, checkpoint, skip):
+    """Initializers first; a checkpoint then overrides them (resume)."""
+    _run_initializers(sess)
+    if checkpoint:
+      logging.info("Resuming from %s; skipping %d batches already consumed.",
+                   checkpoint, skip)
+      _restore(built.saver, sess, checkpoint)
+      state = tf.train.get_checkpoint_state(self.model_dir)
+      built.saver.recover_last_checkpoints(state.all_model_checkpoint_paths)
+    elif built.scaffold is not None and built.scaffold.init_fn is not None:
+      built.scaffold.init_fn(sess)
+    sess.run(built.iterator.initializer)
+
+  def _run_train_step(self, sess, built):
+    """One micro-batch; returns the fetched values or None at end of data."""
+    try:
+      return sess.run([built.step_op, built.fetches])[1]
+    except tf.errors.OutOfRangeError:
+      return None
+    except tf.errors.ResourceExhaustedError as e:
+      raise OutOfMemoryError(self._oom_message(e)) from e
+
+  def _oom_message(self, error):
+    if self._config.oom_message_fn is not None:
+      return self._config.oom_message_fn(error)
+    return ("Out of memory while training with --train_batch_size=%s and "
+            "--num_accumulation_steps=%d (micro-batch %d). Raise "
+            "--num_accumulation_steps (same results, smaller micro-batches), "
+            "lower --train_batch_size, or lower --max_seq_length.\n"
+            "TensorFlow said: %s" %
+            (self._train_batch_size, self._config.num_accumulation_steps,
+             self._micro_batch_size(), _oom_line(error)))
+
+  def _check_finite(self, values, step, micro_step):
+    loss = values["loss"]
+    if np.all(np.isfinite(loss)):
+      return
+    lr = values.get("learning_rate")
+    raise NonFiniteLossError(
+        "Loss is %s at step %d (micro-batch %d, learning rate %s). Nothing "
+        "was saved from this run after the last checkpoint (%s), so a rerun "
+        "resumes from it. Try: lower --learning_rate, raise "
+        "--warmup_proportion, use --precision=fp32 (or fp16 with loss "
+        "scaling), and check the input data for bad values." %
+        (loss, step, micro_step, "n/a" if lr is None else "%.3g" % lr,
+         self.latest_checkpoint() or "none yet"))
+
+  def _save(self, sess, built, step):
+    # Graphs may embed in-memory features as constants; the code, not a .meta
+    # file, rebuilds the graph, so the meta graph is not written.
+    path = built.saver.save(
+        sess, os.path.join(self.model_dir, _CHECKPOINT_BASENAME),
+        global_step=step, write_meta_graph=False)
+    logging.info("Saved checkpoint %s", path)
+
+  def _train_loop(self, sess, built, writer, max_steps, start_step, skip):
+    """Runs micro-batches; checkpoints, logs and summarizes per update."""
+    micro_batch = self._micro_batch_size()
+    log_meter, summary_meter = _Meter(), _Meter()
+    start_time = time.time()
+    step, micro_step = start_step, skip
+    saved = (step, micro_step)
+    while step < max_steps:
+      values = self._run_train_step(sess, built)
+      if values is None:
+        logging.info("Input data ended at step %d.", step)
+        break
+      micro_step = int(values["micro_step"])
+      self._check_finite(values, step + 1, micro_step)
+      log_meter.add(values["loss"], micro_batch)
+      summary_meter.add(values["loss"], micro_batch)
+      if values["global_step"] == step:
+        continue  # a micro-batch of an update still being accumulated
+      step = int(values["global_step"])
+      if step % self._config.save_checkpoints_steps == 0:
+        self._save(sess, built, step)
+        saved = (step, micro_step)
+      if step % self._config.log_step_count_steps == 0 or step >= max_steps:
+        self._log_progress(log_meter, values, step, max_steps,
+                           (time.time() - start_time) / (step - start_step))
+      if step % self._config.save_summary_steps == 0 or step >= max_steps:
+        self._write_summaries(summary_meter, values, step, writer)
+    if saved != (step, micro_step):
+      self._save(sess, built, step)
+
+  def _log_progress(self, meter, values, step, max_steps, secs_per_step):
+    parts = ["step %d/%d (%.1f%%)" % (step, max_steps,
+                                      100.0 * step / max_steps),
+             "loss = %.4f" % meter.mean_loss()]
+    if "learning_rate" in values:
+      parts.append("lr = %.1e" % values["learning_rate"])
+    parts.append("%.1f examples/sec" % meter.examples_per_sec())
+    logging.info("%s, %s left", ", ".join(parts),
+                 _format_left(secs_per_step * (max_steps - step)))
+    meter.reset()
+
+  def _write_summaries(self, meter, values, step, writer):
+    scalars = {"loss": meter.mean_loss(),
+               "examples_per_sec": meter.examples_per_sec()}
+    for key in ("learning_rate", "loss_scale"):
+      if key in values:
+        scalars[key] = values[key]
+    _scalar_summary(scalars, step, writer)
+    writer.flush()
+    meter.reset()
+
+  # -------------------------------------------------------------- evaluation
+
+  def _restore_or_fail(self, sess, checkpoint_path, what):
+    checkpoint = checkpoint_path or self.latest_checkpoint()
+    if not checkpoint:
+      raise ValueError("%s: no checkpoint in model_dir %s; train first "
+                       "(--do_train) or pass checkpoint_path." %
+                       (what, self.model_dir))
+    _restore(tf.compat.v1.train.Saver(), sess, checkpoint)
+    return checkpoint
+
+  def evaluate(self, input_fn, steps=None, checkpoint_path=None, name=None):
+    """Evaluates a checkpoint over the data (or `steps` batches).
+
+    Returns:
+      dict metric name -> value, plus "loss" (mean over batches, if the spec
+      has a loss) and "global_step" (int) of the evaluated checkpoint.
+    """
+    graph, iterator, spec, _ = self._build_eval_or_predict_graph(
+        input_fn, ModeKeys.EVAL, self._eval_batch_size)
+    with graph.as_default():
+      metric_ops = dict(spec.eval_metric_ops or {})
+      if spec.loss is not None and "loss" not in metric_ops:
+        metric_ops["loss"] = tf.compat.v1.metrics.mean(spec.loss)
+      values = {key: value for key, (value, _) in metric_ops.items()}
+      updates = [update for _, update in metric_ops.values()]
+      with self._session(graph) as sess:
+        _run_initializers(sess)
+        checkpoint = self._restore_or_fail(sess, checkpoint_path,
+                                           "Estimator.evaluate")
+        sess.run(iterator.initializer)
+        batches = self._run_updates(sess, updates, steps)
+        results = sess.run(values)
+        global_step = int(sess.run(tf.compat.v1.train.get_global_step()))
+    results = {key: np.asarray(value).item() if np.size(value) == 1
+               else np.asarray(value) for key, value in results.items()}
+    results["global_step"] = global_step
+    logging.info("Evaluated %s on %d batches: %s", checkpoint, batches,
+                 ", ".join("%s = %s" % kv for kv in sorted(results.items())))
+    self._write_eval_summaries(results, global_step, name)
+    return results
+
+  def _run_updates(self, sess, updates, steps):
+    batches = 0
+    while steps is None or batches < steps:
+      try:
+        sess.run(updates)
+      except tf.errors.OutOfRangeError:
+        break
+      batches += 1
+    return batches
+
+  def _write_eval_summaries(self, results, global_step, name):
+    eval_dir = os.path.join(self.model_dir,
+                            "eval_" + name if name else "eval")
+    scalars = {key: value for key, value in results.items()
+               if key != "global_step" and np.size(value) == 1}
+    with tf.Graph().as_default():
+      writer = tf.compat.v1.summary.FileWriter(eval_dir)
+      _scalar_summary(scalars, global_step, writer)
+      writer.close()
+
+  # -------------------------------------------------------------- prediction
+
+  def predict(self, input_fn, checkpoint_path=None,
+              yield_single_examples=True):
+    """Yields predictions: per example (default) or per batch.
+
+    With no checkpoint in model_dir (and no checkpoint_path), the variables
+    are initialized as in a fresh training run (so `init_from_checkpoint` in
+    the model_fn applies), as the original Estimator did.
+
+    Yields:
+      dicts of numpy values (or bare values if `predictions` is a tensor).
+    """
+    graph, iterator, spec, scaffold = self._build_eval_or_predict_graph(
+        input_fn, ModeKeys.PREDICT, self._predict_batch_size)
+    if spec.predictions is None:
+      raise ValueError("model_fn must return predictions in PREDICT mode.")
+    sess = self._session(graph)
+    try:
+      with graph.as_default():
+        self._prepare_predict_session(sess, scaffold, checkpoint_path)
+        sess.run(iterator.initializer)
+      # The graph is not left as the default while yielding, so callers can
+      # build or run other TensorFlow code between examples.
+      while True:
+        try:
+          batch = sess.run(spec.predictions)
+        except tf.errors.OutOfRangeError:
+          return
+        if yield_single_examples:
+          for example in _split_batch(batch):
+            yield example
+        else:
+          yield batch
+    finally:
+      sess.close()
+
+  def _prepare_predict_session(self, sess, scaffold, checkpoint_path):
+    _run_initializers(sess)
+    if checkpoint_path or self.latest_checkpoint():
+      self._restore_or_fail(sess, checkpoint_path, "Estimator.predict")
+      return
+    logging.warning("No checkpoint in %s; predicting with the initialized "
+                    "variables (init_checkpoint, if the model_fn applies "
+                    "one).", self.model_dir)
+    if scaffold is not None and scaffold.init_fn is not None:
+      scaffold.init_fn(sess)
+
+
+def _split_batch(batch):
+  """Splits a batch (array or dict of arrays) into per-example values."""
+  if not isinstance(batch, dict):
+    return list(batch)
+  sizes = {key: np.shape(value)[0] if np.ndim(value) else None
+           for key, value in batch.items()}
+  if None in sizes.values() or len(set(sizes.values())) != 1:
+    raise ValueError("Every prediction must have the same batch dimension "
+                     "to yield single examples; got sizes %r. Pass "
+                     "yield_single_examples=False." % (sizes,))
+  size = next(iter(sizes.values()))
+  return [{key: value[i] for key, value in batch.items()}
+          for i in range(size)]

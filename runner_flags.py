@@ -1,0 +1,204 @@
+# coding=utf-8
+"""Flags shared by run_classifier.py and run_squad.py, and helpers on them.
+
+The original scripts each defined these flags; here they are defined once.
+Nothing is parsed at import time: a script calls `define_common_flags` and
+then `absl.app.run(main)`.
+"""
+
+from __future__ import absolute_import
+from __future__ import division
+from __future__ import print_function
+
+from absl import flags
+from absl import logging
+import tensorflow as tf
+
+import estimator
+
+OPTIMIZERS = ("adamw", "lamb")
+
+
+def _define_model_flags(max_seq_length_default, fv):
+  flags.DEFINE_string(
+      "bert_config_file", None,
+      "The bert_config.json of the pre-trained model; it gives the model's "
+      "size and shape.", flag_values=fv)
+  flags.DEFINE_string(
+      "vocab_file", None,
+      "The vocab.txt (WordPiece) or SentencePiece model the model was "
+      "pre-trained with.", flag_values=fv)
+  flags.DEFINE_string(
+      "output_dir", None,
+      "Directory for checkpoints, summaries and predictions; a run finding "
+      "a checkpoint here resumes from it.", flag_values=fv)
+  flags.DEFINE_string(
+      "init_checkpoint", None,
+      "Checkpoint prefix to start from, usually the pre-trained model's "
+      "bert_model.ckpt (applied only when a run starts fresh).",
+      flag_values=fv)
+  flags.DEFINE_bool(
+      "do_lower_case", True,
+      "Lower-case the input text; True for uncased models, False for cased "
+      "ones.", flag_values=fv)
+  flags.DEFINE_integer(
+      "max_seq_length", max_seq_length_default,
+      "Longest input in WordPiece tokens after tokenization; longer inputs "
+      "are truncated, shorter ones padded.", flag_values=fv)
+
+
+def _define_run_flags(fv):
+  flags.DEFINE_bool("do_train", False, "Whether to fine-tune.",
+                    flag_values=fv)
+  flags.DEFINE_bool("do_predict", False,
+                    "Whether to predict on the test/predict set.",
+                    flag_values=fv)
+  flags.DEFINE_integer("train_batch_size", 32,
+                       "Examples per optimizer update.", flag_values=fv)
+  flags.DEFINE_integer("predict_batch_size", 8,
+                       "Examples per prediction batch.", flag_values=fv)
+  flags.DEFINE_float("learning_rate", 5e-5,
+                     "Peak learning rate of Adam (or LAMB).", flag_values=fv)
+  flags.DEFINE_float("num_train_epochs", 3.0,
+                     "How many passes over the training data to make.",
+                     flag_values=fv)
+  flags.DEFINE_float(
+      "warmup_proportion", 0.1,
+      "Fraction of the training steps spent raising the learning rate "
+      "linearly from 0 to its peak, e.g. 0.1 = first 10%.", flag_values=fv)
+  flags.DEFINE_integer("save_checkpoints_steps", 1000,
+                       "Save a checkpoint every this many updates.",
+                       flag_values=fv)
+  flags.DEFINE_integer(
+      "iterations_per_loop", 1000,
+      "TPU steps per host loop; accepted for compatibility, unused on "
+      "CPU/GPU.", flag_values=fv)
+
+
+def _define_tpu_flags(fv):
+  flags.DEFINE_bool("use_tpu", False,
+                    "Run on a TPU (not supported by this build).",
+                    flag_values=fv)
+  flags.DEFINE_string("tpu_name", None,
+                      "Name or address of the Cloud TPU (not supported).",
+                      flag_values=fv)
+  flags.DEFINE_string("tpu_zone", None,
+                      "GCE zone of the Cloud TPU (not supported).",
+                      flag_values=fv)
+  flags.DEFINE_string("gcp_project", None,
+                      "GCP project of the Cloud TPU (not supported).",
+                      flag_values=fv)
+  flags.DEFINE_string("master", None,
+                      "TensorFlow master address (TPU only, not supported).",
+                      flag_values=fv)
+  flags.DEFINE_integer("num_tpu_cores", 8,
+                       "TPU cores to use (TPU only, not supported).",
+                       flag_values=fv)
+
+
+def _define_new_flags(fv):
+  flags.DEFINE_integer(
+      "num_accumulation_steps", 1,
+      "Split each --train_batch_size batch into this many micro-batches and "
+      "accumulate their gradients: one update per batch, the same result as "
+      "the whole batch at once, less memory.", flag_values=fv)
+  flags.DEFINE_enum("optimizer", "adamw", list(OPTIMIZERS),
+                    "adamw (Google's Adam with decoupled weight decay) or "
+                    "lamb (layer-wise adaptive, for large batches).",
+                    flag_values=fv)
+  flags.DEFINE_integer(
+      "seed", 12345,
+      "Seed for initialization, shuffling and dropout; the same seed and "
+      "flags give the same run.", flag_values=fv)
+  flags.DEFINE_integer("keep_checkpoint_max", 5,
+                       "How many of the newest checkpoints to keep.",
+                       flag_values=fv)
+  flags.DEFINE_integer(
+      "log_step_count_steps", 100,
+      "Log a progress line (step, loss, examples/sec, time left) every this "
+      "many updates.", flag_values=fv)
+
+
+def define_common_flags(max_seq_length_default, flag_values=flags.FLAGS):
+  """Defines the flags shared by the training scripts.
+
+  Args:
+    max_seq_length_default: the script's default --max_seq_length (128 for
+      run_classifier.py, 384 for run_squad.py, as in the original).
+    flag_values: where to define them (absl's global FLAGS by default).
+  """
+  _define_model_flags(max_seq_length_default, flag_values)
+  _define_run_flags(flag_values)
+  _define_tpu_flags(flag_values)
+  _define_new_flags(flag_values)
+
+
+def check_tpu_flags(flag_obj):
+  """Refuses --use_tpu / --tpu_name, which this build cannot honour."""
+  if flag_obj.use_tpu or flag_obj.tpu_name:
+    raise ValueError("--use_tpu/--tpu_name: no TPU support in this build; "
+                     "run on CPU/GPU without them")
+
+
+def make_run_config(flag_obj, oom_message_fn=None):
+  """The estimator.RunConfig the flags ask for."""
+  return estimator.RunConfig(
+      model_dir=flag_obj.output_dir,
+      save_checkpoints_steps=flag_obj.save_checkpoints_steps,
+      keep_checkpoint_max=flag_obj.keep_checkpoint_max,
+      log_step_count_steps=flag_obj.log_step_count_steps,
+      tf_random_seed=flag_obj.seed,
+      num_accumulation_steps=flag_obj.num_accumulation_steps,
+      oom_message_fn=oom_message_fn)
+
+
+def _check_file(flag_name, path):
+  if not path:
+    raise ValueError("--%s is required." % flag_name)
+  if not tf.io.gfile.exists(path):
+    raise ValueError("--%s=%s: file not found." % (flag_name, path))
+
+
+def check_required_files(flag_obj, do_train):
+  """Checks the input files exist before any slow work starts.
+
+  --vocab_file and --bert_config_file must exist; --init_checkpoint, when
+  given, must be a checkpoint prefix (its `.index` file must exist). Without
+  training, something must supply the weights: a checkpoint in --output_dir
+  or --init_checkpoint.
+
+  Args:
+    flag_obj: parsed flags (absl FLAGS or any object with the attributes).
+    do_train: whether this run trains.
+
+  Raises:
+    ValueError naming the flag and the fix.
+  """
+  _check_file("vocab_file", flag_obj.vocab_file)
+  _check_file("bert_config_file", flag_obj.bert_config_file)
+  init_checkpoint = flag_obj.init_checkpoint
+  if init_checkpoint and not tf.io.gfile.exists(init_checkpoint + ".index"):
+    raise ValueError(
+        "--init_checkpoint=%s: %s.index not found. Pass the checkpoint "
+        "prefix (e.g. /path/to/bert_model.ckpt), not a directory or one of "
+        "its files (.index, .data-*)." % (init_checkpoint, init_checkpoint))
+  if do_train:
+    if not init_checkpoint:
+      logging.warning("No --init_checkpoint: training starts from random "
+                      "weights, not from a pre-trained model.")
+    return
+  if not init_checkpoint and not (
+      flag_obj.output_dir and tf.train.latest_checkpoint(flag_obj.output_dir)):
+    raise ValueError(
+        "Nothing to evaluate or predict with: --output_dir=%s holds no "
+        "checkpoint and --init_checkpoint is not set. Add --do_train, point "
+        "--output_dir at a trained run, or set --init_checkpoint." %
+        flag_obj.output_dir)
+
+
+def num_train_and_warmup_steps(num_examples, flag_obj):
+  """(num_train_steps, num_warmup_steps) computed as the original does."""
+  num_train_steps = int(
+      num_examples / flag_obj.train_batch_size * flag_obj.num_train_epochs)
+  num_warmup_steps = int(num_train_steps * flag_obj.warmup_proportion)
+  return num_train_steps, num_warmup_steps

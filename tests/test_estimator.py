@@ -1,0 +1,590 @@
+"""Tests for estimator.py (the runner) and runner_flags.py.
+
+A toy linear regression (3 inputs, squared loss, plain SGD) is trained through
+the runner and checked against a NumPy re-derivation of the same SGD steps.
+"""
+import glob
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from absl import flags
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import estimator
+import runner_flags
+
+TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+REPO_ROOT = os.path.dirname(TESTS_DIR)
+LR = 0.1
+W_INIT = np.array([0.1, -0.1, 0.2], np.float32)
+
+
+def make_data(n=16, seed=0):
+  """Inputs [n, 3] and targets [n] of a noisy linear function."""
+  rng = np.random.RandomState(seed)
+  x = rng.randn(n, 3).astype(np.float32)
+  y = (x.dot([1.0, -2.0, 0.5]) + 0.3 + 0.1 * rng.randn(n)).astype(np.float32)
+  return x, y
+
+
+def make_input_fn(x, y, training, shuffle=False, hang_at=None):
+  """input_fn over in-memory arrays.
+
+  `hang_at`: if not None, batches pass through a py_function that blocks on
+  that batch index (-1: never).
+  """
+  def input_fn(params):
+    ds = tf.data.Dataset.from_tensor_slices({"x": x, "y": y})
+    if training:
+      if shuffle:
+        ds = ds.shuffle(len(x))
+      ds = ds.repeat()
+    ds = ds.batch(params["batch_size"], drop_remainder=training)
+    if hang_at is not None:
+      ds = ds.map(_hang_at_batch(hang_at))
+    return ds
+  return input_fn
+
+
+def _hang_at_batch(index):
+  """A dataset map that blocks forever when batch `index` is produced."""
+  calls = [0]
+
+  def wait(value):
+    if calls[0] == index:
+      time.sleep(600)
+    calls[0] += 1
+    return value
+
+  def fn(features):
+    x = tf.py_function(wait, [features["x"]], tf.float32)
+    x.set_shape(features["x"].shape)
+    return {"x": x, "y": features["y"]}
+  return fn
+
+
+def _accumulating_sgd(loss, lr, k):
+  """SGD applying the mean gradient of every k runs (one update per k)."""
+  global_step = tf.compat.v1.train.get_global_step()
+  tvars = tf.compat.v1.trainable_variables()
+  grads = tf.gradients(loss, tvars)
+  optimizer = tf.compat.v1.train.GradientDescentOptimizer(lr)
+  if k == 1:
+    return optimizer.apply_gradients(zip(grads, tvars), global_step)
+  accums = [tf.compat.v1.get_variable(
+      v.op.name + "/accum", v.shape, initializer=tf.zeros_initializer(),
+      trainable=False) for v in tvars]
+  count = tf.compat.v1.get_variable("accum_count", [], tf.int64,
+                                    tf.zeros_initializer(), trainable=False)
+  with tf.control_dependencies([a.assign_add(g) for a, g in zip(accums,
+                                                                grads)]):
+    new_count = count.assign_add(1)
+
+  def apply():
+    update = optimizer.apply_gradients(
+        [(a.read_value() / k, v) for a, v in zip(accums, tvars)], global_step)
+    with tf.control_dependencies([update]):
+      zeros = [a.assign(tf.zeros_like(a)) for a in accums]
+    with tf.control_dependencies(zeros):
+      return tf.identity(tf.constant(True))
+
+  return tf.cond(tf.equal(new_count % k, 0), apply,
+                 lambda: tf.constant(False))
+
+
+def model_fn(features, labels, mode, params):
+  """Linear regression pred = x.w + b with squared loss."""
+  assert labels is None
+  w = tf.compat.v1.get_variable(
+      "w", [3], initializer=tf.compat.v1.constant_initializer(W_INIT))
+  b = tf.compat.v1.get_variable("b", [], initializer=tf.zeros_initializer())
+  pred = tf.linalg.matvec(features["x"], w) + b
+  if params.get("extra_variable"):
+    pred += tf.compat.v1.get_variable("extra", [],
+                                      initializer=tf.ones_initializer())
+  loss = tf.reduce_mean(tf.square(pred - features["y"]))
+  if params.get("oom"):
+    loss += _failing_allocation()
+  if params.get("nan_loss_at_step"):
+    step = tf.compat.v1.train.get_global_step()
+    loss *= tf.where(tf.equal(step + 1, params["nan_loss_at_step"]),
+                     np.nan, 1.0)
+  scaffold_fn = _scaffold_fn(params, b)
+  if mode == estimator.ModeKeys.PREDICT:
+    return estimator.EstimatorSpec(
+        mode, predictions={"pred": pred, "x": features["x"]},
+        scaffold_fn=scaffold_fn)
+  if mode == estimator.ModeKeys.EVAL:
+    mse = tf.compat.v1.metrics.mean_squared_error(features["y"], pred)
+    return estimator.EstimatorSpec(mode, loss=loss,
+                                   eval_metric_ops={"mse": mse})
+  lr = tf.constant(params.get("lr", LR), tf.float32)
+  tf.compat.v1.add_to_collection("learning_rate", lr)
+  tf.compat.v1.add_to_collection("loss_scale", tf.constant(128.0))
+  train_op = _accumulating_sgd(loss, lr, params.get("k", 1))
+  return estimator.EstimatorSpec(mode, loss=loss, train_op=train_op,
+                                 scaffold_fn=scaffold_fn)
+
+
+def _failing_allocation():
+  """A scalar whose computation fails as an out-of-memory allocation does.
+
+  TensorFlow reports a MemoryError raised in a numpy_function as
+  ResourceExhaustedError, the error a real OOM gives; a real huge allocation
+  would make the allocator wait and retry for seconds first.
+  """
+  def allocate():
+    raise MemoryError("simulated: cannot allocate the activations")
+  return tf.numpy_function(allocate, [], tf.float32)
+
+
+def _scaffold_fn(params, b):
+  """Original-style scaffold_fn: init_from_checkpoint + an init_fn on b."""
+  if "init_checkpoint" not in params:
+    return None
+  set_b = b.assign(params["init_bias"])
+
+  def scaffold_fn():
+    tf.compat.v1.train.init_from_checkpoint(params["init_checkpoint"],
+                                            {"w": "w"})
+    return tf.compat.v1.train.Scaffold(
+        init_fn=lambda scaffold, sess: sess.run(set_b))
+  return scaffold_fn
+
+
+def make_estimator(model_dir, k=1, batch=4, params=None, **config_kw):
+  config = estimator.RunConfig(model_dir, num_accumulation_steps=k,
+                               tf_random_seed=7, **config_kw)
+  all_params = {"k": k}
+  all_params.update(params or {})
+  return estimator.Estimator(model_fn, config, params=all_params,
+                             train_batch_size=batch, eval_batch_size=batch,
+                             predict_batch_size=3)
+
+
+def ckpt_values(path):
+  reader = tf.train.load_checkpoint(path)
+  return {name: reader.get_tensor(name)
+          for name in ("w", "b", "global_step", "micro_step")}
+
+
+def numpy_sgd(x, y, batch, steps, lr=LR):
+  """Reference: w, b after `steps` SGD updates on consecutive batches, and
+  the loss of each update."""
+  w, b = W_INIT.astype(np.float64), 0.0
+  losses = []
+  for step in range(steps):
+    start = (step * batch) % len(x)
+    xb, yb = x[start:start + batch], y[start:start + batch]
+    err = xb.dot(w) + b - yb
+    losses.append(np.mean(err ** 2))
+    w, b = w - lr * 2 * xb.T.dot(err) / batch, b - lr * 2 * np.mean(err)
+  return w, b, losses
+
+
+def run_kill_script_main(model_dir, hang_at=-1):
+  """What the subprocess of test_killed_run_resumes runs."""
+  x, y = make_data(32)
+  est = make_estimator(model_dir, save_checkpoints_steps=2)
+  est.train(make_input_fn(x, y, True, shuffle=True, hang_at=hang_at),
+            max_steps=6)
+
+
+# ------------------------------------------------------------------ training
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_train_matches_numpy_sgd(tmp_path, k):
+  x, y = make_data()
+  est = make_estimator(str(tmp_path), k=k)
+  assert est.train(make_input_fn(x, y, True), max_steps=3) is est
+  values = ckpt_values(est.latest_checkpoint())
+  w_ref, b_ref, _ = numpy_sgd(x, y, batch=4, steps=3)
+  np.testing.assert_allclose(values["w"], w_ref, rtol=1e-5)
+  np.testing.assert_allclose(values["b"], b_ref, rtol=1e-5, atol=1e-6)
+  assert values["global_step"] == 3
+  assert values["micro_step"] == 3 * k
+  assert est.latest_checkpoint().endswith("model.ckpt-3")
+
+
+def test_micro_batch_size_passed_to_input_fn(tmp_path):
+  seen = []
+  x, y = make_data()
+
+  def input_fn(params):
+    seen.append(params["batch_size"])
+    return make_input_fn(x, y, True)(params)
+  make_estimator(str(tmp_path), k=2, batch=4).train(input_fn, max_steps=1)
+  assert seen == [2]
+
+
+def test_batch_size_not_divisible(tmp_path):
+  x, y = make_data()
+  est = make_estimator(str(tmp_path), k=2, batch=5)
+  with pytest.raises(ValueError, match="--train_batch_size=5.*"
+                     "--num_accumulation_steps=2"):
+    est.train(make_input_fn(x, y, True), max_steps=1)
+
+
+def test_train_stops_when_data_ends(tmp_path):
+  x, y = make_data(12)
+  est = make_estimator(str(tmp_path))
+  est.train(make_input_fn(x, y, False), max_steps=100)
+  values = ckpt_values(est.latest_checkpoint())
+  assert values["global_step"] == 3  # 12 examples / batch 4
+  w_ref, _, _ = numpy_sgd(x, y, batch=4, steps=3)
+  np.testing.assert_allclose(values["w"], w_ref, rtol=1e-5)
+
+
+# ---------------------------------------------------- evaluate and predict
+
+def test_train_evaluate_predict_round_trip(tmp_path):
+  x, y = make_data()
+  est = make_estimator(str(tmp_path))
+  est.train(make_input_fn(x, y, True), max_steps=4)
+  values = ckpt_values(est.latest_checkpoint())
+  pred_ref = x.astype(np.float64).dot(values["w"]) + values["b"]
+
+  results = est.evaluate(make_input_fn(x, y, False))
+  mse_ref = np.mean((pred_ref - y) ** 2)
+  assert results["global_step"] == 4
+  np.testing.assert_allclose(results["mse"], mse_ref, rtol=1e-5)
+  # 4 equal batches: the mean of the batch losses is the overall MSE.
+  np.testing.assert_allclose(results["loss"], mse_ref, rtol=1e-5)
+  assert glob.glob(os.path.join(str(tmp_path), "eval", "events.out.*"))
+
+  two = est.evaluate(make_input_fn(x, y, False), steps=2, name="half")
+  np.testing.assert_allclose(two["mse"], np.mean((pred_ref - y)[:8] ** 2),
+                             rtol=1e-5)
+  assert glob.glob(os.path.join(str(tmp_path), "eval_half", "events.out.*"))
+
+  preds = list(est.predict(make_input_fn(x, y, False)))
+  assert len(preds) == 16  # batches of 3 split into single examples
+  np.testing.assert_allclose([p["pred"] for p in preds], pred_ref, rtol=1e-5)
+  np.testing.assert_array_equal(preds[5]["x"], x[5])
+  batches = list(est.predict(make_input_fn(x, y, False),
+                             yield_single_examples=False))
+  assert [len(b["pred"]) for b in batches] == [3, 3, 3, 3, 3, 1]
+
+
+def test_evaluate_without_checkpoint_names_model_dir(tmp_path):
+  x, y = make_data()
+  est = make_estimator(str(tmp_path / "empty"))
+  with pytest.raises(ValueError, match="no checkpoint in model_dir .*empty"):
+    est.evaluate(make_input_fn(x, y, False))
+
+
+def test_checkpoint_of_another_model_is_explained(tmp_path):
+  x, y = make_data()
+  make_estimator(str(tmp_path)).train(make_input_fn(x, y, True), max_steps=1)
+  other = make_estimator(str(tmp_path), params={"extra_variable": True})
+  with pytest.raises(ValueError, match="model.ckpt-1 does not match this "
+                     "model.*--output_dir"):
+    other.evaluate(make_input_fn(x, y, False))
+
+
+# ---------------------------------------------------------- checkpointing
+
+def _ckpt_steps(model_dir):
+  pattern = os.path.join(model_dir, "model.ckpt-*.index")
+  return sorted(int(p.split("-")[-1].split(".")[0]) for p in glob.glob(pattern))
+
+
+def test_checkpoint_interval_and_max_kept(tmp_path):
+  x, y = make_data()
+  model_dir = str(tmp_path)
+  est = make_estimator(model_dir, save_checkpoints_steps=2,
+                       keep_checkpoint_max=2)
+  est.train(make_input_fn(x, y, True), max_steps=7)
+  assert _ckpt_steps(model_dir) == [6, 7]  # saved at 2, 4, 6 and the end
+  # A new run keeps counting the old checkpoints towards the maximum.
+  make_estimator(model_dir, save_checkpoints_steps=2,
+                 keep_checkpoint_max=2).train(make_input_fn(x, y, True),
+                                              max_steps=10)
+  assert _ckpt_steps(model_dir) == [8, 10]
+  state = tf.train.get_checkpoint_state(model_dir)
+  assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == [
+      "model.ckpt-8", "model.ckpt-10"]
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_resume_sees_the_same_data(tmp_path, k):
+  x, y = make_data(24)
+  input_fn = make_input_fn(x, y, True, shuffle=True)
+  full_dir, split_dir = str(tmp_path / "full"), str(tmp_path / "split")
+  make_estimator(full_dir, k=k).train(input_fn, max_steps=6)
+  make_estimator(split_dir, k=k).train(input_fn, max_steps=3)
+  assert ckpt_values(tf.train.latest_checkpoint(split_dir))["micro_step"] == (
+      3 * k)
+  make_estimator(split_dir, k=k).train(input_fn, max_steps=6)
+  full = ckpt_values(tf.train.latest_checkpoint(full_dir))
+  split = ckpt_values(tf.train.latest_checkpoint(split_dir))
+  np.testing.assert_allclose(split["w"], full["w"], rtol=1e-6)
+  np.testing.assert_allclose(split["b"], full["b"], rtol=1e-6, atol=1e-7)
+  assert split["micro_step"] == full["micro_step"] == 6 * k
+  # The shuffled order matters: plain consecutive batches give other weights.
+  w_unshuffled, _, _ = numpy_sgd(x, y, batch=4, steps=6)
+  assert not np.allclose(full["w"], w_unshuffled, rtol=1e-3)
+
+
+def test_train_already_done_is_a_no_op(tmp_path):
+  x, y = make_data()
+  est = make_estimator(str(tmp_path))
+  est.train(make_input_fn(x, y, True), max_steps=2)
+  before = os.path.getmtime(est.latest_checkpoint() + ".index")
+  est.train(make_input_fn(x, y, True), max_steps=2)
+  assert os.path.getmtime(est.latest_checkpoint() + ".index") == before
+  assert _ckpt_steps(str(tmp_path)) == [2]
+
+
+def test_killed_run_resumes(tmp_path):
+  killed_dir, ref_dir = str(tmp_path / "killed"), str(tmp_path / "ref")
+  script = tmp_path / "train_script.py"
+  script.write_text(
+      "import sys\n"
+      "sys.path[:0] = [%r, %r]\n"
+      "import test_estimator\n"
+      "test_estimator.run_kill_script_main(sys.argv[1], int(sys.argv[2]))\n"
+      % (REPO_ROOT, TESTS_DIR))
+  # Batch 3 is requested by step 4, after the step-2 checkpoint: the run
+  # blocks there until it is killed.
+  proc = subprocess.Popen([sys.executable, str(script), killed_dir, "3"],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+  try:
+    deadline = time.time() + 120
+    while not tf.train.latest_checkpoint(killed_dir):
+      assert proc.poll() is None, proc.stdout.read().decode()[-3000:]
+      assert time.time() < deadline, "no checkpoint from the first run"
+      time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+  finally:
+    proc.kill()
+    proc.wait()
+  assert proc.returncode == -signal.SIGKILL
+  assert _ckpt_steps(killed_dir) == [2]
+
+  # The restart is a new Estimator and graph: only the checkpoint carries
+  # state over.
+  run_kill_script_main(killed_dir)
+  run_kill_script_main(ref_dir)
+  killed = ckpt_values(tf.train.latest_checkpoint(killed_dir))
+  ref = ckpt_values(tf.train.latest_checkpoint(ref_dir))
+  assert killed["global_step"] == ref["global_step"] == 6
+  assert killed["micro_step"] == ref["micro_step"] == 6
+  np.testing.assert_allclose(killed["w"], ref["w"], rtol=1e-6)
+  np.testing.assert_allclose(killed["b"], ref["b"], rtol=1e-6, atol=1e-7)
+
+
+# ---------------------------------------------------------------- scaffold
+
+def _write_init_checkpoint(path, w_value):
+  with tf.Graph().as_default():
+    w = tf.compat.v1.get_variable(
+        "w", initializer=tf.constant(w_value, tf.float32))
+    with tf.compat.v1.Session() as sess:
+      sess.run(w.initializer)
+      return tf.compat.v1.train.Saver([w]).save(sess, path)
+
+
+def test_init_checkpoint_and_init_fn_only_on_fresh_start(tmp_path):
+  x, y = make_data()
+  model_dir = str(tmp_path / "model")
+  first = _write_init_checkpoint(str(tmp_path / "first"), [1.0, 2.0, 3.0])
+  other = _write_init_checkpoint(str(tmp_path / "other"), [7.0, 8.0, 9.0])
+  # lr = 0 keeps the variables at their starting values.
+  params = {"lr": 0.0, "init_checkpoint": first, "init_bias": 5.0}
+  make_estimator(model_dir, params=params).train(make_input_fn(x, y, True),
+                                                 max_steps=1)
+  values = ckpt_values(tf.train.latest_checkpoint(model_dir))
+  np.testing.assert_allclose(values["w"], [1.0, 2.0, 3.0])
+  assert values["b"] == 5.0
+
+  # predict without a checkpoint initializes as a fresh run does.
+  est = make_estimator(str(tmp_path / "none"), params=params)
+  preds = [p["pred"] for p in est.predict(make_input_fn(x, y, False))]
+  np.testing.assert_allclose(preds, x.dot([1.0, 2.0, 3.0]) + 5.0, rtol=1e-5)
+
+  params = {"lr": 0.0, "init_checkpoint": other, "init_bias": -1.0}
+  make_estimator(model_dir, params=params).train(make_input_fn(x, y, True),
+                                                 max_steps=2)
+  values = ckpt_values(tf.train.latest_checkpoint(model_dir))
+  assert values["global_step"] == 2
+  np.testing.assert_allclose(values["w"], [1.0, 2.0, 3.0])
+  assert values["b"] == 5.0
+
+
+def test_spec_rejects_scaffold_and_scaffold_fn():
+  with pytest.raises(ValueError, match="scaffold or scaffold_fn"):
+    estimator.EstimatorSpec(estimator.ModeKeys.TRAIN,
+                            scaffold=tf.compat.v1.train.Scaffold(),
+                            scaffold_fn=lambda: None)
+  with pytest.raises(ValueError, match="mode"):
+    estimator.EstimatorSpec("training")
+
+
+# ------------------------------------------------------------------ errors
+
+def test_non_finite_loss_keeps_last_checkpoint(tmp_path):
+  x, y = make_data()
+  model_dir = str(tmp_path)
+  est = make_estimator(model_dir, save_checkpoints_steps=2,
+                       params={"nan_loss_at_step": 5})
+  with pytest.raises(estimator.NonFiniteLossError) as info:
+    est.train(make_input_fn(x, y, True), max_steps=8)
+  message = str(info.value)
+  for part in ("step 5", "learning rate 0.1", "--learning_rate",
+               "--warmup_proportion", "--precision", "input data"):
+    assert part in message
+  assert _ckpt_steps(model_dir) == [2, 4]
+  values = ckpt_values(tf.train.latest_checkpoint(model_dir))
+  w_ref, _, _ = numpy_sgd(x, y, batch=4, steps=4)
+  np.testing.assert_allclose(values["w"], w_ref, rtol=1e-5)
+  # The intact checkpoint resumes.
+  make_estimator(model_dir, save_checkpoints_steps=2).train(
+      make_input_fn(x, y, True), max_steps=6)
+  values = ckpt_values(tf.train.latest_checkpoint(model_dir))
+  w_ref, _, _ = numpy_sgd(x, y, batch=4, steps=6)
+  np.testing.assert_allclose(values["w"], w_ref, rtol=1e-5)
+
+
+def test_out_of_memory_error(tmp_path):
+  x, y = make_data()
+  est = make_estimator(str(tmp_path / "a"), params={"oom": True})
+  with pytest.raises(estimator.OutOfMemoryError) as info:
+    est.train(make_input_fn(x, y, True), max_steps=1)
+  for flag in ("--train_batch_size=4", "--num_accumulation_steps=1",
+               "--max_seq_length"):
+    assert flag in str(info.value)
+  assert isinstance(info.value.__cause__, tf.errors.ResourceExhaustedError)
+
+  est = make_estimator(str(tmp_path / "b"), params={"oom": True},
+                       oom_message_fn=lambda e: "plan: " + type(e).__name__)
+  with pytest.raises(estimator.OutOfMemoryError,
+                     match="^plan: ResourceExhaustedError$"):
+    est.train(make_input_fn(x, y, True), max_steps=1)
+
+
+# ------------------------------------------------------ logs and summaries
+
+def test_progress_line_and_summaries(tmp_path, caplog):
+  x, y = make_data()
+  model_dir = str(tmp_path)
+  caplog.set_level(logging.INFO, logger="absl")
+  est = make_estimator(model_dir, log_step_count_steps=2,
+                       save_summary_steps=2)
+  est.train(make_input_fn(x, y, True), max_steps=4)
+  _, _, losses = numpy_sgd(x, y, batch=4, steps=4)
+
+  lines = [r.getMessage() for r in caplog.records
+           if r.getMessage().startswith("step ")]
+  assert len(lines) == 2
+  assert lines[0].startswith("step 2/4 (50.0%%), loss = %.4f, lr = 1.0e-01, "
+                             % np.mean(losses[:2]))
+  assert "examples/sec" in lines[0] and lines[0].endswith(" left")
+  assert lines[1].startswith("step 4/4 (100.0%%), loss = %.4f"
+                             % np.mean(losses[2:]))
+  assert lines[1].endswith(", 0:00:00 left")
+
+  scalars = {}
+  for path in glob.glob(os.path.join(model_dir, "events.out.tfevents.*")):
+    for event in tf.compat.v1.train.summary_iterator(path):
+      for value in event.summary.value:
+        scalars[(value.tag, event.step)] = value.simple_value
+  assert {tag for tag, _ in scalars} == {"loss", "learning_rate",
+                                         "examples_per_sec", "loss_scale"}
+  assert sorted(step for tag, step in scalars if tag == "loss") == [2, 4]
+  np.testing.assert_allclose(scalars[("loss", 2)], np.mean(losses[:2]),
+                             rtol=1e-5)
+  np.testing.assert_allclose(scalars[("learning_rate", 4)], LR, rtol=1e-6)
+  assert scalars[("loss_scale", 2)] == 128.0
+  assert scalars[("examples_per_sec", 2)] > 0
+
+
+# ------------------------------------------------------------ runner_flags
+
+@pytest.fixture
+def fv():
+  values = flags.FlagValues()
+  runner_flags.define_common_flags(128, flag_values=values)
+  return values
+
+
+def test_flag_defaults(fv):
+  fv(["prog"])
+  assert fv.max_seq_length == 128
+  assert fv.do_lower_case is True
+  assert (fv.train_batch_size, fv.predict_batch_size) == (32, 8)
+  assert (fv.learning_rate, fv.num_train_epochs) == (5e-5, 3.0)
+  assert (fv.warmup_proportion, fv.save_checkpoints_steps) == (0.1, 1000)
+  assert (fv.iterations_per_loop, fv.num_tpu_cores) == (1000, 8)
+  assert fv.use_tpu is False and fv.tpu_name is None
+  assert (fv.num_accumulation_steps, fv.optimizer, fv.seed) == (1, "adamw",
+                                                                12345)
+  assert (fv.keep_checkpoint_max, fv.log_step_count_steps) == (5, 100)
+  with pytest.raises(flags.IllegalFlagValueError):
+    fv(["prog", "--optimizer=sgd"])
+
+
+def test_check_tpu_flags(fv):
+  fv(["prog"])
+  runner_flags.check_tpu_flags(fv)
+  for argv in (["--use_tpu"], ["--tpu_name=grpc://10.0.0.2"]):
+    fv.unparse_flags()
+    fv(["prog"] + argv)
+    with pytest.raises(ValueError) as info:
+      runner_flags.check_tpu_flags(fv)
+    assert str(info.value) == ("--use_tpu/--tpu_name: no TPU support in "
+                               "this build; run on CPU/GPU without them")
+
+
+def test_num_train_and_warmup_steps(fv):
+  # MRPC: 3668 training examples, batch 32, 3 epochs -> 343 steps, 34 warmup.
+  fv(["prog"])
+  assert runner_flags.num_train_and_warmup_steps(3668, fv) == (343, 34)
+  fv.unparse_flags()
+  fv(["prog", "--train_batch_size=24", "--num_train_epochs=2.0",
+      "--warmup_proportion=0.25"])
+  # int(100 / 24 * 2) = int(8.33) = 8; int(8 * 0.25) = 2.
+  assert runner_flags.num_train_and_warmup_steps(100, fv) == (8, 2)
+
+
+def test_make_run_config(fv, tmp_path):
+  fv(["prog", "--output_dir=%s" % tmp_path, "--seed=3",
+      "--num_accumulation_steps=4", "--save_checkpoints_steps=50",
+      "--keep_checkpoint_max=2", "--log_step_count_steps=10"])
+  config = runner_flags.make_run_config(fv)
+  assert config.model_dir == str(tmp_path)
+  assert (config.tf_random_seed, config.num_accumulation_steps) == (3, 4)
+  assert (config.save_checkpoints_steps, config.keep_checkpoint_max,
+          config.log_step_count_steps) == (50, 2, 10)
+
+
+def test_check_required_files(fv, tmp_path, minilm_dir):
+  good = ["prog", "--vocab_file=%s/vocab.txt" % minilm_dir,
+          "--bert_config_file=%s/bert_config.json" % minilm_dir,
+          "--output_dir=%s" % tmp_path]
+  fv(good + ["--init_checkpoint=%s/bert_model.ckpt" % minilm_dir])
+  runner_flags.check_required_files(fv, do_train=True)
+  runner_flags.check_required_files(fv, do_train=False)
+
+  cases = [
+      (["--vocab_file=%s/nope.txt" % minilm_dir], "--vocab_file=.*not found"),
+      (["--bert_config_file="], "--bert_config_file is required"),
+      (["--init_checkpoint=%s" % minilm_dir],
+       "--init_checkpoint=.*index not found.*prefix"),
+  ]
+  for extra, pattern in cases:
+    fv.unparse_flags()
+    fv(good + extra)
+    with pytest.raises(ValueError, match=pattern):
+      runner_flags.check_required_files(fv, do_train=True)
+  fv.unparse_flags()
+  fv(good)
+  runner_flags.check_required_files(fv, do_train=True)
+  with pytest.raises(ValueError, match="--output_dir=.*no checkpoint"):
+    runner_flags.check_required_files(fv, do_train=False)
