@@ -1,0 +1,1060 @@
+# coding=utf-8
+"""BERT finetuning runner for sentence (pair) classification: GLUE and XNLI.
+
+Keeps the flags, processors, feature files and outputs of Google's
+run_classifier.py and adds the rest of GLUE (SST-2, QQP, QNLI, RTE, WNLI,
+STS-B as regression), the official GLUE metrics, GLUE submission files,
+reusable feature files and refusing an --output_dir of another task.
+"""
+
+import collections
+import csv
+import hashlib
+import json
+import os
+
+from absl import app
+from absl import flags
+from absl import logging
+import tensorflow as tf
+
+import classifier_metrics
+import estimator as estimator_lib
+import modeling
+import optimization
+import runner_flags
+import tokenization
+
+FLAGS = flags.FLAGS
+
+
+def define_flags(flag_values=flags.FLAGS):
+  """Defines the script's flags: Google's names and defaults.
+
+  Called from `__main__` rather than at import, so that importing this
+  module next to run_squad.py (which defines the shared flags too) does not
+  define them twice.
+  """
+  flags.DEFINE_string(
+      "data_dir", None,
+      "Folder with the task's data files as GLUE/XNLI distribute them "
+      "(train.tsv, dev.tsv, test.tsv, ...).", flag_values=flag_values)
+  flags.DEFINE_string(
+      "task_name", None,
+      "Task whose files --data_dir holds: CoLA, MNLI, MNLI-mm, MRPC, QNLI, "
+      "QQP, RTE, SST-2, STS-B, WNLI or XNLI (any case).",
+      flag_values=flag_values)
+  runner_flags.define_common_flags(max_seq_length_default=128,
+                                   flag_values=flag_values)
+  flags.DEFINE_bool("do_eval", False,
+                    "Evaluate on the dev set; writes eval_results.txt.",
+                    flag_values=flag_values)
+  flags.DEFINE_integer("eval_batch_size", 8, "Examples per eval batch.",
+                       flag_values=flag_values)
+
+
+# Bumped whenever the TFRecord layout written here changes, so feature files
+# of an older layout are rebuilt instead of reused.
+_RECORD_FORMAT_VERSION = 1
+
+
+class InputExample(object):
+  """One sentence or sentence pair, not yet tokenized."""
+
+  def __init__(self, guid, text_a, text_b=None, label=None):
+    """Stores the fields of one example.
+
+    Args:
+      guid: identifier such as "dev-17" (set type and row).
+      text_a: string, the first (or only) sentence.
+      text_b: string or None, the second sentence of a pair task.
+      label: string, the gold label (a float's text for STS-B); test
+        examples carry a placeholder.
+    """
+    self.guid = guid
+    self.text_a = text_a
+    self.text_b = text_b
+    self.label = label
+
+
+class PaddingInputExample(object):
+  """Stand-in that fills up the last eval or predict batch.
+
+  Every eval/predict batch has the same size (the original needed this for
+  TPUs; it is kept so batches stay uniform). A padding example becomes
+  all-zero features with `is_real_example` False: the metrics give it
+  weight 0 and the prediction writers skip it.
+  """
+
+
+class InputFeatures(object):
+  """Model inputs of one example: token ids, mask, segments, label id."""
+
+  def __init__(self, input_ids, input_mask, segment_ids, label_id,
+               is_real_example=True):
+    self.input_ids = input_ids
+    self.input_mask = input_mask
+    self.segment_ids = segment_ids
+    self.label_id = label_id
+    self.is_real_example = is_real_example
+
+
+# A TSV layout: column indices of the fields (text_b/label None if absent).
+# With a header, the header fixes the column count and `num_columns` is the
+# least it may be; without one, rows must have exactly `num_columns`.
+TsvLayout = collections.namedtuple(
+    "TsvLayout", ["has_header", "num_columns", "text_a", "text_b", "label"])
+
+
+class DataProcessor(object):
+  """Turns one task's data files into lists of `InputExample`s."""
+
+  # The label strings in label-id order; [None] for regression.
+  labels = None
+  # Regression tasks (STS-B) predict one float instead of a class.
+  is_regression = False
+  # Official GLUE metrics beside accuracy: names in classifier_metrics.
+  official_metrics = ()
+  # File name (without .tsv) of the GLUE submission; None: no submission.
+  submission_name = None
+
+  def get_train_examples(self, data_dir):
+    """Examples of the training set in `data_dir`."""
+    raise NotImplementedError()
+
+  def get_dev_examples(self, data_dir):
+    """Examples of the dev (evaluation) set in `data_dir`."""
+    raise NotImplementedError()
+
+  def get_test_examples(self, data_dir):
+    """Examples of the test set in `data_dir`, with placeholder labels."""
+    raise NotImplementedError()
+
+  def get_labels(self):
+    """The task's label strings; an example's label id is its index here."""
+    if self.labels is None:
+      raise NotImplementedError()
+    return list(self.labels)
+
+  def get_data_files(self, data_dir, set_type):
+    """The files a set ("train", "dev", "test") is read from (fingerprints)."""
+    raise NotImplementedError()
+
+  @classmethod
+  def _read_tsv(cls, input_file, quotechar=None):
+    """Returns the rows of a tab-separated file, one list per line.
+
+    Blank lines stay in the list as empty rows, so row i is line i + 1.
+    A UTF-8 byte-order mark (MRPC's header has one) is dropped.
+    """
+    if not os.path.isfile(input_file):
+      raise ValueError(
+          "Data file %s does not exist. Point --data_dir at the folder that "
+          "holds the task's files as the GLUE/XNLI download writes them."
+          % input_file)
+    with open(input_file, "r", encoding="utf-8-sig", newline="") as f:
+      return list(csv.reader(f, delimiter="\t", quotechar=quotechar))
+
+  @classmethod
+  def _read_rows(cls, input_file, layout):
+    """Reads a TSV file and checks its column counts against `layout`.
+
+    Returns:
+      list of (line_number, row) for the data rows (no header, no blank
+      lines); line numbers are 1-based as an editor shows them.
+    """
+    lines = cls._read_tsv(input_file)
+    expected = layout.num_columns
+    first_data_row = 0
+    if layout.has_header:
+      if not lines or len(lines[0]) < layout.num_columns:
+        raise ValueError(
+            "%s:1: the header has %d columns, but this task's layout needs "
+            "at least %d. Check that --task_name matches the files in "
+            "--data_dir." % (input_file, len(lines[0]) if lines else 0,
+                             layout.num_columns))
+      expected = len(lines[0])
+      first_data_row = 1
+    rows = []
+    for index in range(first_data_row, len(lines)):
+      row = lines[index]
+      if not row:
+        continue
+      if len(row) != expected:
+        raise ValueError(
+            "%s:%d: found %d columns, expected %d. Repair or delete that "
+            "line (a stray tab or a missing field)."
+            % (input_file, index + 1, len(row), expected))
+      rows.append((index + 1, row))
+    return rows
+
+  def _check_label(self, label, input_file, line_number):
+    """Raises a ValueError naming the line if `label` is not a task label."""
+    if self.is_regression:
+      try:
+        float(label)
+      except ValueError:
+        raise ValueError(
+            "%s:%d: label %r is not a number; this regression task needs a "
+            "float score in the last column." % (input_file, line_number,
+                                                 label)) from None
+      return
+    if label not in self.get_labels():
+      raise ValueError(
+          "%s:%d: label %r is not one of this task's labels %s. Fix the line "
+          "or pass the --task_name that matches the file."
+          % (input_file, line_number, label, self.get_labels()))
+
+  def _create_examples(self, input_file, set_type, layout):
+    """Reads `input_file` with `layout` into `InputExample`s."""
+    examples = []
+    for line_number, row in self._read_rows(input_file, layout):
+      guid = "%s-%d" % (set_type, line_number - 1)
+      text_a = tokenization.convert_to_unicode(row[layout.text_a])
+      text_b = None
+      if layout.text_b is not None:
+        text_b = tokenization.convert_to_unicode(row[layout.text_b])
+      if layout.label is None:
+        # Test sets carry no labels; a placeholder keeps the features uniform.
+        label = "0" if self.is_regression else self.get_labels()[0]
+      else:
+        label = tokenization.convert_to_unicode(row[layout.label])
+        self._check_label(label, input_file, line_number)
+      examples.append(
+          InputExample(guid=guid, text_a=text_a, text_b=text_b, label=label))
+    return examples
+
+
+class GlueProcessor(DataProcessor):
+  """A GLUE task stored as train.tsv, dev.tsv and test.tsv in one folder.
+
+  Subclasses set `labels`, `file_names` and `layouts` (the last two keyed
+  by set type).
+  """
+
+  file_names = {"train": "train.tsv", "dev": "dev.tsv", "test": "test.tsv"}
+  layouts = {}
+
+  def get_data_files(self, data_dir, set_type):
+    return [os.path.join(data_dir, self.file_names[set_type])]
+
+  def _examples(self, data_dir, set_type):
+    input_file = self.get_data_files(data_dir, set_type)[0]
+    return self._create_examples(input_file, set_type, self.layouts[set_type])
+
+  def get_train_examples(self, data_dir):
+    return self._examples(data_dir, "train")
+
+  def get_dev_examples(self, data_dir):
+    return self._examples(data_dir, "dev")
+
+  def get_test_examples(self, data_dir):
+    return self._examples(data_dir, "test")
+
+
+class XnliProcessor(DataProcessor):
+  """XNLI in one language: translated MultiNLI to train, XNLI dev/test."""
+
+  labels = ("contradiction", "entailment", "neutral")
+
+  def __init__(self, language="zh"):
+    self.language = language
+
+  def get_data_files(self, data_dir, set_type):
+    names = {
+        "train": os.path.join("multinli",
+                              "multinli.train.%s.tsv" % self.language),
+        "dev": "xnli.dev.tsv",
+        "test": "xnli.test.tsv",
+    }
+    return [os.path.join(data_dir, names[set_type])]
+
+  def get_train_examples(self, data_dir):
+    """Machine-translated MultiNLI: premise, hypothesis, label + header."""
+    input_file = self.get_data_files(data_dir, "train")[0]
+    layout = TsvLayout(has_header=True, num_columns=3, text_a=0, text_b=1,
+                       label=2)
+    examples = []
+    for line_number, row in self._read_rows(input_file, layout):
+      label = tokenization.convert_to_unicode(row[2])
+      # The translated MultiNLI files spell this label differently.
+      if label == "contradictory":
+        label = "contradiction"
+      self._check_label(label, input_file, line_number)
+      examples.append(InputExample(
+          guid="train-%d" % (line_number - 1),
+          text_a=tokenization.convert_to_unicode(row[0]),
+          text_b=tokenization.convert_to_unicode(row[1]), label=label))
+    return examples
+
+  def _xnli_examples(self, data_dir, set_type):
+    """xnli.{dev,test}.tsv rows of `self.language`: sentence1/2 in 6/7."""
+    input_file = self.get_data_files(data_dir, set_type)[0]
+    layout = TsvLayout(has_header=True, num_columns=8, text_a=6, text_b=7,
+                       label=1)
+    examples = []
+    for line_number, row in self._read_rows(input_file, layout):
+      if tokenization.convert_to_unicode(row[0]) != self.language:
+        continue
+      label = tokenization.convert_to_unicode(row[1])
+      self._check_label(label, input_file, line_number)
+      examples.append(InputExample(
+          guid="%s-%d" % (set_type, line_number - 1),
+          text_a=tokenization.convert_to_unicode(row[6]),
+          text_b=tokenization.convert_to_unicode(row[7]), label=label))
+    return examples
+
+  def get_dev_examples(self, data_dir):
+    return self._xnli_examples(data_dir, "dev")
+
+  def get_test_examples(self, data_dir):
+    return self._xnli_examples(data_dir, "test")
+
+
+class MnliProcessor(GlueProcessor):
+  """MultiNLI: premise/hypothesis pairs, three classes; matched dev/test."""
+
+  labels = ("contradiction", "entailment", "neutral")
+  submission_name = "MNLI-m"
+  file_names = {"train": "train.tsv", "dev": "dev_matched.tsv",
+                "test": "test_matched.tsv"}
+  # train has 12 columns and dev 16 (more annotator labels); gold is last.
+  layouts = {
+      "train": TsvLayout(True, 12, text_a=8, text_b=9, label=-1),
+      "dev": TsvLayout(True, 12, text_a=8, text_b=9, label=-1),
+      "test": TsvLayout(True, 10, text_a=8, text_b=9, label=None),
+  }
+
+
+class MnliMismatchedProcessor(MnliProcessor):
+  """MultiNLI evaluated on the mismatched dev/test sets (task "mnli-mm")."""
+
+  submission_name = "MNLI-mm"
+  file_names = {"train": "train.tsv", "dev": "dev_mismatched.tsv",
+                "test": "test_mismatched.tsv"}
+
+
+class MrpcProcessor(GlueProcessor):
+  """MRPC: news sentence pairs, 1 if they are paraphrases, else 0."""
+
+  labels = ("0", "1")
+  official_metrics = ("f1",)
+  submission_name = "MRPC"
+  # Quality, #1 ID, #2 ID, #1 String, #2 String; test has index for Quality.
+  layouts = {
+      "train": TsvLayout(True, 5, text_a=3, text_b=4, label=0),
+      "dev": TsvLayout(True, 5, text_a=3, text_b=4, label=0),
+      "test": TsvLayout(True, 5, text_a=3, text_b=4, label=None),
+  }
+
+
+class ColaProcessor(GlueProcessor):
+  """CoLA: single sentences, 1 if grammatically acceptable, else 0."""
+
+  labels = ("0", "1")
+  official_metrics = ("mcc",)
+  submission_name = "CoLA"
+  # train/dev: source, label, original mark, sentence, no header.
+  layouts = {
+      "train": TsvLayout(False, 4, text_a=3, text_b=None, label=1),
+      "dev": TsvLayout(False, 4, text_a=3, text_b=None, label=1),
+      "test": TsvLayout(True, 2, text_a=1, text_b=None, label=None),
+  }
+
+
+class Sst2Processor(GlueProcessor):
+  """SST-2: movie review phrases, 1 for positive sentiment, 0 negative."""
+
+  labels = ("0", "1")
+  submission_name = "SST-2"
+  layouts = {
+      "train": TsvLayout(True, 2, text_a=0, text_b=None, label=1),
+      "dev": TsvLayout(True, 2, text_a=0, text_b=None, label=1),
+      "test": TsvLayout(True, 2, text_a=1, text_b=None, label=None),
+  }
+
+
+class QqpProcessor(GlueProcessor):
+  """QQP: Quora question pairs, 1 if they ask the same thing, else 0."""
+
+  labels = ("0", "1")
+  official_metrics = ("f1",)
+  submission_name = "QQP"
+  # id, qid1, qid2, question1, question2, is_duplicate; test: id, q1, q2.
+  layouts = {
+      "train": TsvLayout(True, 6, text_a=3, text_b=4, label=5),
+      "dev": TsvLayout(True, 6, text_a=3, text_b=4, label=5),
+      "test": TsvLayout(True, 3, text_a=1, text_b=2, label=None),
+  }
+
+
+class _EntailmentPairProcessor(GlueProcessor):
+  """index, sentence 1, sentence 2, label; test without the label."""
+
+  labels = ("entailment", "not_entailment")
+  layouts = {
+      "train": TsvLayout(True, 4, text_a=1, text_b=2, label=3),
+      "dev": TsvLayout(True, 4, text_a=1, text_b=2, label=3),
+      "test": TsvLayout(True, 3, text_a=1, text_b=2, label=None),
+  }
+
+
+class QnliProcessor(_EntailmentPairProcessor):
+  """QNLI: does the sentence contain the answer to the question?"""
+
+  submission_name = "QNLI"
+
+
+class RteProcessor(_EntailmentPairProcessor):
+  """RTE: does the first sentence entail the second?"""
+
+  submission_name = "RTE"
+
+
+class WnliProcessor(_EntailmentPairProcessor):
+  """WNLI: pronoun resolution as entailment, labels 1 and 0."""
+
+  labels = ("0", "1")
+  submission_name = "WNLI"
+
+
+class StsbProcessor(GlueProcessor):
+  """STS-B: sentence pairs scored 0-5 for similarity (regression)."""
+
+  # One output and no class names: the model predicts a float.
+  labels = (None,)
+  is_regression = True
+  official_metrics = ("pearson", "spearman")
+  submission_name = "STS-B"
+  # index genre filename year old_index source1 source2 sentence1 sentence2
+  # score; test lacks the score.
+  layouts = {
+      "train": TsvLayout(True, 10, text_a=7, text_b=8, label=9),
+      "dev": TsvLayout(True, 10, text_a=7, text_b=8, label=9),
+      "test": TsvLayout(True, 9, text_a=7, text_b=8, label=None),
+  }
+
+
+PROCESSORS = {
+    "cola": ColaProcessor,
+    "mnli": MnliProcessor,
+    "mnli-mm": MnliMismatchedProcessor,
+    "mrpc": MrpcProcessor,
+    "qnli": QnliProcessor,
+    "qqp": QqpProcessor,
+    "rte": RteProcessor,
+    "sst-2": Sst2Processor,
+    "sts-b": StsbProcessor,
+    "wnli": WnliProcessor,
+    "xnli": XnliProcessor,
+}
+
+
+def _is_regression(label_list):
+  """A label list of [None] marks a regression task (one float output)."""
+  return list(label_list) == [None]
+
+
+def convert_single_example(ex_index, example, label_list, max_seq_length,
+                           tokenizer):
+  """Tokenizes one example into fixed-length model inputs.
+
+  Returns:
+    InputFeatures with int lists of length max_seq_length; label_id is the
+    label's index in `label_list`, or the float score for regression.
+  """
+  if isinstance(example, PaddingInputExample):
+    return InputFeatures(
+        input_ids=[0] * max_seq_length,
+        input_mask=[0] * max_seq_length,
+        segment_ids=[0] * max_seq_length,
+        label_id=0.0 if _is_regression(label_list) else 0,
+        is_real_example=False)
+
+  tokens_a = tokenizer.tokenize(example.text_a)
+  tokens_b = None
+  if example.text_b:
+    tokens_b = tokenizer.tokenize(example.text_b)
+
+  if tokens_b:
+    # Leave room for [CLS] and the two [SEP]s.
+    _truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
+  elif len(tokens_a) > max_seq_length - 2:
+    # Leave room for [CLS] and [SEP].
+    tokens_a = tokens_a[0:(max_seq_length - 2)]
+
+  # [CLS] a [SEP] b [SEP]; segment 0 covers [CLS] a [SEP], segment 1 the rest.
+  # The [CLS] vector is what the pooler (and so the classifier) reads.
+  tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
+  segment_ids = [0] * len(tokens)
+  if tokens_b:
+    tokens += tokens_b + ["[SEP]"]
+    segment_ids += [1] * (len(tokens_b) + 1)
+
+  input_ids = tokenizer.convert_tokens_to_ids(tokens)
+  # 1 marks a real token, 0 padding; attention never looks at padding.
+  input_mask = [1] * len(input_ids)
+  padding = [0] * (max_seq_length - len(input_ids))
+  input_ids += padding
+  input_mask += padding
+  segment_ids += padding
+
+  label_id = _label_id(example, label_list)
+  if ex_index < 5:
+    logging.info("*** Example ***")
+    logging.info("guid: %s", example.guid)
+    logging.info("tokens: %s", " ".join(tokens))
+    logging.info("input_ids: %s", " ".join(str(x) for x in input_ids))
+    logging.info("input_mask: %s", " ".join(str(x) for x in input_mask))
+    logging.info("segment_ids: %s", " ".join(str(x) for x in segment_ids))
+    logging.info("label: %s (id = %s)", example.label, label_id)
+
+  return InputFeatures(
+      input_ids=input_ids,
+      input_mask=input_mask,
+      segment_ids=segment_ids,
+      label_id=label_id,
+      is_real_example=True)
+
+
+def _label_id(example, label_list):
+  """The class index of `example.label`, or its float value (regression)."""
+  if _is_regression(label_list):
+    return float(example.label)
+  if example.label not in label_list:
+    raise ValueError("Example %s has label %r, which is not in the task's "
+                     "labels %s." % (example.guid, example.label, label_list))
+  return label_list.index(example.label)
+
+
+def _truncate_seq_pair(tokens_a, tokens_b, max_length):
+  """Cuts the pair in place to at most `max_length` tokens in total.
+
+  Each cut drops the last token of whichever list is longer (b on a tie),
+  so a short sentence stays whole while a long one gives up its tail.
+  """
+  while len(tokens_a) + len(tokens_b) > max_length:
+    if len(tokens_a) > len(tokens_b):
+      tokens_a.pop()
+    else:
+      tokens_b.pop()
+
+
+def _int64_feature(values):
+  return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
+
+
+def _float_feature(values):
+  return tf.train.Feature(float_list=tf.train.FloatList(value=list(values)))
+
+
+def _sidecar_path(output_file):
+  return output_file + ".meta.json"
+
+
+def _write_atomically(path, text):
+  """Writes `text` to `path` via a temporary file and a rename."""
+  temp_path = path + ".tmp"
+  with tf.io.gfile.GFile(temp_path, "w") as writer:
+    writer.write(text)
+  tf.io.gfile.rename(temp_path, path, overwrite=True)
+
+
+def file_based_convert_examples_to_features(examples, label_list,
+                                            max_seq_length, tokenizer,
+                                            output_file, *, fingerprint=None):
+  """Writes the features of `examples` to a TFRecord file.
+
+  Features: input_ids, input_mask, segment_ids (int64 [max_seq_length]),
+  label_ids (int64 [1], float [1] for regression), is_real_example (int64
+  [1]). The file is written under a temporary name and renamed when
+  complete; then `fingerprint` (a dict) goes to `<output_file>.meta.json`,
+  so a file without a sidecar is known to be incomplete.
+  """
+  sidecar = _sidecar_path(output_file)
+  if tf.io.gfile.exists(sidecar):
+    tf.io.gfile.remove(sidecar)
+  temp_file = output_file + ".tmp"
+  with tf.io.TFRecordWriter(temp_file) as writer:
+    for (ex_index, example) in enumerate(examples):
+      if ex_index % 10000 == 0:
+        logging.info("Writing example %d of %d", ex_index, len(examples))
+      feature = convert_single_example(ex_index, example, label_list,
+                                       max_seq_length, tokenizer)
+      features = collections.OrderedDict()
+      features["input_ids"] = _int64_feature(feature.input_ids)
+      features["input_mask"] = _int64_feature(feature.input_mask)
+      features["segment_ids"] = _int64_feature(feature.segment_ids)
+      if _is_regression(label_list):
+        features["label_ids"] = _float_feature([feature.label_id])
+      else:
+        features["label_ids"] = _int64_feature([feature.label_id])
+      features["is_real_example"] = _int64_feature(
+          [int(feature.is_real_example)])
+      tf_example = tf.train.Example(
+          features=tf.train.Features(feature=features))
+      writer.write(tf_example.SerializeToString())
+  tf.io.gfile.rename(temp_file, output_file, overwrite=True)
+  if fingerprint is not None:
+    _write_atomically(sidecar, json.dumps(fingerprint, sort_keys=True))
+
+
+def _sha256_of_file(path):
+  digest = hashlib.sha256()
+  with tf.io.gfile.GFile(path, "rb") as reader:
+    for block in iter(lambda: reader.read(1 << 20), b""):
+      digest.update(block)
+  return digest.hexdigest()
+
+
+def record_fingerprint(data_files, vocab_file, do_lower_case, max_seq_length,
+                       task_name, num_examples):
+  """What a feature file depends on: equal fingerprints -> same records."""
+  return {
+      "record_format": _RECORD_FORMAT_VERSION,
+      "data_sha256": [_sha256_of_file(path) for path in data_files],
+      "vocab_sha256": _sha256_of_file(vocab_file),
+      "do_lower_case": bool(do_lower_case),
+      "max_seq_length": int(max_seq_length),
+      "task": task_name,
+      "num_examples": int(num_examples),
+  }
+
+
+def records_are_current(output_file, fingerprint):
+  """True if `output_file` exists and its sidecar holds `fingerprint`."""
+  sidecar = _sidecar_path(output_file)
+  if not (tf.io.gfile.exists(output_file) and tf.io.gfile.exists(sidecar)):
+    return False
+  with tf.io.gfile.GFile(sidecar, "r") as reader:
+    try:
+      stored = json.load(reader)
+    except ValueError:
+      return False
+  return stored == json.loads(json.dumps(fingerprint, sort_keys=True))
+
+
+def prepare_record_file(examples, label_list, max_seq_length, tokenizer,
+                        output_file, fingerprint):
+  """Reuses `output_file` if its sidecar matches `fingerprint`, else writes it."""
+  if records_are_current(output_file, fingerprint):
+    logging.info("Reusing features in %s (sidecar matches).", output_file)
+    return
+  logging.info("Writing features to %s", output_file)
+  file_based_convert_examples_to_features(
+      examples, label_list, max_seq_length, tokenizer, output_file,
+      fingerprint=fingerprint)
+
+
+def file_based_input_fn_builder(input_file, seq_length, is_training,
+                                drop_remainder, *, seed=None,
+                                is_regression=False):
+  """Returns input_fn(params): the records of `input_file` in batches.
+
+  Training repeats the file forever and shuffles it with `seed`.
+  """
+  name_to_features = {
+      "input_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
+      "input_mask": tf.io.FixedLenFeature([seq_length], tf.int64),
+      "segment_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
+      "label_ids": tf.io.FixedLenFeature(
+          [], tf.float32 if is_regression else tf.int64),
+      "is_real_example": tf.io.FixedLenFeature([], tf.int64),
+  }
+
+  def _decode_record(record):
+    """Decodes a record to a dict of int32 (label float32) Tensors."""
+    example = tf.io.parse_single_example(record, name_to_features)
+    # Records hold int64; the model's inputs are int32.
+    for name in list(example.keys()):
+      if example[name].dtype == tf.int64:
+        example[name] = tf.cast(example[name], tf.int32)
+    return example
+
+  def input_fn(params):
+    """Dataset of feature dicts, batches of params["batch_size"]."""
+    batch_size = params["batch_size"]
+    d = tf.data.TFRecordDataset(input_file)
+    if is_training:
+      # A fixed seed makes the order reproducible, which resuming relies on.
+      d = d.repeat()
+      d = d.shuffle(buffer_size=100, seed=seed)
+    d = d.map(_decode_record)
+    return d.batch(batch_size, drop_remainder=drop_remainder)
+
+  return input_fn
+
+
+def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
+                 labels, num_labels, use_one_hot_embeddings, *,
+                 gradient_checkpointing=False, compute_dtype=tf.float32):
+  """A classifier (or regressor) head on BertModel's pooled [CLS] vector.
+
+  Args:
+    input_ids, input_mask, segment_ids: int32 Tensors [batch, seq_length].
+    labels: int32 Tensor [batch] of class ids, or float32 [batch] scores
+      when num_labels == 1 (regression).
+    num_labels: number of classes; 1 means regression.
+
+  Returns:
+    (loss, per_example_loss [batch], logits [batch, num_labels] float32,
+     outputs): outputs are the probabilities [batch, num_labels], or the
+     predicted scores [batch] for regression.
+  """
+  model = modeling.BertModel(
+      config=bert_config,
+      is_training=is_training,
+      input_ids=input_ids,
+      input_mask=input_mask,
+      token_type_ids=segment_ids,
+      use_one_hot_embeddings=use_one_hot_embeddings,
+      gradient_checkpointing=gradient_checkpointing,
+      compute_dtype=compute_dtype)
+
+  # The head is tiny; float32 keeps its softmax and loss exact when the
+  # encoder runs in half precision.
+  output_layer = tf.cast(model.get_pooled_output(), tf.float32)
+  hidden_size = output_layer.shape[-1]
+
+  output_weights = tf.compat.v1.get_variable(
+      "output_weights", [num_labels, hidden_size],
+      initializer=tf.compat.v1.truncated_normal_initializer(stddev=0.02))
+  output_bias = tf.compat.v1.get_variable(
+      "output_bias", [num_labels], initializer=tf.compat.v1.zeros_initializer())
+
+  with tf.compat.v1.variable_scope("loss"):
+    if is_training:
+      output_layer = modeling.dropout(output_layer, 0.1)
+    logits = tf.matmul(output_layer, output_weights, transpose_b=True)
+    logits = tf.nn.bias_add(logits, output_bias)
+    if num_labels == 1:
+      predictions = tf.squeeze(logits, axis=-1)
+      per_example_loss = tf.square(predictions - tf.cast(labels, tf.float32))
+      return (tf.reduce_mean(per_example_loss), per_example_loss, logits,
+              predictions)
+    probabilities = tf.nn.softmax(logits, axis=-1)
+    log_probs = tf.nn.log_softmax(logits, axis=-1)
+    one_hot_labels = tf.one_hot(labels, depth=num_labels, dtype=tf.float32)
+    per_example_loss = -tf.reduce_sum(one_hot_labels * log_probs, axis=-1)
+    loss = tf.reduce_mean(per_example_loss)
+    return (loss, per_example_loss, logits, probabilities)
+
+
+def _log_trainable_variables(initialized_variable_names):
+  logging.info("**** Trainable Variables ****")
+  for var in tf.compat.v1.trainable_variables():
+    init_string = ""
+    if var.name in initialized_variable_names:
+      init_string = ", *INIT_FROM_CKPT*"
+    logging.info("  name = %s, shape = %s%s", var.name, var.shape,
+                 init_string)
+
+
+def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
+                     num_train_steps, num_warmup_steps, use_tpu,
+                     use_one_hot_embeddings, *, num_accumulation_steps=1,
+                     optimizer="adamw", is_regression=False,
+                     official_metrics=(), gradient_checkpointing=False,
+                     compute_dtype=tf.float32):
+  """Builds the model_fn(features, labels, mode, params) the runner calls.
+
+  `official_metrics` names the classification metrics ("f1", "mcc") to add
+  to accuracy and loss; regression ignores it and always reports the loss
+  (mean squared error), Pearson and Spearman.
+  """
+
+  def model_fn(features, labels, mode, params):  # pylint: disable=unused-argument
+    """Builds the graph of `mode`; labels arrive inside `features`."""
+    logging.info("*** Features ***")
+    for name in sorted(features.keys()):
+      logging.info("  name = %s, shape = %s", name, features[name].shape)
+
+    input_ids = features["input_ids"]
+    input_mask = features["input_mask"]
+    segment_ids = features["segment_ids"]
+    label_ids = features["label_ids"]
+    is_real_example = tf.cast(features["is_real_example"], tf.float32)
+
+    is_training = (mode == estimator_lib.ModeKeys.TRAIN)
+    (total_loss, per_example_loss, logits, outputs) = create_model(
+        bert_config, is_training, input_ids, input_mask, segment_ids,
+        label_ids, 1 if is_regression else num_labels,
+        use_one_hot_embeddings, gradient_checkpointing=gradient_checkpointing,
+        compute_dtype=compute_dtype)
+
+    initialized_variable_names = {}
+    if init_checkpoint:
+      (assignment_map, initialized_variable_names) = (
+          modeling.get_assignment_map_from_checkpoint(
+              tf.compat.v1.trainable_variables(), init_checkpoint))
+      tf.compat.v1.train.init_from_checkpoint(init_checkpoint, assignment_map)
+    _log_trainable_variables(initialized_variable_names)
+
+    if mode == estimator_lib.ModeKeys.TRAIN:
+      train_op = optimization.create_optimizer(
+          total_loss, learning_rate, num_train_steps, num_warmup_steps,
+          use_tpu, num_accumulation_steps=num_accumulation_steps,
+          optimizer=optimizer)
+      return estimator_lib.EstimatorSpec(
+          mode=mode, loss=total_loss, train_op=train_op)
+    if mode == estimator_lib.ModeKeys.EVAL:
+      if is_regression:
+        metric_ops = classifier_metrics.regression_metric_ops(
+            label_ids, outputs, per_example_loss, is_real_example)
+      else:
+        predictions = tf.argmax(logits, axis=-1, output_type=tf.int32)
+        metric_ops = classifier_metrics.classification_metric_ops(
+            label_ids, predictions, per_example_loss, is_real_example,
+            official_metrics)
+      return estimator_lib.EstimatorSpec(
+          mode=mode, loss=total_loss, eval_metric_ops=metric_ops)
+    key = "predictions" if is_regression else "probabilities"
+    return estimator_lib.EstimatorSpec(mode=mode, predictions={key: outputs})
+
+  return model_fn
+
+
+def _pad_to_batch_multiple(examples, batch_size):
+  """Appends PaddingInputExamples until len(examples) % batch_size == 0."""
+  padded = list(examples)
+  while len(padded) % batch_size != 0:
+    padded.append(PaddingInputExample())
+  return padded
+
+
+def _config_hash(bert_config_file):
+  """sha256 of the config's content, independent of key order and spacing."""
+  with tf.io.gfile.GFile(bert_config_file, "r") as reader:
+    config = json.load(reader)
+  return hashlib.sha256(
+      json.dumps(config, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def _run_info(task_name):
+  return {
+      "task": task_name,
+      "max_seq_length": FLAGS.max_seq_length,
+      "bert_config_sha256": _config_hash(FLAGS.bert_config_file),
+  }
+
+
+def check_output_dir(output_dir, run_info):
+  """Refuses an output_dir whose run_info.json names another task/model."""
+  path = os.path.join(output_dir, "run_info.json")
+  if not tf.io.gfile.exists(path):
+    return
+  with tf.io.gfile.GFile(path, "r") as reader:
+    stored = json.load(reader)
+  for key, what in (("task", "task"), ("bert_config_sha256", "BERT config")):
+    if stored.get(key) != run_info[key]:
+      raise ValueError(
+          "--output_dir=%s holds checkpoints of another %s (%s says %s=%r, "
+          "this run has %r). Pass a new --output_dir, or delete that "
+          "directory to start over." % (output_dir, what, path, key,
+                                        stored.get(key), run_info[key]))
+
+
+def _check_flags():
+  """Validates the flags that need no file; raises ValueError."""
+  if not FLAGS.do_train and not FLAGS.do_eval and not FLAGS.do_predict:
+    raise ValueError("Nothing to do: pass at least one of --do_train, "
+                     "--do_eval and --do_predict.")
+  runner_flags.check_tpu_flags(FLAGS)
+  if not os.path.isdir(FLAGS.data_dir):
+    raise ValueError("--data_dir=%s is not a directory; point it at the "
+                     "task's data folder." % FLAGS.data_dir)
+
+
+def _check_max_seq_length(bert_config):
+  """Refuses a max_seq_length beyond the model's position embeddings."""
+  if FLAGS.max_seq_length > bert_config.max_position_embeddings:
+    raise ValueError(
+        "--max_seq_length=%d is longer than the model's position "
+        "embeddings (max_position_embeddings=%d in --bert_config_file=%s); "
+        "lower --max_seq_length to at most %d."
+        % (FLAGS.max_seq_length, bert_config.max_position_embeddings,
+           FLAGS.bert_config_file, bert_config.max_position_embeddings))
+
+
+def _processor_for(task_name):
+  processor_class = PROCESSORS.get(task_name.lower())
+  if processor_class is None:
+    raise ValueError("Unknown --task_name=%s; known tasks (any case): %s."
+                     % (task_name, ", ".join(sorted(PROCESSORS))))
+  return processor_class()
+
+
+def _prepare_features(processor, set_type, examples, label_list, tokenizer,
+                      file_name):
+  """Writes (or reuses) output_dir/file_name for `examples`; returns its path."""
+  output_file = os.path.join(FLAGS.output_dir, file_name)
+  fingerprint = record_fingerprint(
+      processor.get_data_files(FLAGS.data_dir, set_type), FLAGS.vocab_file,
+      FLAGS.do_lower_case, FLAGS.max_seq_length, FLAGS.task_name.lower(),
+      len(examples))
+  prepare_record_file(examples, label_list, FLAGS.max_seq_length, tokenizer,
+                      output_file, fingerprint)
+  return output_file
+
+
+def _train(estimator, processor, train_examples, label_list, tokenizer,
+           num_train_steps):
+  train_file = _prepare_features(processor, "train", train_examples,
+                                 label_list, tokenizer, "train.tf_record")
+  logging.info("***** Running training *****")
+  logging.info("  Num examples = %d", len(train_examples))
+  logging.info("  Batch size = %d", FLAGS.train_batch_size)
+  logging.info("  Num steps = %d", num_train_steps)
+  train_input_fn = file_based_input_fn_builder(
+      input_file=train_file, seq_length=FLAGS.max_seq_length,
+      is_training=True, drop_remainder=True, seed=FLAGS.seed,
+      is_regression=processor.is_regression)
+  estimator.train(input_fn=train_input_fn, max_steps=num_train_steps)
+
+
+def _evaluate(estimator, processor, label_list, tokenizer):
+  """Evaluates on the dev set and writes eval_results.txt."""
+  eval_examples = processor.get_dev_examples(FLAGS.data_dir)
+  num_actual_eval_examples = len(eval_examples)
+  eval_examples = _pad_to_batch_multiple(eval_examples, FLAGS.eval_batch_size)
+  eval_file = _prepare_features(processor, "dev", eval_examples, label_list,
+                                tokenizer, "eval.tf_record")
+  logging.info("***** Running evaluation *****")
+  logging.info("  Num examples = %d (%d actual, %d padding)",
+               len(eval_examples), num_actual_eval_examples,
+               len(eval_examples) - num_actual_eval_examples)
+  logging.info("  Batch size = %d", FLAGS.eval_batch_size)
+  eval_input_fn = file_based_input_fn_builder(
+      input_file=eval_file, seq_length=FLAGS.max_seq_length,
+      is_training=False, drop_remainder=True,
+      is_regression=processor.is_regression)
+  result = estimator.evaluate(input_fn=eval_input_fn, steps=None)
+
+  output_eval_file = os.path.join(FLAGS.output_dir, "eval_results.txt")
+  logging.info("***** Eval results *****")
+  lines = []
+  for key in sorted(result.keys()):
+    logging.info("  %s = %s", key, str(result[key]))
+    lines.append("%s = %s\n" % (key, str(result[key])))
+  _write_atomically(output_eval_file, "".join(lines))
+
+
+def _prediction_lines(processor, label_list, results, num_actual):
+  """(test_results.tsv lines, submission lines) for the real examples."""
+  result_lines = []
+  submission_lines = ["index\tprediction\n"]
+  for (i, prediction) in enumerate(results):
+    if i >= num_actual:
+      break
+    if processor.is_regression:
+      score = float(prediction["predictions"])
+      result_lines.append("%s\n" % score)
+      submission_lines.append("%d\t%.3f\n" % (i, score))
+    else:
+      probabilities = [float(p) for p in prediction["probabilities"]]
+      result_lines.append("\t".join(str(p) for p in probabilities) + "\n")
+      best = max(range(len(probabilities)), key=probabilities.__getitem__)
+      submission_lines.append("%d\t%s\n" % (i, label_list[best]))
+  return result_lines, submission_lines
+
+
+def _predict(estimator, processor, label_list, tokenizer):
+  """Predicts the test set: test_results.tsv and the GLUE submission file."""
+  predict_examples = processor.get_test_examples(FLAGS.data_dir)
+  num_actual_predict_examples = len(predict_examples)
+  predict_examples = _pad_to_batch_multiple(predict_examples,
+                                            FLAGS.predict_batch_size)
+  predict_file = _prepare_features(processor, "test", predict_examples,
+                                   label_list, tokenizer, "predict.tf_record")
+  logging.info("***** Running prediction *****")
+  logging.info("  Num examples = %d (%d actual, %d padding)",
+               len(predict_examples), num_actual_predict_examples,
+               len(predict_examples) - num_actual_predict_examples)
+  logging.info("  Batch size = %d", FLAGS.predict_batch_size)
+  predict_input_fn = file_based_input_fn_builder(
+      input_file=predict_file, seq_length=FLAGS.max_seq_length,
+      is_training=False, drop_remainder=True,
+      is_regression=processor.is_regression)
+  results = estimator.predict(input_fn=predict_input_fn)
+  result_lines, submission_lines = _prediction_lines(
+      processor, label_list, results, num_actual_predict_examples)
+  if len(result_lines) != num_actual_predict_examples:
+    raise RuntimeError("Got %d predictions for %d test examples."
+                       % (len(result_lines), num_actual_predict_examples))
+  _write_atomically(os.path.join(FLAGS.output_dir, "test_results.tsv"),
+                    "".join(result_lines))
+  if processor.submission_name:
+    _write_atomically(
+        os.path.join(FLAGS.output_dir, processor.submission_name + ".tsv"),
+        "".join(submission_lines))
+
+
+def main(_):
+  logging.set_verbosity(logging.INFO)
+
+  tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case,
+                                                FLAGS.init_checkpoint)
+  _check_flags()
+  processor = _processor_for(FLAGS.task_name)
+  task_name = FLAGS.task_name.lower()
+  runner_flags.check_required_files(FLAGS, FLAGS.do_train)
+  bert_config = modeling.BertConfig.from_json_file(FLAGS.bert_config_file)
+  _check_max_seq_length(bert_config)
+  label_list = processor.get_labels()
+  run_info = _run_info(task_name)
+  check_output_dir(FLAGS.output_dir, run_info)
+  tf.io.gfile.makedirs(FLAGS.output_dir)
+
+  tokenizer = tokenization.FullTokenizer(
+      vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
+
+  train_examples = None
+  num_train_steps = None
+  num_warmup_steps = None
+  if FLAGS.do_train:
+    train_examples = processor.get_train_examples(FLAGS.data_dir)
+    num_train_steps, num_warmup_steps = runner_flags.num_train_and_warmup_steps(
+        len(train_examples), FLAGS)
+
+  model_fn = model_fn_builder(
+      bert_config=bert_config,
+      num_labels=len(label_list),
+      init_checkpoint=FLAGS.init_checkpoint,
+      learning_rate=FLAGS.learning_rate,
+      num_train_steps=num_train_steps,
+      num_warmup_steps=num_warmup_steps,
+      use_tpu=FLAGS.use_tpu,
+      use_one_hot_embeddings=FLAGS.use_tpu,
+      num_accumulation_steps=FLAGS.num_accumulation_steps,
+      optimizer=FLAGS.optimizer,
+      is_regression=processor.is_regression,
+      official_metrics=processor.official_metrics)
+
+  estimator = estimator_lib.Estimator(
+      model_fn=model_fn,
+      config=runner_flags.make_run_config(FLAGS),
+      train_batch_size=FLAGS.train_batch_size,
+      eval_batch_size=FLAGS.eval_batch_size,
+      predict_batch_size=FLAGS.predict_batch_size)
+
+  if FLAGS.do_train:
+    # Written before any checkpoint, so a later run of another task (whose
+    # checkpoints would not fit this one's) is refused by check_output_dir.
+    _write_atomically(os.path.join(FLAGS.output_dir, "run_info.json"),
+                      json.dumps(run_info, indent=2, sort_keys=True) + "\n")
+    _train(estimator, processor, train_examples, label_list, tokenizer,
+           num_train_steps)
+  if FLAGS.do_eval:
+    _evaluate(estimator, processor, label_list, tokenizer)
+  if FLAGS.do_predict:
+    _predict(estimator, processor, label_list, tokenizer)
+
+
+if __name__ == "__main__":
+  define_flags()
+  flags.mark_flag_as_required("data_dir")
+  flags.mark_flag_as_required("task_name")
+  flags.mark_flag_as_required("vocab_file")
+  flags.mark_flag_as_required("bert_config_file")
+  flags.mark_flag_as_required("output_dir")
+  app.run(main)
