@@ -188,6 +188,9 @@ class Calibration:
   boolean_dropout_mask: bool = True
 
 
+CPU_MEASURED = Calibration(workspace_gb=0.3)
+
+
 def _dims(config):
   """The sizes the model needs, from a BertConfig or a dict."""
   get = config.get if isinstance(config, dict) else (

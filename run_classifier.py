@@ -20,6 +20,7 @@ import tensorflow as tf
 
 import classifier_metrics
 import estimator as estimator_lib
+import memory_flags
 import modeling
 import optimization
 import runner_flags
@@ -760,7 +761,8 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
 
   `official_metrics` names the classification metrics ("f1", "mcc") to add
   to accuracy and loss; regression ignores it and always reports the loss
-  (mean squared error), Pearson and Spearman.
+  (mean squared error), Pearson and Spearman. float16 activations train with
+  dynamic loss scaling.
   """
 
   def model_fn(features, labels, mode, params):  # pylint: disable=unused-argument
@@ -794,7 +796,8 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
       train_op = optimization.create_optimizer(
           total_loss, learning_rate, num_train_steps, num_warmup_steps,
           use_tpu, num_accumulation_steps=num_accumulation_steps,
-          optimizer=optimizer)
+          optimizer=optimizer,
+          loss_scale="dynamic" if compute_dtype == tf.float16 else None)
       return estimator_lib.EstimatorSpec(
           mode=mode, loss=total_loss, train_op=train_op)
     if mode == estimator_lib.ModeKeys.EVAL:
@@ -889,7 +892,8 @@ def _prepare_features(processor, set_type, examples, label_list, tokenizer,
   """Writes (or reuses) output_dir/file_name for `examples`; returns its path."""
   output_file = os.path.join(FLAGS.output_dir, file_name)
   fingerprint = record_fingerprint(
-      processor.get_data_files(FLAGS.data_dir, set_type), FLAGS.vocab_file,
+      processor.get_data_files(FLAGS.data_dir, set_type),
+      FLAGS.spm_model_file or FLAGS.vocab_file,
       FLAGS.do_lower_case, FLAGS.max_seq_length, FLAGS.task_name.lower(),
       len(examples))
   prepare_record_file(examples, label_list, FLAGS.max_seq_length, tokenizer,
@@ -1000,13 +1004,15 @@ def main(_):
   runner_flags.check_required_files(FLAGS, FLAGS.do_train)
   bert_config = modeling.BertConfig.from_json_file(FLAGS.bert_config_file)
   _check_max_seq_length(bert_config)
+  memory = memory_flags.resolve(FLAGS, bert_config, FLAGS.do_train)
   label_list = processor.get_labels()
   run_info = _run_info(task_name)
   check_output_dir(FLAGS.output_dir, run_info)
   tf.io.gfile.makedirs(FLAGS.output_dir)
 
   tokenizer = tokenization.FullTokenizer(
-      vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case)
+      vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
+      spm_model_file=FLAGS.spm_model_file)
 
   train_examples = None
   num_train_steps = None
@@ -1025,14 +1031,18 @@ def main(_):
       num_warmup_steps=num_warmup_steps,
       use_tpu=FLAGS.use_tpu,
       use_one_hot_embeddings=FLAGS.use_tpu,
-      num_accumulation_steps=FLAGS.num_accumulation_steps,
+      num_accumulation_steps=memory.num_accumulation_steps,
       optimizer=FLAGS.optimizer,
       is_regression=processor.is_regression,
-      official_metrics=processor.official_metrics)
+      official_metrics=processor.official_metrics,
+      gradient_checkpointing=memory.gradient_checkpointing,
+      compute_dtype=memory.compute_dtype)
 
   estimator = estimator_lib.Estimator(
       model_fn=model_fn,
-      config=runner_flags.make_run_config(FLAGS),
+      config=runner_flags.make_run_config(
+          FLAGS, memory_flags.oom_message_fn(bert_config, FLAGS, memory),
+          num_accumulation_steps=memory.num_accumulation_steps),
       train_batch_size=FLAGS.train_batch_size,
       eval_batch_size=FLAGS.eval_batch_size,
       predict_batch_size=FLAGS.predict_batch_size)
@@ -1042,8 +1052,9 @@ def main(_):
     # checkpoints would not fit this one's) is refused by check_output_dir.
     _write_atomically(os.path.join(FLAGS.output_dir, "run_info.json"),
                       json.dumps(run_info, indent=2, sort_keys=True) + "\n")
-    _train(estimator, processor, train_examples, label_list, tokenizer,
-           num_train_steps)
+    with memory_flags.stop_on_training_error():
+      _train(estimator, processor, train_examples, label_list, tokenizer,
+             num_train_steps)
   if FLAGS.do_eval:
     _evaluate(estimator, processor, label_list, tokenizer)
   if FLAGS.do_predict:
@@ -1054,7 +1065,6 @@ if __name__ == "__main__":
   define_flags()
   flags.mark_flag_as_required("data_dir")
   flags.mark_flag_as_required("task_name")
-  flags.mark_flag_as_required("vocab_file")
   flags.mark_flag_as_required("bert_config_file")
   flags.mark_flag_as_required("output_dir")
   app.run(main)

@@ -55,6 +55,7 @@ import numpy as np
 import tensorflow as tf
 
 import estimator as estimator_lib
+import memory_flags
 import modeling
 import optimization
 import runner_flags
@@ -1291,10 +1292,12 @@ def main(_):
   runner_flags.check_tpu_flags(FLAGS)
   runner_flags.check_required_files(FLAGS, FLAGS.do_train)
   bert_config = modeling.BertConfig.from_json_file(FLAGS.bert_config_file)
-  validate_flags_or_throw(bert_config)
+  validate_flags_or_throw(bert_config, FLAGS)
+  memory = memory_flags.resolve(FLAGS, bert_config, FLAGS.do_train)
   tf.io.gfile.makedirs(FLAGS.output_dir)
-  tokenizer = tokenization.FullTokenizer(vocab_file=FLAGS.vocab_file,
-                                         do_lower_case=FLAGS.do_lower_case)
+  tokenizer = tokenization.FullTokenizer(
+      vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
+      spm_model_file=FLAGS.spm_model_file)
   train_examples = None
   num_train_steps = num_warmup_steps = None
   if FLAGS.do_train:
@@ -1308,21 +1311,26 @@ def main(_):
       learning_rate=FLAGS.learning_rate, num_train_steps=num_train_steps,
       num_warmup_steps=num_warmup_steps, use_tpu=FLAGS.use_tpu,
       use_one_hot_embeddings=FLAGS.use_tpu,
-      num_accumulation_steps=FLAGS.num_accumulation_steps,
-      optimizer=FLAGS.optimizer)
+      num_accumulation_steps=memory.num_accumulation_steps,
+      optimizer=FLAGS.optimizer,
+      gradient_checkpointing=memory.gradient_checkpointing,
+      compute_dtype=memory.compute_dtype)
   estimator = estimator_lib.Estimator(
-      model_fn=model_fn, config=runner_flags.make_run_config(FLAGS),
+      model_fn=model_fn,
+      config=runner_flags.make_run_config(
+          FLAGS, memory_flags.oom_message_fn(bert_config, FLAGS, memory),
+          num_accumulation_steps=memory.num_accumulation_steps),
       train_batch_size=FLAGS.train_batch_size,
       predict_batch_size=FLAGS.predict_batch_size)
   if FLAGS.do_train:
-    _train(estimator, tokenizer, train_examples, num_train_steps)
+    with memory_flags.stop_on_training_error():
+      _train(estimator, tokenizer, train_examples, num_train_steps)
   if FLAGS.do_predict:
     _predict(estimator, tokenizer)
 
 
 if __name__ == "__main__":
   define_flags()
-  flags.mark_flag_as_required("vocab_file")
   flags.mark_flag_as_required("bert_config_file")
   flags.mark_flag_as_required("output_dir")
   app.run(main)

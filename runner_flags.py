@@ -15,6 +15,7 @@ from absl import logging
 import tensorflow as tf
 
 import estimator
+import memory_plan
 
 OPTIMIZERS = ("adamw", "lamb")
 
@@ -26,8 +27,12 @@ def _define_model_flags(max_seq_length_default, fv):
       "size and shape.", flag_values=fv)
   flags.DEFINE_string(
       "vocab_file", None,
-      "The vocab.txt (WordPiece) or SentencePiece model the model was "
-      "pre-trained with.", flag_values=fv)
+      "The vocab.txt (WordPiece) the model was pre-trained with; not needed "
+      "with --spm_model_file.", flag_values=fv)
+  flags.DEFINE_string(
+      "spm_model_file", None,
+      "A SentencePiece .model file (ALBERT-style vocabularies); replaces "
+      "WordPiece tokenization and --vocab_file.", flag_values=fv)
   flags.DEFINE_string(
       "output_dir", None,
       "Directory for checkpoints, summaries and predictions; a run finding "
@@ -119,6 +124,31 @@ def _define_new_flags(fv):
       "many updates.", flag_values=fv)
 
 
+def _define_memory_flags(fv):
+  flags.DEFINE_enum(
+      "precision", "fp32", list(memory_plan.PRECISIONS),
+      "Activation precision: fp32, or fp16 / bf16 (half the activation "
+      "memory; weights, optimizer state and checkpoints stay float32). fp16 "
+      "uses dynamic loss scaling.", flag_values=fv)
+  flags.DEFINE_bool(
+      "gradient_checkpointing", False,
+      "Recompute each transformer layer in the backward pass instead of "
+      "keeping its activations: much less memory, about a third more "
+      "compute, same gradients.", flag_values=fv)
+  flags.DEFINE_string(
+      "micro_batch_size", "",
+      "Examples per micro-batch: empty = --train_batch_size / "
+      "--num_accumulation_steps; an integer dividing --train_batch_size "
+      "(sets the accumulation steps); or auto: the memory planner picks "
+      "micro-batch, accumulation and, if needed, gradient checkpointing for "
+      "the device's memory.", flag_values=fv)
+  flags.DEFINE_float(
+      "device_memory_gb", None,
+      "Memory in GiB to plan for (--micro_batch_size=auto and out-of-memory "
+      "advice); default: the first GPU's memory, else the available RAM.",
+      flag_values=fv)
+
+
 def define_common_flags(max_seq_length_default, flag_values=flags.FLAGS):
   """Defines the flags shared by the training scripts.
 
@@ -131,6 +161,7 @@ def define_common_flags(max_seq_length_default, flag_values=flags.FLAGS):
   _define_run_flags(flag_values)
   _define_tpu_flags(flag_values)
   _define_new_flags(flag_values)
+  _define_memory_flags(flag_values)
 
 
 def check_tpu_flags(flag_obj):
@@ -140,15 +171,25 @@ def check_tpu_flags(flag_obj):
                      "run on CPU/GPU without them")
 
 
-def make_run_config(flag_obj, oom_message_fn=None):
-  """The estimator.RunConfig the flags ask for."""
+def make_run_config(flag_obj, oom_message_fn=None,
+                    num_accumulation_steps=None):
+  """The estimator.RunConfig the flags ask for.
+
+  Args:
+    flag_obj: parsed flags.
+    oom_message_fn: optional callable(ResourceExhaustedError) -> str.
+    num_accumulation_steps: the accumulation steps to use when they were
+      derived from --micro_batch_size; default --num_accumulation_steps.
+  """
+  if num_accumulation_steps is None:
+    num_accumulation_steps = flag_obj.num_accumulation_steps
   return estimator.RunConfig(
       model_dir=flag_obj.output_dir,
       save_checkpoints_steps=flag_obj.save_checkpoints_steps,
       keep_checkpoint_max=flag_obj.keep_checkpoint_max,
       log_step_count_steps=flag_obj.log_step_count_steps,
       tf_random_seed=flag_obj.seed,
-      num_accumulation_steps=flag_obj.num_accumulation_steps,
+      num_accumulation_steps=num_accumulation_steps,
       oom_message_fn=oom_message_fn)
 
 
@@ -162,8 +203,9 @@ def _check_file(flag_name, path):
 def check_required_files(flag_obj, do_train):
   """Checks the input files exist before any slow work starts.
 
-  --vocab_file and --bert_config_file must exist; --init_checkpoint, when
-  given, must be a checkpoint prefix (its `.index` file must exist). Without
+  --vocab_file (or --spm_model_file, which replaces it) and
+  --bert_config_file must exist; --init_checkpoint, when given, must be a
+  checkpoint prefix (its `.index` file must exist). Without
   training, something must supply the weights: a checkpoint in --output_dir
   or --init_checkpoint.
 
@@ -174,7 +216,13 @@ def check_required_files(flag_obj, do_train):
   Raises:
     ValueError naming the flag and the fix.
   """
-  _check_file("vocab_file", flag_obj.vocab_file)
+  if flag_obj.spm_model_file:
+    _check_file("spm_model_file", flag_obj.spm_model_file)
+  elif not flag_obj.vocab_file:
+    raise ValueError("--vocab_file is required (or --spm_model_file for a "
+                     "SentencePiece vocabulary).")
+  else:
+    _check_file("vocab_file", flag_obj.vocab_file)
   _check_file("bert_config_file", flag_obj.bert_config_file)
   init_checkpoint = flag_obj.init_checkpoint
   if init_checkpoint and not tf.io.gfile.exists(init_checkpoint + ".index"):

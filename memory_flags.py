@@ -1,0 +1,333 @@
+# coding=utf-8
+"""Precision, checkpointing and micro-batch of a training run, and its advice.
+
+Shared by run_classifier.py and run_squad.py. `resolve` turns the flags
+that runner_flags.py defines (--precision, --gradient_checkpointing,
+--micro_batch_size, --device_memory_gb, --num_accumulation_steps) into the
+`MemorySettings` a run uses, asking memory_plan.py when
+--micro_batch_size=auto. `oom_message_fn` builds the out-of-memory advice
+the runner shows, and `stop_on_training_error` ends a script with that
+advice (or the non-finite-loss advice) instead of a stack trace.
+"""
+
+import collections
+import contextlib
+
+from absl import logging
+import tensorflow as tf
+# The public tf.config API reports a GPU's current and peak use but not its
+# size; device_lib lists the memory TensorFlow's allocator may use.
+from tensorflow.python.client import device_lib  # pylint: disable=g-direct-tensorflow-import
+
+import estimator
+import memory_plan
+
+AUTO = "auto"
+GIB = memory_plan.GIB
+MEMINFO = "/proc/meminfo"
+_COMPUTE_DTYPES = {"fp32": tf.float32, "fp16": tf.float16,
+                   "bf16": tf.bfloat16}
+
+DeviceMemory = collections.namedtuple("DeviceMemory", ["bytes", "source"])
+
+
+class MemorySettings(collections.namedtuple(
+    "MemorySettings", ["precision", "micro_batch_size",
+                       "num_accumulation_steps", "gradient_checkpointing",
+                       "device"])):
+  """What a run uses.
+
+  Fields:
+    precision: "fp32", "fp16" or "bf16".
+    micro_batch_size: examples per session.run of the train op.
+    num_accumulation_steps: micro-batches per optimizer update.
+    gradient_checkpointing: bool.
+    device: DeviceMemory (bytes, where the number comes from) or None when
+      it could not be found out.
+  """
+
+  @property
+  def compute_dtype(self):
+    """The tf.DType of BERT's activations."""
+    return _COMPUTE_DTYPES[self.precision]
+
+  def describe(self):
+    """E.g. "micro-batch 4 x 8 accumulation steps, --precision=fp32, ..."."""
+    steps = self.num_accumulation_steps
+    return ("micro-batch %d x %d accumulation step%s, --precision=%s, gradient "
+            "checkpointing %s" % (
+                self.micro_batch_size, steps, "" if steps == 1 else "s",
+                self.precision,
+                "on" if self.gradient_checkpointing else "off"))
+
+
+# ------------------------------------------------------------ device memory
+
+
+def available_ram(meminfo_path=MEMINFO):
+  """DeviceMemory of MemAvailable in `meminfo_path`, or None if unreadable."""
+  try:
+    with open(meminfo_path) as f:
+      for line in f:
+        key, _, value = line.partition(":")
+        if key == "MemAvailable":
+          # /proc/meminfo counts in KiB although it writes "kB".
+          return DeviceMemory(
+              int(value.split()[0]) * 1024,
+              "no GPU: the RAM available now, MemAvailable in %s" %
+              meminfo_path)
+  except (OSError, ValueError, IndexError):
+    return None
+  return None
+
+
+def _first_gpu_memory():
+  for device in device_lib.list_local_devices():
+    if device.device_type == "GPU":
+      return DeviceMemory(
+          int(device.memory_limit),
+          "GPU %s, the memory TensorFlow may allocate on it" % device.name)
+  return None
+
+
+def device_memory(device_memory_gb=None):
+  """The memory training can use: --device_memory_gb, first GPU, or RAM.
+
+  Returns:
+    DeviceMemory(bytes, source) or None when it cannot be found out.
+  """
+  if device_memory_gb is not None:
+    if device_memory_gb <= 0:
+      raise ValueError("--device_memory_gb=%s must be positive (GiB of the "
+                       "device, e.g. 12 or 16)." % device_memory_gb)
+    return DeviceMemory(int(device_memory_gb * GIB),
+                        "--device_memory_gb=%g" % device_memory_gb)
+  if tf.config.list_physical_devices("GPU"):
+    return _first_gpu_memory()
+  return available_ram()
+
+
+# ------------------------------------------------------------------ resolve
+
+
+def parse_micro_batch_size(value):
+  """None (flag empty), AUTO, or a positive int; ValueError otherwise."""
+  text = (value or "").strip().lower()
+  if not text:
+    return None
+  if text == AUTO:
+    return AUTO
+  if not text.isdigit() or int(text) < 1:
+    raise ValueError("--micro_batch_size=%s must be empty, a positive "
+                     "integer or auto." % value)
+  return int(text)
+
+
+def _is_explicit(flag_obj, name):
+  """Whether the command line set flag `name` (absl FlagValues)."""
+  return bool(flag_obj[name].present)
+
+
+def _steps_for_micro_batch(flag_obj, micro_batch):
+  batch = flag_obj.train_batch_size
+  if batch % micro_batch:
+    raise ValueError(
+        "--micro_batch_size=%d does not divide --train_batch_size=%d; choose "
+        "a divisor of --train_batch_size." % (micro_batch, batch))
+  steps = batch // micro_batch
+  if (_is_explicit(flag_obj, "num_accumulation_steps") and
+      flag_obj.num_accumulation_steps != steps):
+    raise ValueError(
+        "--micro_batch_size=%d with --train_batch_size=%d means %d "
+        "accumulation steps, but --num_accumulation_steps=%d was given; drop "
+        "one of the two flags." % (micro_batch, batch, steps,
+                                   flag_obj.num_accumulation_steps))
+  return steps
+
+
+def _estimate_bytes(bert_config, flag_obj, settings):
+  return memory_plan.estimate_bytes(
+      bert_config, flag_obj.max_seq_length, settings.micro_batch_size,
+      settings.precision, settings.gradient_checkpointing,
+      settings.num_accumulation_steps, flag_obj.optimizer)["total"]
+
+
+def _auto(flag_obj, bert_config, device):
+  """The planner's settings for the device (never changing the precision)."""
+  if _is_explicit(flag_obj, "num_accumulation_steps"):
+    raise ValueError(
+        "--micro_batch_size=auto chooses the accumulation steps; drop "
+        "--num_accumulation_steps=%d or give --micro_batch_size as an "
+        "integer." % flag_obj.num_accumulation_steps)
+  if device is None:
+    raise ValueError("--micro_batch_size=auto needs the device's memory, "
+                     "which could not be found out (no GPU and no readable "
+                     "%s); pass --device_memory_gb." % MEMINFO)
+  # An explicit --nogradient_checkpointing is honoured; otherwise the planner
+  # turns checkpointing on when nothing fits without it.
+  allow_checkpointing = (flag_obj.gradient_checkpointing or not _is_explicit(
+      flag_obj, "gradient_checkpointing"))
+  found = memory_plan.plan(
+      bert_config, flag_obj.max_seq_length, flag_obj.train_batch_size,
+      device.bytes, precisions=(flag_obj.precision,),
+      allow_checkpointing=allow_checkpointing, optimizer=flag_obj.optimizer)
+  if found is None:
+    raise ValueError(
+        "--micro_batch_size=auto: not even one example of --max_seq_length="
+        "%d fits %.2f GiB (%s) in --precision=%s%s. Lower --max_seq_length, "
+        "use half precision or a smaller model, or set --device_memory_gb." %
+        (flag_obj.max_seq_length, device.bytes / GIB, device.source,
+         flag_obj.precision, " with gradient checkpointing"
+         if allow_checkpointing else ""))
+  settings = MemorySettings(
+      flag_obj.precision, found.micro_batch, found.accumulation_steps,
+      found.gradient_checkpointing or flag_obj.gradient_checkpointing, device)
+  logging.info("--micro_batch_size=auto: %s; planned peak %.2f GiB of "
+               "%.2f GiB (%s).", settings.describe(),
+               _estimate_bytes(bert_config, flag_obj, settings) / GIB,
+               device.bytes / GIB, device.source)
+  return settings
+
+
+def resolve(flag_obj, bert_config, do_train):
+  """The MemorySettings the flags ask for.
+
+  Args:
+    flag_obj: parsed absl FlagValues with the shared flags.
+    bert_config: modeling.BertConfig of the model.
+    do_train: whether the run trains (--micro_batch_size=auto plans only
+      then).
+
+  Returns:
+    MemorySettings; micro_batch_size * num_accumulation_steps equals
+    --train_batch_size whenever --micro_batch_size is set.
+
+  Raises:
+    ValueError naming the flags to fix.
+  """
+  device = device_memory(flag_obj.device_memory_gb)
+  requested = parse_micro_batch_size(flag_obj.micro_batch_size)
+  if requested == AUTO and do_train:
+    return _auto(flag_obj, bert_config, device)
+  if isinstance(requested, int):
+    steps = _steps_for_micro_batch(flag_obj, requested)
+  else:
+    steps = flag_obj.num_accumulation_steps
+  if steps < 1:
+    raise ValueError("--num_accumulation_steps=%d must be at least 1." %
+                     steps)
+  # The runner refuses a --train_batch_size that steps do not divide.
+  return MemorySettings(flag_obj.precision,
+                        flag_obj.train_batch_size // steps, steps,
+                        flag_obj.gradient_checkpointing, device)
+
+
+# ------------------------------------------------------------ out of memory
+
+
+def _changed_flags(found, settings):
+  """The flags that turn `settings` into the plan `found`."""
+  parts = []
+  if found.precision != settings.precision:
+    # fp16 needs the same memory as bf16; older GPUs only have fp16.
+    parts.append("--precision=%s%s" % (
+        found.precision, " (or fp16)" if found.precision == "bf16" else ""))
+  if found.micro_batch != settings.micro_batch_size:
+    steps = found.accumulation_steps
+    parts.append("--micro_batch_size=%d (%s)" % (
+        found.micro_batch,
+        "accumulation %d" % steps if steps > 1 else "no accumulation"))
+  if found.gradient_checkpointing != settings.gradient_checkpointing:
+    parts.append("--gradient_checkpointing" if found.gradient_checkpointing
+                 else "--nogradient_checkpointing")
+  return " ".join(parts)
+
+
+def _fitting_flags(bert_config, flag_obj, settings, budget):
+  """Advice: the plans for `budget` bytes, at this precision and in bf16."""
+  def plan_for(precision):
+    return memory_plan.plan(
+        bert_config, flag_obj.max_seq_length, flag_obj.train_batch_size,
+        budget, precisions=(precision,), allow_checkpointing=True,
+        optimizer=flag_obj.optimizer)
+
+  def cost(found):  # The planner's own preference order.
+    return (found.gradient_checkpointing, found.accumulation_steps)
+
+  options = []
+  same = plan_for(settings.precision)
+  if same is not None:
+    options.append(_changed_flags(same, settings))
+  if settings.precision == "fp32":
+    half = plan_for("bf16")
+    if half is not None and (same is None or cost(half) < cost(same)):
+      options.append(_changed_flags(half, settings))
+  if not options:
+    return ("Nothing fits %.2f GiB, even one example per micro-batch with "
+            "gradient checkpointing in half precision: lower "
+            "--max_seq_length or use a smaller model." % (budget / GIB))
+  return "Flags that fit %.2f GiB: %s." % (budget / GIB, "; or ".join(options))
+
+
+def _tf_line(error):
+  """The line of a TensorFlow error that says what could not be allocated.
+
+  Session errors start with "Graph execution error:" and the node's stack;
+  the allocator's "OOM when allocating tensor ..." (or a MemoryError raised
+  in Python) comes later, before the hints that also mention OOM.
+  """
+  lines = [line.strip() for line in error.message.splitlines()
+           if line.strip()]
+  for line in lines:
+    if "OOM" in line or "MemoryError" in line:
+      return line
+  return lines[0] if lines else type(error).__name__
+
+
+def oom_message(bert_config, flag_obj, settings, error):
+  """The out-of-memory message: the setting, the estimate, fitting flags."""
+  estimate = _estimate_bytes(bert_config, flag_obj, settings)
+  lines = ["Out of memory training BERT with %d layers, hidden size %d "
+           "(%.1fM parameters) at --max_seq_length=%d and "
+           "--train_batch_size=%d: %s." % (
+               bert_config.num_hidden_layers, bert_config.hidden_size,
+               memory_plan.num_params(bert_config) / 1e6,
+               flag_obj.max_seq_length, flag_obj.train_batch_size,
+               settings.describe())]
+  device = settings.device
+  if device is None:
+    lines.append("The memory planner estimates %.2f GiB for it. The device's "
+                 "memory is unknown: pass --device_memory_gb for flags that "
+                 "fit, or use --micro_batch_size=auto with it." %
+                 (estimate / GIB))
+  else:
+    lines.append("The memory planner estimates %.2f GiB for it; the device "
+                 "has %.2f GiB (%s)." % (estimate / GIB, device.bytes / GIB,
+                                         device.source))
+    if estimate < device.bytes:
+      lines.append("As the estimate fits, something else holds memory; the "
+                   "flags below are planned for less than the failed "
+                   "setting.")
+    # The error proves the failed setting does not fit, whatever the estimate.
+    lines.append(_fitting_flags(bert_config, flag_obj, settings,
+                                min(device.bytes, estimate - 1)))
+  lines.append("TensorFlow said: %s" % _tf_line(error))
+  return "\n".join(lines)
+
+
+def oom_message_fn(bert_config, flag_obj, settings):
+  """callable(ResourceExhaustedError) -> str for estimator.RunConfig."""
+  return lambda error: oom_message(bert_config, flag_obj, settings, error)
+
+
+@contextlib.contextmanager
+def stop_on_training_error():
+  """Ends the program with only the message of an OOM or non-finite loss.
+
+  Both errors carry their advice; a stack trace would bury it. The exit
+  status is 1.
+  """
+  try:
+    yield
+  except (estimator.NonFiniteLossError, estimator.OutOfMemoryError) as e:
+    raise SystemExit("Training stopped. %s" % e) from None
