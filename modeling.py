@@ -9,7 +9,7 @@ unchanged.
 
 Additions, all keyword arguments with defaults:
   * `BertModel(..., gradient_checkpointing=True)` recomputes each transformer
-    layer in the backward pass (`tf.recompute_grad`) to save memory.
+    layer in the backward pass (`recompute_grad`) to save memory.
   * `BertModel(..., compute_dtype=tf.float16 | tf.bfloat16)` runs matmuls and
     activations in reduced precision while the variables stay float32.
   * `dropout` is stateless: its mask depends only on (graph seed, dropout
@@ -29,7 +29,8 @@ import zlib
 
 import tensorflow as tf
 
-# `tf.recompute_grad` in graph mode only supports resource variables.
+# Gradient checkpointing (`recompute_grad`) relies on custom gradients, which
+# in graph mode only support resource variables.
 tf.compat.v1.enable_resource_variables()
 
 MICRO_STEP_COLLECTION = "micro_step"
@@ -820,7 +821,7 @@ def transformer_model(input_tensor,
     do_return_all_layers: Whether to return all layers or just the final
       layer.
     gradient_checkpointing: recompute each layer in the backward pass
-      (`tf.recompute_grad`) instead of keeping its activations.
+      (`recompute_grad`) instead of keeping its activations.
 
   Returns:
     float Tensor [batch_size, seq_length, hidden_size] (dtype of
@@ -849,7 +850,7 @@ def transformer_model(input_tensor,
         attention_probs_dropout_prob, initializer_range)
 
   if gradient_checkpointing:
-    layer_fn = tf.recompute_grad(layer_fn)
+    layer_fn = recompute_grad(layer_fn)
     # The recomputation in the backward pass re-enters the layer's variable
     # scope and must find the variables the forward pass created.
     reuse = tf.compat.v1.AUTO_REUSE
@@ -866,6 +867,47 @@ def transformer_model(input_tensor,
   if do_return_all_layers:
     return all_layer_outputs
   return all_layer_outputs[-1]
+
+
+def recompute_grad(layer_fn):
+  """`layer_fn` whose activations are recomputed in the backward pass.
+
+  Graph-mode gradient checkpointing: the forward pass keeps only the input
+  and output of `layer_fn`; the gradient runs `layer_fn` again and
+  differentiates the copy. Unlike `tf.recompute_grad`, the whole
+  recomputation (dropout masks and attention bias included) waits on the
+  incoming gradient through a control dependency. `tf.recompute_grad` ties
+  only the input to it through arithmetic that grappler simplifies away, so
+  on TF 2.21 every layer was recomputed during the forward pass and nothing
+  was saved (measured with TF's allocator statistics).
+
+  Args:
+    layer_fn: callable Tensor -> Tensor that reads its variables with
+      `get_variable` in the current variable scope (resource variables).
+
+  Returns:
+    callable with the same signature and forward values.
+  """
+
+  @tf.custom_gradient
+  def recomputed(layer_input):
+    scope = tf.compat.v1.get_variable_scope()
+    output = layer_fn(layer_input)
+
+    def grad_fn(output_grad, variables=None):
+      variables = list(variables or [])
+      with tf.control_dependencies([output_grad]):
+        input_again = tf.identity(layer_input)
+        with tf.compat.v1.variable_scope(scope, reuse=True):
+          output_again = layer_fn(input_again)
+      grads = tf.gradients(
+          output_again, [input_again] + variables, grad_ys=output_grad,
+          unconnected_gradients=tf.UnconnectedGradients.ZERO)
+      return grads[0], grads[1:]
+
+    return output, grad_fn
+
+  return recomputed
 
 
 def _transformer_layer(layer_input, attention_mask, hidden_size,
