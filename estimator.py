@@ -15,6 +15,13 @@ with a plain `tf.compat.v1.Session` loop, so every step is easy to follow:
   * `evaluate` runs the streaming metric update ops over the data and returns
     the metric values.
   * `predict` yields one dict of numpy values per example.
+
+With `RunConfig(distribution=strategy)` training is data parallel: each
+global micro-batch is split evenly over the strategy's replicas, the model_fn
+runs once per replica on its shard (inside `call_for_each_replica`), and
+`optimization.create_optimizer` averages the gradients over the replicas.
+Evaluation and prediction always run on a single device. With
+`RunConfig(use_xla=True)` every model_fn graph is built in an XLA jit scope.
 """
 
 from __future__ import absolute_import
@@ -22,6 +29,7 @@ from __future__ import division
 from __future__ import print_function
 
 import collections
+import contextlib
 import datetime
 import os
 import time
@@ -38,6 +46,9 @@ MICRO_STEP_COLLECTION = "micro_step"
 LEARNING_RATE_COLLECTION = "learning_rate"
 LOSS_SCALE_COLLECTION = "loss_scale"
 _CHECKPOINT_BASENAME = "model.ckpt"
+# Substrings of the op types that draw random numbers (RandomUniform,
+# StatelessRandomUniformV2, TruncatedNormal, Multinomial, ...).
+_RANDOM_OP_KINDS = ("Random", "TruncatedNormal", "Multinomial")
 
 
 class ModeKeys(object):
@@ -53,6 +64,10 @@ class NonFiniteLossError(RuntimeError):
 
 class OutOfMemoryError(RuntimeError):
   """The device ran out of memory while training."""
+
+
+class WorkerFailedError(RuntimeError):
+  """Another worker of a multi-worker cluster stopped or became unreachable."""
 
 
 _SPEC_FIELDS = ("mode", "predictions", "loss", "train_op", "eval_metric_ops",
@@ -101,7 +116,7 @@ class RunConfig(object):
                keep_checkpoint_max=5, log_step_count_steps=100,
                save_summary_steps=100, tf_random_seed=None,
                session_config=None, num_accumulation_steps=1,
-               oom_message_fn=None):
+               oom_message_fn=None, distribution=None, use_xla=False):
     """Constructs a RunConfig.
 
     Args:
@@ -115,6 +130,10 @@ class RunConfig(object):
       num_accumulation_steps: micro-batches per optimizer update.
       oom_message_fn: optional callable(ResourceExhaustedError) -> str giving
         a tailored out-of-memory advice.
+      distribution: None, or a `tf.compat.v1.distribute` strategy to train
+        with (data parallel; evaluation and prediction stay single-device).
+      use_xla: compile the model_fn's graph (training and inference) with
+        XLA.
     """
     if not model_dir:
       raise ValueError("RunConfig: model_dir is required (set --output_dir).")
@@ -134,6 +153,26 @@ class RunConfig(object):
     self.session_config = session_config
     self.num_accumulation_steps = int(num_accumulation_steps)
     self.oom_message_fn = oom_message_fn
+    self.distribution = distribution
+    self.use_xla = bool(use_xla)
+
+  @property
+  def num_replicas(self):
+    """Replicas training in sync (1 without a distribution strategy)."""
+    if self.distribution is None:
+      return 1
+    return self.distribution.num_replicas_in_sync
+
+  @property
+  def is_chief(self):
+    """Whether this process writes checkpoints, summaries and outputs.
+
+    Only one worker of a multi-worker cluster does (task 0 of "chief", else
+    "worker" 0); single-process runs always do.
+    """
+    if self.distribution is None:
+      return True
+    return self.distribution.extended.should_checkpoint
 
 
 class _Meter(object):
@@ -202,6 +241,17 @@ def _run_initializers(sess):
             tf.compat.v1.tables_initializer()])
 
 
+def _xla_compiles(node_def):
+  """Whether the jit scope compiles this op: all but random number ops.
+
+  XLA draws other numbers than TensorFlow's kernels from the same seed
+  (measured: stateless_uniform with a seed read from a variable), so random
+  ops stay TensorFlow kernels and dropout masks and initial values do not
+  depend on --use_xla.
+  """
+  return not any(kind in node_def.op for kind in _RANDOM_OP_KINDS)
+
+
 def _call_input_fn(input_fn, params):
   dataset = input_fn(params)
   if not isinstance(dataset, tf.data.Dataset):
@@ -261,9 +311,27 @@ class Estimator(object):
           (self._train_batch_size, k))
     return self._train_batch_size // k
 
+  def _replica_batch_size(self):
+    """Examples per replica and micro-batch; the micro-batch must split."""
+    micro_batch = self._micro_batch_size()
+    replicas = self._config.num_replicas
+    if micro_batch % replicas:
+      raise ValueError(
+          "--train_batch_size=%d / --num_accumulation_steps=%d gives "
+          "micro-batches of %d examples, which do not split evenly over the "
+          "%d replicas of --distribution; choose a --train_batch_size that "
+          "is a multiple of %d (accumulation steps x replicas)." %
+          (self._train_batch_size, self._config.num_accumulation_steps,
+           micro_batch, replicas,
+           self._config.num_accumulation_steps * replicas))
+    return micro_batch // replicas
+
   def _call_model_fn(self, features, mode, params):
-    """Calls the model_fn; the one place a distribution strategy would wrap."""
-    spec = self._model_fn(features, None, mode, params)
+    """Calls the model_fn (in an XLA jit scope with use_xla)."""
+    jit = (tf.xla.experimental.jit_scope(compile_ops=_xla_compiles)
+           if self._config.use_xla else contextlib.nullcontext())
+    with jit:
+      spec = self._model_fn(features, None, mode, params)
     if not isinstance(spec, EstimatorSpec):
       raise TypeError("model_fn must return an estimator.EstimatorSpec, got "
                       "%r." % (type(spec),))
@@ -283,8 +351,21 @@ class Estimator(object):
     create the same ops and thus draw the same op-level random seeds.
     """
     params = self._params_with_batch_size(self._micro_batch_size())
+    self._replica_batch_size()  # Refuses a batch the replicas cannot split.
+    if self._multi_worker() and self._config.num_accumulation_steps > 1:
+      # The all-reduce of an accumulated update sits in a tf.cond; across
+      # processes, graph-mode sessions abort such collectives ("Delete
+      # called on non-empty BufRendezvous").
+      raise ValueError(
+          "--distribution=multi_worker does not support "
+          "--num_accumulation_steps > 1 (got %d) yet; use 1 (with a "
+          "--train_batch_size that fits) or --distribution=mirrored." %
+          self._config.num_accumulation_steps)
     graph = self._new_graph()
-    with graph.as_default():
+    strategy = self._config.distribution
+    scope = (strategy.scope() if strategy is not None
+             else contextlib.nullcontext())
+    with graph.as_default(), scope:
       global_step = tf.compat.v1.train.get_or_create_global_step()
       micro_step = tf.compat.v1.get_variable(
           "micro_step", shape=[], dtype=tf.int64,
@@ -293,26 +374,78 @@ class Estimator(object):
                        MICRO_STEP_COLLECTION])
       dataset = _call_input_fn(input_fn, params).skip(skip_batches)
       iterator = tf.compat.v1.data.make_initializable_iterator(dataset)
-      spec = self._call_model_fn(iterator.get_next(), ModeKeys.TRAIN, params)
-      if spec.loss is None or spec.train_op is None:
-        raise ValueError("model_fn must return loss and train_op in TRAIN "
-                         "mode.")
-      scaffold = spec.resolve_scaffold()
-      with tf.control_dependencies([spec.train_op]):
+      if strategy is None:
+        loss, train_op, scaffold = self._train_spec(iterator.get_next(),
+                                                    params)
+      else:
+        loss, train_op, scaffold = self._replicated_train_spec(
+            strategy, iterator.get_next(), params)
+      with tf.control_dependencies([train_op]):
         step_op = micro_step.assign_add(1)
       # Read the counters after the update so the loop sees the new values.
       with tf.control_dependencies([step_op]):
-        fetches = {"loss": tf.identity(spec.loss),
+        fetches = {"loss": tf.identity(loss),
                    "global_step": global_step.read_value(),
                    "micro_step": micro_step.read_value()}
       for key, collection in (("learning_rate", LEARNING_RATE_COLLECTION),
                               ("loss_scale", LOSS_SCALE_COLLECTION)):
         tensors = tf.compat.v1.get_collection(collection)
         if tensors:
-          fetches[key] = tensors[0]
+          # Under a strategy: replica 0's tensor, or the variable's value.
+          fetches[key] = (tensors[0] if strategy is None
+                          else tf.convert_to_tensor(tensors[0]))
       saver = tf.compat.v1.train.Saver(
           max_to_keep=self._config.keep_checkpoint_max or 0)
     return _TrainGraph(graph, iterator, step_op, fetches, saver, scaffold)
+
+  def _train_spec(self, features, params):
+    """(loss, train_op, scaffold) of the model_fn in TRAIN mode."""
+    spec = self._call_model_fn(features, ModeKeys.TRAIN, params)
+    if spec.loss is None or spec.train_op is None:
+      raise ValueError("model_fn must return loss and train_op in TRAIN "
+                       "mode.")
+    return spec.loss, spec.train_op, spec.resolve_scaffold()
+
+  def _replicated_train_spec(self, strategy, features, params):
+    """(loss, train_op, scaffold) with the model_fn run once per replica.
+
+    Args:
+      strategy: the distribution strategy; its scope is entered.
+      features: the global micro-batch, tensors [micro_batch, ...]; replica
+        r (over all workers) takes rows [r * b, (r + 1) * b) with b the
+        replica batch size, so the replicas together see exactly the
+        examples of a single-device run.
+      params: the model_fn's params.
+
+    Returns:
+      The mean loss of this process's replicas (with mirrored: the global
+      micro-batch's mean loss), the op running every local replica's train
+      op, and the first local replica's scaffold.
+    """
+    batch = self._replica_batch_size()
+    scaffolds = []
+
+    def replica_fn(global_features):
+      context = tf.distribute.get_replica_context()
+      replica = tf.get_static_value(context.replica_id_in_sync_group)
+      shard = tf.nest.map_structure(
+          lambda t: t[replica * batch:(replica + 1) * batch], global_features)
+      loss, train_op, scaffold = self._train_spec(shard, params)
+      if not scaffolds:
+        scaffolds.append(scaffold)
+      return loss, train_op
+
+    # The model_fn is graph-building Python code; autograph must not rewrite
+    # its control flow.
+    losses, train_ops = strategy.extended.call_for_each_replica(
+        tf.autograph.experimental.do_not_convert(replica_fn),
+        args=(features,))
+    # This process's replicas' mean loss (every replica's with mirrored), for
+    # the log: no extra communication per micro-batch.
+    local_losses = strategy.experimental_local_results(losses)
+    loss = tf.add_n(local_losses) / float(len(local_losses))
+    train_op = tf.group(strategy.experimental_local_results(train_ops))
+    return loss, train_op, scaffolds[0]
 
   def _build_eval_or_predict_graph(self, input_fn, mode, batch_size):
     """Returns (graph, iterator, spec, scaffold) for EVAL or PREDICT.
@@ -333,6 +466,30 @@ class Estimator(object):
   def _session(self, graph):
     return tf.compat.v1.Session(graph=graph,
                                 config=self._config.session_config)
+
+  def _multi_worker(self):
+    """Whether training spans several processes (TF_CONFIG's cluster)."""
+    strategy = self._config.distribution
+    resolver = strategy and strategy.cluster_resolver
+    return resolver is not None and bool(resolver.cluster_spec().jobs)
+
+  def _train_session(self, graph):
+    """A session for the training graph.
+
+    A multi-worker strategy's collectives reach the other workers through
+    this worker's gRPC server (which the strategy started), so the session
+    targets it with the strategy's settings.
+    """
+    if not self._multi_worker():
+      return self._session(graph)
+    strategy = self._config.distribution
+    resolver = strategy.cluster_resolver
+    address = resolver.cluster_spec().task_address(resolver.task_type,
+                                                   resolver.task_id)
+    config = strategy.update_config_proto(
+        self._config.session_config or tf.compat.v1.ConfigProto())
+    return tf.compat.v1.Session(target="grpc://" + address, graph=graph,
+                                config=config)
 
   # ---------------------------------------------------------------- training
 
@@ -364,15 +521,18 @@ class Estimator(object):
                    "max_steps %d.", checkpoint, start_step, max_steps)
       return self
     built = self._build_train_graph(input_fn, skip)
-    tf.io.gfile.makedirs(self.model_dir)
-    with built.graph.as_default(), self._session(built.graph) as sess:
+    if self._config.is_chief:
+      tf.io.gfile.makedirs(self.model_dir)
+    with built.graph.as_default(), self._train_session(built.graph) as sess:
       self._initialize_or_restore(sess, built, checkpoint, skip)
       built.graph.finalize()
-      writer = tf.compat.v1.summary.FileWriter(self.model_dir)
+      writer = (tf.compat.v1.summary.FileWriter(self.model_dir)
+                if self._config.is_chief else None)
       try:
         self._train_loop(sess, built, writer, max_steps, start_step, skip)
       finally:
-        writer.close()
+        if writer is not None:
+          writer.close()
     return self
 
   def _initialize_or_restore(self, sess, built, checkpoint, skip):
@@ -396,6 +556,15 @@ class Estimator(object):
       return None
     except tf.errors.ResourceExhaustedError as e:
       raise OutOfMemoryError(self._oom_message(e)) from e
+    except tf.errors.UnavailableError as e:
+      if not self._multi_worker():
+        raise
+      raise WorkerFailedError(
+          "Training stopped: a worker of the cluster in TF_CONFIG stopped or "
+          "is unreachable. Restart all workers with the same flags; they "
+          "resume from the chief's last checkpoint (%s).\nTensorFlow said: "
+          "%s" % (self.latest_checkpoint() or "none yet",
+                  e.message.splitlines()[0])) from e
 
   def _oom_message(self, error):
     if self._config.oom_message_fn is not None:
@@ -423,6 +592,8 @@ class Estimator(object):
          self.latest_checkpoint() or "none yet"))
 
   def _save(self, sess, built, step):
+    if not self._config.is_chief:
+      return
     # Graphs may embed in-memory features as constants; the code, not a .meta
     # file, rebuilds the graph, so the meta graph is not written.
     path = built.saver.save(
@@ -472,6 +643,9 @@ class Estimator(object):
     meter.reset()
 
   def _write_summaries(self, meter, values, step, writer):
+    if writer is None:
+      meter.reset()
+      return
     scalars = {"loss": meter.mean_loss(),
                "examples_per_sec": meter.examples_per_sec()}
     for key in ("learning_rate", "loss_scale"):
@@ -534,6 +708,8 @@ class Estimator(object):
     return batches
 
   def _write_eval_summaries(self, results, global_step, name):
+    if not self._config.is_chief:
+      return
     eval_dir = os.path.join(self.model_dir,
                             "eval_" + name if name else "eval")
     scalars = {key: value for key, value in results.items()

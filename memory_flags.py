@@ -322,12 +322,14 @@ def oom_message_fn(bert_config, flag_obj, settings):
 
 @contextlib.contextmanager
 def stop_on_training_error():
-  """Ends the program with only the message of an OOM or non-finite loss.
+  """Ends the program with only the message of a known training failure.
 
-  Both errors carry their advice; a stack trace would bury it. The exit
-  status is 1.
+  Out of memory, a non-finite loss and a failed worker of a multi-worker
+  cluster carry their advice; a stack trace would bury it. The exit status
+  is 1.
   """
   try:
     yield
-  except (estimator.NonFiniteLossError, estimator.OutOfMemoryError) as e:
+  except (estimator.NonFiniteLossError, estimator.OutOfMemoryError,
+          estimator.WorkerFailedError) as e:
     raise SystemExit("Training stopped. %s" % e) from None

@@ -6,6 +6,11 @@ a linear warmup and a linear decay of the learning rate, and gradients clipped
 to a global norm of 1.0. Beyond the original it can accumulate the gradients of
 several micro-batches into one update and scale the loss dynamically for fp16.
 
+Under a `tf.distribute` strategy with several replicas (the runner calls the
+model_fn once per replica), each replica computes the gradients of its shard,
+the gradients are averaged over the replicas once per update, and every
+replica applies that same update to its own copy of the variables.
+
 In graph mode TensorFlow runs ops in any order their data dependencies allow.
 Every read that must see a variable's old value is therefore ordered before
 the write with explicit control dependencies. The original read and
@@ -82,7 +87,7 @@ def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps,
     return _update(opt, grads_to_apply, tvars, global_step, clip_norm, scaler)
 
   if num_accumulation_steps == 1:
-    done = update(grads)
+    done = update(_all_reduce_mean(grads, tvars))
   else:
     done = _accumulate(grads, tvars, num_accumulation_steps, update)
   return tf.group(done, name="train_op")
@@ -185,6 +190,10 @@ def _update(opt, grads, tvars, global_step, clip_norm, scaler):
 def _accumulate(grads, tvars, num_accumulation_steps, update):
   """Adds `grads` to accumulators; every k-th run applies their mean.
 
+  Under a strategy the accumulators are per replica (ON_READ; a checkpoint
+  holds their sum over replicas) and are averaged over the replicas only on
+  the runs that apply.
+
   Returns:
     bool scalar tensor, True on the runs that applied (or skipped) an update.
   """
@@ -192,29 +201,114 @@ def _accumulate(grads, tvars, num_accumulation_steps, update):
       tf.compat.v1.get_variable(
           _variable_name(v) + "/accum_grad", shape=v.shape.as_list(),
           dtype=tf.float32, trainable=False,
-          initializer=_zeros_initializer) for v in tvars]
+          initializer=_zeros_initializer,
+          synchronization=tf.VariableSynchronization.ON_READ,
+          aggregation=tf.VariableAggregation.SUM) for v in tvars]
   # A global (checkpointed) counter: a run that stops between updates saves
   # partial sums together with the count they belong to.
   accum_step = tf.compat.v1.get_variable(
       "accum_step", shape=[], dtype=tf.int64, trainable=False,
       initializer=tf.compat.v1.zeros_initializer())
-  adds = [a.assign_add(g, read_value=False)
+  adds = [_local(a).assign_add(g, read_value=False)
           for a, g in zip(accumulators, grads)]
   with tf.control_dependencies(adds):
-    counted = accum_step.assign_add(1, read_value=False)
+    counted = _local(accum_step).assign_add(1, read_value=False)
   with tf.control_dependencies([counted]):
     count = accum_step.read_value()
+  applies = tf.equal(count % num_accumulation_steps, 0)
+  replicated_sums = None
+  if _num_replicas() > 1:
+    with tf.control_dependencies([counted]):
+      sums = [a.read_value() for a in accumulators]
+    replicated_sums = _all_reduce_mean(sums, tvars, applies)
 
   def apply_mean():
-    done = update([a.read_value() / float(num_accumulation_steps)
-                   for a in accumulators])
+    sums = replicated_sums
+    if sums is None:
+      sums = [a.read_value() for a in accumulators]
+    done = update([a_sum / float(num_accumulation_steps) for a_sum in sums])
     with tf.control_dependencies([done]):
-      zeroed = [a.assign(tf.zeros_like(a), read_value=False)
+      zeroed = [_local(a).assign(tf.zeros_like(a), read_value=False)
                 for a in accumulators]
     return _after(zeroed, True)
 
-  return tf.cond(tf.equal(count % num_accumulation_steps, 0), apply_mean,
-                 lambda: tf.constant(False))
+  return tf.cond(applies, apply_mean, lambda: tf.constant(False))
+
+
+def _num_replicas():
+  """Replicas in sync: 1 outside a tf.distribute strategy's replica context."""
+  context = tf.distribute.get_replica_context()
+  return 1 if context is None else context.num_replicas_in_sync
+
+
+def _local_replica_index():
+  """This replica's index among the replicas of this process (0, 1, ...).
+
+  `replica_id_in_sync_group` counts over all workers; each worker holds
+  `len(worker_devices)` of them, in order.
+  """
+  context = tf.distribute.get_replica_context()
+  replica_id = tf.get_static_value(context.replica_id_in_sync_group)
+  return replica_id % len(context.strategy.extended.worker_devices)
+
+
+def _local(variable):
+  """The copy of `variable` that this replica writes.
+
+  Every replica applies the same all-reduced update to its own copy, so the
+  copies stay equal without a cross-replica assignment (which a tf.cond
+  branch could not contain). Without a strategy: `variable` itself.
+  """
+  if _num_replicas() == 1:
+    return variable
+  strategy = tf.distribute.get_replica_context().strategy
+  return strategy.experimental_local_results(variable)[_local_replica_index()]
+
+
+def _all_reduce_mean(values, tvars, when=None):
+  """Means over the replicas of per-replica tensors (one per variable).
+
+  Args:
+    values: float32 tensors, values[i] shaped like tvars[i].
+    tvars: the variables the values belong to (where the means are needed).
+    when: None (reduce on every run) or a bool scalar tensor, equal on all
+      replicas; when False, nothing is communicated and `values` come back.
+
+  Returns:
+    This replica's list of means (`values` itself with one replica).
+
+  The reduction is built in cross-replica context (merge_call), and so is
+  the tf.cond on `when` around it: a merge_call cannot sit inside a
+  replica's own tf.cond branch.
+  """
+  if _num_replicas() == 1:
+    return values
+
+  def reduce_in_cross_replica_context(strategy, per_replica, condition):
+    def reduce():
+      means = strategy.extended.batch_reduce_to(
+          tf.distribute.ReduceOp.MEAN, list(zip(per_replica, tvars)))
+      return _flatten_local(strategy, means)
+
+    if condition is None:
+      return reduce()
+    condition = strategy.experimental_local_results(condition)[0]
+    return tf.cond(condition, reduce,
+                   lambda: _flatten_local(strategy, per_replica))
+
+  flat = tf.distribute.get_replica_context().merge_call(
+      reduce_in_cross_replica_context, args=(values, when))
+  # `flat` holds the values of every local replica, replica-major.
+  start = _local_replica_index() * len(values)
+  return flat[start:start + len(values)]
+
+
+def _flatten_local(strategy, distributed_values):
+  """Tensors of each local replica in turn: [r0 v0, r0 v1, ..., r1 v0, ...]."""
+  per_value = [strategy.experimental_local_results(v)
+               for v in distributed_values]
+  return [tf.identity(local[r]) for r in range(len(per_value[0]))
+          for local in per_value]
 
 
 def _zeros_initializer(shape, dtype=tf.float32, partition_info=None):
@@ -299,17 +393,18 @@ class _DynamicLossScale(object):
       good = self.good_steps.read_value() + 1
     grow = good >= self._growth_interval
     changes = [
-        self.scale.assign(tf.where(grow, 2.0 * self._value, self._value),
-                          read_value=False),
-        self.good_steps.assign(tf.where(grow, tf.zeros_like(good), good),
-                               read_value=False)]
+        _local(self.scale).assign(
+            tf.where(grow, 2.0 * self._value, self._value), read_value=False),
+        _local(self.good_steps).assign(
+            tf.where(grow, tf.zeros_like(good), good), read_value=False)]
     return _after(changes, True)
 
   def _skipped(self):
     changes = [
-        self.scale.assign(tf.maximum(self._value / 2.0, 1.0),
-                          read_value=False),
-        self.good_steps.assign(tf.constant(0, tf.int64), read_value=False)]
+        _local(self.scale).assign(tf.maximum(self._value / 2.0, 1.0),
+                                  read_value=False),
+        _local(self.good_steps).assign(tf.constant(0, tf.int64),
+                                       read_value=False)]
     return _after(changes, False)
 
 
@@ -368,7 +463,8 @@ class AdamWeightDecayOptimizer(tf.compat.v1.train.Optimizer):
                                          step))
     if global_step is not None:
       with tf.control_dependencies(assignments):
-        assignments.append(global_step.assign_add(1, read_value=False))
+        assignments.append(_local(global_step).assign_add(1,
+                                                          read_value=False))
     return tf.group(*assignments, name=name)
 
   def _apply_one(self, grad, param, step):

@@ -1055,6 +1055,11 @@ def main(_):
     with memory_flags.stop_on_training_error():
       _train(estimator, processor, train_examples, label_list, tokenizer,
              num_train_steps)
+  if not estimator.config.is_chief:
+    # Evaluation and prediction run on one device; the chief writes them.
+    logging.info("This worker's training is done; the chief writes the "
+                 "evaluation and prediction outputs.")
+    return
   if FLAGS.do_eval:
     _evaluate(estimator, processor, label_list, tokenizer)
   if FLAGS.do_predict:

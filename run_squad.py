@@ -1325,6 +1325,11 @@ def main(_):
   if FLAGS.do_train:
     with memory_flags.stop_on_training_error():
       _train(estimator, tokenizer, train_examples, num_train_steps)
+  if not estimator.config.is_chief:
+    # Evaluation and prediction run on one device; the chief writes them.
+    logging.info("This worker's training is done; the chief writes the "
+                 "evaluation and prediction outputs.")
+    return
   if FLAGS.do_predict:
     _predict(estimator, tokenizer)
 

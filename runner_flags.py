@@ -10,6 +10,9 @@ from __future__ import absolute_import
 from __future__ import division
 from __future__ import print_function
 
+import json
+import os
+
 from absl import flags
 from absl import logging
 import tensorflow as tf
@@ -18,6 +21,10 @@ import estimator
 import memory_plan
 
 OPTIMIZERS = ("adamw", "lamb")
+DISTRIBUTIONS = ("none", "mirrored", "multi_worker")
+_TF_CONFIG_EXAMPLE = (
+    '{"cluster": {"worker": ["host1:12345", "host2:12345"]}, '
+    '"task": {"type": "worker", "index": 0}}')
 
 
 def _define_model_flags(max_seq_length_default, fv):
@@ -149,6 +156,25 @@ def _define_memory_flags(fv):
       flag_values=fv)
 
 
+def _define_scale_flags(fv):
+  flags.DEFINE_enum(
+      "distribution", "none", list(DISTRIBUTIONS),
+      "Data-parallel training: none (one device), mirrored (the devices of "
+      "--devices on this machine) or multi_worker (one process per machine, "
+      "cluster given by the TF_CONFIG environment variable). "
+      "--train_batch_size stays the global batch. Evaluation and prediction "
+      "run on one device.", flag_values=fv)
+  flags.DEFINE_list(
+      "devices", None,
+      "Devices for --distribution=mirrored, e.g. /gpu:0,/gpu:1 or "
+      "/cpu:0,/cpu:1 (CPUs beyond /cpu:0 are made by splitting the CPU); "
+      "default: all local GPUs.", flag_values=fv)
+  flags.DEFINE_bool(
+      "use_xla", False,
+      "Compile the model (training and inference) with XLA.",
+      flag_values=fv)
+
+
 def define_common_flags(max_seq_length_default, flag_values=flags.FLAGS):
   """Defines the flags shared by the training scripts.
 
@@ -162,6 +188,7 @@ def define_common_flags(max_seq_length_default, flag_values=flags.FLAGS):
   _define_tpu_flags(flag_values)
   _define_new_flags(flag_values)
   _define_memory_flags(flag_values)
+  _define_scale_flags(flag_values)
 
 
 def check_tpu_flags(flag_obj):
@@ -190,7 +217,114 @@ def make_run_config(flag_obj, oom_message_fn=None,
       log_step_count_steps=flag_obj.log_step_count_steps,
       tf_random_seed=flag_obj.seed,
       num_accumulation_steps=num_accumulation_steps,
-      oom_message_fn=oom_message_fn)
+      oom_message_fn=oom_message_fn,
+      distribution=make_distribution(flag_obj),
+      use_xla=flag_obj.use_xla)
+
+
+def make_distribution(flag_obj):
+  """The tf.distribute strategy --distribution asks for, or None.
+
+  Raises:
+    ValueError naming the flag (or TF_CONFIG) and the fix.
+  """
+  if flag_obj.distribution == "none":
+    if flag_obj.devices:
+      raise ValueError("--devices=%s needs --distribution=mirrored." %
+                       ",".join(flag_obj.devices))
+    return None
+  if flag_obj.distribution == "mirrored":
+    return tf.compat.v1.distribute.MirroredStrategy(
+        devices=_mirrored_devices(flag_obj.devices))
+  if flag_obj.devices:
+    raise ValueError("--devices applies to --distribution=mirrored only; "
+                     "multi_worker uses each worker's default device.")
+  _check_tf_config(os.environ.get("TF_CONFIG"))
+  return tf.compat.v1.distribute.experimental.MultiWorkerMirroredStrategy()
+
+
+def _mirrored_devices(devices):
+  """--devices checked against this machine (default: all local GPUs).
+
+  CPUs /cpu:1, /cpu:2, ... do not exist by default; asking for them splits
+  the one physical CPU into that many logical devices, which TensorFlow
+  allows only before it first runs anything.
+  """
+  if not devices:
+    devices = [d.name for d in tf.config.list_logical_devices("GPU")]
+    if len(devices) < 2:
+      raise ValueError(
+          "--distribution=mirrored found %d GPU(s); pass --devices (e.g. "
+          "--devices=/cpu:0,/cpu:1) or use --distribution=none." %
+          len(devices))
+    return devices
+  specs = [_device_spec("devices", d) for d in devices]
+  cpus = [spec for spec in specs if spec.device_type == "CPU"]
+  if len(cpus) > 1:
+    _split_cpu(max(spec.device_index or 0 for spec in cpus) + 1)
+  known = {(spec.device_type, spec.device_index) for spec in
+           (tf.DeviceSpec.from_string(d.name)
+            for d in tf.config.list_logical_devices())}
+  missing = [d for d, spec in zip(devices, specs)
+             if (spec.device_type, spec.device_index or 0) not in known]
+  if missing:
+    raise ValueError(
+        "--devices: %s not found on this machine (it has %s)." %
+        (", ".join(missing),
+         ", ".join(d.name for d in tf.config.list_logical_devices())))
+  return devices
+
+
+def _device_spec(flag_name, device):
+  """tf.DeviceSpec of a device name like /gpu:0 (type upper-cased)."""
+  try:
+    spec = tf.DeviceSpec.from_string(device)
+  except ValueError as e:
+    raise ValueError("--%s: %r is not a device name like /gpu:0 or /cpu:1." %
+                     (flag_name, device)) from e
+  if not spec.device_type:
+    raise ValueError("--%s: %r is not a device name like /gpu:0 or /cpu:1." %
+                     (flag_name, device))
+  return spec.replace(device_type=spec.device_type.upper())
+
+
+def _split_cpu(count):
+  """Makes `count` logical CPU devices (if there are fewer)."""
+  cpu = tf.config.list_physical_devices("CPU")[0]
+  configured = tf.config.get_logical_device_configuration(cpu) or [None]
+  if len(configured) >= count:
+    return
+  try:
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration()] * count)
+  except RuntimeError as e:
+    raise ValueError(
+        "--devices asks for %d CPUs, but TensorFlow was initialized before "
+        "the CPU could be split: %s" % (count, e)) from e
+
+
+def _check_tf_config(tf_config):
+  """Validates the TF_CONFIG environment variable for multi_worker."""
+  fix = ("Set TF_CONFIG on every worker to JSON like %s, with this worker's "
+         "own task index." % _TF_CONFIG_EXAMPLE)
+  if not tf_config:
+    raise ValueError("--distribution=multi_worker needs the TF_CONFIG "
+                     "environment variable. " + fix)
+  try:
+    config = json.loads(tf_config)
+    cluster, task = config["cluster"], config["task"]
+    workers = list(cluster.get("chief", [])) + list(cluster.get("worker", []))
+    task_type, index = task["type"], int(task["index"])
+    addresses = cluster[task_type]
+    address = addresses[index]
+  except (ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
+    raise ValueError("TF_CONFIG=%s is malformed (%s: %s). %s" %
+                     (tf_config, type(e).__name__, e, fix)) from e
+  if task_type not in ("chief", "worker") or not workers or ":" not in str(
+      address):
+    raise ValueError("TF_CONFIG=%s: the task must be a \"chief\" or "
+                     "\"worker\" with a host:port address. %s" %
+                     (tf_config, fix))
 
 
 def _check_file(flag_name, path):

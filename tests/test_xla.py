@@ -1,0 +1,108 @@
+"""--use_xla: XLA-compiled training, evaluation and prediction.
+
+run_classifier's model_fn (a tiny BERT: 2 layers, hidden 32, with its usual
+dropout) is trained for three updates and used to predict, once without and
+once with XLA, in one subprocess with TensorFlow's INFO log on. The training
+loss, the trained variables and the predictions must agree, and the log must
+show that XLA compiled a cluster during the XLA run only. (Evaluation builds
+its graph like prediction; it is left out to keep XLA compile time down.)
+"""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+REPO_ROOT = os.path.dirname(TESTS_DIR)
+SEQ_LENGTH = 8
+VOCAB_SIZE = 40
+XLA_MARKER = "=== XLA run starts ==="
+COMPILED_LINE = "Compiled cluster using XLA!"
+
+
+def _input_fn(params):
+  """16 fixed examples; batches of params["batch_size"] (repeated)."""
+  rng = np.random.RandomState(11)
+  n = 16
+  features = {
+      "input_ids": rng.randint(1, VOCAB_SIZE, (n, SEQ_LENGTH)).astype(
+          np.int32),
+      "input_mask": np.ones((n, SEQ_LENGTH), np.int32),
+      "segment_ids": np.zeros((n, SEQ_LENGTH), np.int32),
+      "label_ids": rng.randint(0, 2, n).astype(np.int32),
+      "is_real_example": np.ones(n, np.int32)}
+  dataset = tf.data.Dataset.from_tensor_slices(features)
+  if params.get("repeat"):
+    dataset = dataset.repeat()
+  return dataset.batch(params["batch_size"])
+
+
+def _summary_loss(model_dir):
+  """The last "loss" scalar the training wrote to model_dir's summaries."""
+  losses = []
+  for path in tf.io.gfile.glob(os.path.join(model_dir, "events.out.*")):
+    for event in tf.compat.v1.train.summary_iterator(path):
+      losses.extend(value.simple_value for value in event.summary.value
+                    if value.tag == "loss")
+  return np.float32(losses[-1])
+
+
+def _run(model_dir, use_xla):
+  """Trains 3 updates and predicts; returns a dict of arrays."""
+  import estimator  # pylint: disable=import-outside-toplevel
+  import modeling  # pylint: disable=import-outside-toplevel
+  import run_classifier  # pylint: disable=import-outside-toplevel
+  bert_config = modeling.BertConfig(
+      vocab_size=VOCAB_SIZE, hidden_size=32, num_hidden_layers=2,
+      num_attention_heads=2, intermediate_size=64,
+      max_position_embeddings=SEQ_LENGTH)
+  model_fn = run_classifier.model_fn_builder(
+      bert_config, 2, None, learning_rate=1e-2, num_train_steps=10,
+      num_warmup_steps=1, use_tpu=False, use_one_hot_embeddings=False)
+  est = estimator.Estimator(
+      model_fn, estimator.RunConfig(model_dir, tf_random_seed=5,
+                                    use_xla=use_xla),
+      params={"repeat": False}, train_batch_size=4, predict_batch_size=8)
+  est.train(lambda params: _input_fn(dict(params, repeat=True)), max_steps=3)
+  reader = tf.train.load_checkpoint(est.latest_checkpoint())
+  values = {"var:" + name: reader.get_tensor(name)
+            for name, _ in tf.train.list_variables(est.latest_checkpoint())}
+  values["train_loss"] = _summary_loss(model_dir)
+  values["probabilities"] = np.stack(
+      [p["probabilities"] for p in est.predict(_input_fn)])
+  return values
+
+
+def _subprocess_main(out_dir):
+  np.savez(os.path.join(out_dir, "plain.npz"),
+           **_run(os.path.join(out_dir, "plain"), use_xla=False))
+  print(XLA_MARKER, flush=True)
+  np.savez(os.path.join(out_dir, "xla.npz"),
+           **_run(os.path.join(out_dir, "xla"), use_xla=True))
+
+
+def test_xla_matches_plain_training_and_prediction(tmp_path):
+  env = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="0")
+  result = subprocess.run(
+      [sys.executable, os.path.abspath(__file__), str(tmp_path)], env=env,
+      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+      timeout=240, check=False)
+  assert result.returncode == 0, result.stdout
+  before, marker, after = result.stdout.partition(XLA_MARKER)
+  assert marker, result.stdout
+  assert COMPILED_LINE not in before
+  assert COMPILED_LINE in after, after
+  plain = np.load(tmp_path / "plain.npz")
+  xla = np.load(tmp_path / "xla.npz")
+  assert sorted(plain.files) == sorted(xla.files)
+  assert len([n for n in plain.files if n.startswith("var:")]) > 30
+  assert plain["probabilities"].shape == (16, 2)
+  for name in plain.files:
+    np.testing.assert_allclose(xla[name], plain[name], rtol=0, atol=1e-5,
+                               err_msg=name)
+
+
+if __name__ == "__main__":
+  _subprocess_main(sys.argv[1])
