@@ -673,7 +673,7 @@ class Estimator(object):
       dict metric name -> value, plus "loss" (mean over batches, if the spec
       has a loss) and "global_step" (int) of the evaluated checkpoint.
     """
-    graph, iterator, spec, _ = self._build_eval_or_predict_graph(
+    graph, iterator, spec, scaffold = self._build_eval_or_predict_graph(
         input_fn, ModeKeys.EVAL, self._eval_batch_size)
     with graph.as_default():
       metric_ops = dict(spec.eval_metric_ops or {})
@@ -682,9 +682,8 @@ class Estimator(object):
       values = {key: value for key, (value, _) in metric_ops.items()}
       updates = [update for _, update in metric_ops.values()]
       with self._session(graph) as sess:
-        _run_initializers(sess)
-        checkpoint = self._restore_or_fail(sess, checkpoint_path,
-                                           "Estimator.evaluate")
+        checkpoint = self._restore_or_initialize(
+            sess, scaffold, checkpoint_path, "Estimator.evaluate")
         sess.run(iterator.initializer)
         batches = self._run_updates(sess, updates, steps)
         results = sess.run(values)
@@ -739,7 +738,8 @@ class Estimator(object):
     sess = self._session(graph)
     try:
       with graph.as_default():
-        self._prepare_predict_session(sess, scaffold, checkpoint_path)
+        self._restore_or_initialize(sess, scaffold, checkpoint_path,
+                                    "Estimator.predict")
         sess.run(iterator.initializer)
       # The graph is not left as the default while yielding, so callers can
       # build or run other TensorFlow code between examples.
@@ -756,16 +756,25 @@ class Estimator(object):
     finally:
       sess.close()
 
-  def _prepare_predict_session(self, sess, scaffold, checkpoint_path):
+  def _restore_or_initialize(self, sess, scaffold, checkpoint_path, what):
+    """Restores the checkpoint, or else keeps the initialized variables.
+
+    As TF1's Estimator did, evaluation and prediction without a checkpoint
+    in model_dir run on the initial values, which include a pretrained
+    --init_checkpoint when the model_fn applies one.
+
+    Returns:
+      The restored checkpoint's path, or a description of the initial values.
+    """
     _run_initializers(sess)
     if checkpoint_path or self.latest_checkpoint():
-      self._restore_or_fail(sess, checkpoint_path, "Estimator.predict")
-      return
-    logging.warning("No checkpoint in %s; predicting with the initialized "
+      return self._restore_or_fail(sess, checkpoint_path, what)
+    logging.warning("%s: no checkpoint in %s; using the initialized "
                     "variables (init_checkpoint, if the model_fn applies "
-                    "one).", self.model_dir)
+                    "one).", what, self.model_dir)
     if scaffold is not None and scaffold.init_fn is not None:
       scaffold.init_fn(sess)
+    return "the initialized variables"
 
 
 def _split_batch(batch):

@@ -123,7 +123,8 @@ def model_fn(features, labels, mode, params):
   if mode == estimator.ModeKeys.EVAL:
     mse = tf.compat.v1.metrics.mean_squared_error(features["y"], pred)
     return estimator.EstimatorSpec(mode, loss=loss,
-                                   eval_metric_ops={"mse": mse})
+                                   eval_metric_ops={"mse": mse},
+                                   scaffold_fn=scaffold_fn)
   lr = tf.constant(params.get("lr", LR), tf.float32)
   tf.compat.v1.add_to_collection("learning_rate", lr)
   tf.compat.v1.add_to_collection("loss_scale", tf.constant(128.0))
@@ -272,11 +273,19 @@ def test_train_evaluate_predict_round_trip(tmp_path):
   assert [len(b["pred"]) for b in batches] == [3, 3, 3, 3, 3, 1]
 
 
-def test_evaluate_without_checkpoint_names_model_dir(tmp_path):
+def test_evaluate_without_checkpoint_uses_the_initial_values(tmp_path,
+                                                            caplog):
+  # As TF1's Estimator: evaluating a pretrained --init_checkpoint needs no
+  # training run first.
   x, y = make_data()
-  est = make_estimator(str(tmp_path / "empty"))
-  with pytest.raises(ValueError, match="no checkpoint in model_dir .*empty"):
-    est.evaluate(make_input_fn(x, y, False))
+  init = _write_init_checkpoint(str(tmp_path / "init"), [1.0, 2.0, 3.0])
+  params = {"init_checkpoint": init, "init_bias": 5.0}
+  est = make_estimator(str(tmp_path / "empty"), params=params)
+  results = est.evaluate(make_input_fn(x, y, False))
+  expected = np.mean((x.dot([1.0, 2.0, 3.0]) + 5.0 - y) ** 2)
+  np.testing.assert_allclose(results["mse"], expected, rtol=1e-5)
+  assert results["global_step"] == 0
+  assert "no checkpoint in" in caplog.text and "empty" in caplog.text
 
 
 def test_checkpoint_of_another_model_is_explained(tmp_path):
