@@ -657,17 +657,11 @@ class Estimator(object):
 
   # -------------------------------------------------------------- evaluation
 
-  def _restore_or_fail(self, sess, checkpoint_path, what):
-    checkpoint = checkpoint_path or self.latest_checkpoint()
-    if not checkpoint:
-      raise ValueError("%s: no checkpoint in model_dir %s; train first "
-                       "(--do_train) or pass checkpoint_path." %
-                       (what, self.model_dir))
-    _restore(tf.compat.v1.train.Saver(), sess, checkpoint)
-    return checkpoint
-
   def evaluate(self, input_fn, steps=None, checkpoint_path=None, name=None):
     """Evaluates a checkpoint over the data (or `steps` batches).
+
+    Without a checkpoint in model_dir (and no `checkpoint_path`) it evaluates
+    the initial values, with a warning.
 
     Returns:
       dict metric name -> value, plus "loss" (mean over batches, if the spec
@@ -767,8 +761,10 @@ class Estimator(object):
       The restored checkpoint's path, or a description of the initial values.
     """
     _run_initializers(sess)
-    if checkpoint_path or self.latest_checkpoint():
-      return self._restore_or_fail(sess, checkpoint_path, what)
+    checkpoint = checkpoint_path or self.latest_checkpoint()
+    if checkpoint:
+      _restore(tf.compat.v1.train.Saver(), sess, checkpoint)
+      return checkpoint
     logging.warning("%s: no checkpoint in %s; using the initialized "
                     "variables (init_checkpoint, if the model_fn applies "
                     "one).", what, self.model_dir)
