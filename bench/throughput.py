@@ -1,0 +1,650 @@
+# coding=utf-8
+"""Training and inference throughput of BERT on CPU, three implementations.
+
+Measures examples/sec and model-FLOPs utilization (MFU) of
+  * ours: `modeling.BertModel` + `run_classifier.create_model`'s head +
+    `optimization.create_optimizer`, a `tf.compat.v1.Session` graph;
+  * hf: Hugging Face transformers' `BertForSequenceClassification` (PyTorch);
+  * tfm: tf-models-official's `BertEncoder` + `BertClassifier` (Keras,
+    `tf.function` train step, its legacy `AdamWeightDecay`),
+each configuration in its own subprocess so memory and thread pools never
+leak from one to the next, round-robin over the implementations for several
+rounds. Run it in the benchmark environment (bench/setup_bench_env.sh):
+
+  bench/.venv/bin/python bench/throughput.py            # default grid
+  bench/.venv/bin/python bench/throughput.py --quick    # ~2 min smoke run
+
+Prints a markdown table and writes bench/out/throughput-<date>.json.
+
+Inputs are synthetic random ids, fixed for a run and made once: ours takes
+them from a `tf.data.Dataset.from_tensors(...).repeat()` iterator, as its
+runner feeds batches, hf and tfm from tensors created before timing. No
+input pipeline work is timed.
+"""
+
+import datetime
+import itertools
+import json
+import math
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+from absl import app
+from absl import flags
+from absl import logging
+
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+REPO_DIR = os.path.dirname(BENCH_DIR)
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_list("only", ["ours", "hf", "tfm"],
+                  "Implementations to run: ours, hf, tfm.")
+flags.DEFINE_list("configs", None,
+                  "Configurations to run (see CONFIGS); default: DEFAULT_CONFIGS.")
+flags.DEFINE_list("dtypes", ["fp32", "bf16"], "Compute dtypes: fp32, bf16.")
+flags.DEFINE_list("xla", ["off", "on"],
+                  "XLA settings for ours and tfm: off, on (hf has no XLA).")
+flags.DEFINE_list("checkpointing", ["off", "on"],
+                  "Gradient checkpointing for ours and hf in training: off, "
+                  "on (tfm has none).")
+flags.DEFINE_integer("rounds", 3, "Rounds over all runs; medians are taken "
+                     "over the rounds.")
+flags.DEFINE_integer("steps", None,
+                     "Timed steps per run; default: each config's own.")
+flags.DEFINE_integer("warmup_steps", 2,
+                     "Untimed steps before timing (graph optimization, XLA "
+                     "compilation, allocator warm-up).")
+flags.DEFINE_integer("threads", 2, "Intra-op threads of every run.")
+flags.DEFINE_bool("quick", False,
+                  "Smoke run: the small config only, one round, few steps.")
+flags.DEFINE_string("out_dir", os.path.join(BENCH_DIR, "out"),
+                    "Where throughput-<date>.json is written.")
+flags.DEFINE_integer("run_timeout", 900, "Seconds before a run is killed.")
+flags.DEFINE_string("worker", None,
+                    "Internal: JSON spec of one run, executed in this "
+                    "process (the driver starts these).")
+
+IMPLS = ("ours", "hf", "tfm")
+
+# Model sizes: layers, hidden, heads, intermediate (vocab 30522 for all).
+MODELS = {
+    "base": dict(layers=12, hidden=768, heads=12, intermediate=3072),
+    "small": dict(layers=4, hidden=256, heads=4, intermediate=1024),
+}
+VOCAB_SIZE = 30522
+TYPE_VOCAB_SIZE = 2
+NUM_LABELS = 2
+
+# name -> (model, seq_length, batch_size, training, default timed steps).
+CONFIGS = {
+    "base-s128-b8-train": ("base", 128, 8, True, 6),
+    "base-s384-b4-train": ("base", 384, 4, True, 4),
+    "small-s128-b32-train": ("small", 128, 32, True, 10),
+    "base-s128-b32-infer": ("base", 128, 32, False, 6),
+    "base-s128-b8-infer": ("base", 128, 8, False, 12),
+    "base-s384-b4-infer": ("base", 384, 4, False, 10),
+    "small-s128-b32-infer": ("small", 128, 32, False, 20),
+}
+DEFAULT_CONFIGS = ["base-s128-b8-train", "base-s128-b32-infer",
+                   "base-s384-b4-train", "small-s128-b32-train"]
+
+# The fp32 baseline that the targets of issue 6 are ratios to.
+BASELINE_IMPL = "tfm"
+
+XLA_COMPILED_RE = re.compile(r"Compiled cluster using XLA")
+RESULT_PREFIX = "THROUGHPUT_RESULT "
+
+
+# ---------------------------------------------------------------- FLOPs ----
+
+
+def encoder_layer_params(hidden, intermediate):
+  """Parameters of one transformer layer (all of them act on every token).
+
+  Q, K, V and the attention output projection (4 H x H kernels and biases),
+  the feed-forward pair (H x I, I x H and biases), and two LayerNorms.
+  """
+  attention = 4 * (hidden * hidden + hidden)
+  feed_forward = (hidden * intermediate + intermediate) + (
+      intermediate * hidden + hidden)
+  layer_norms = 2 * 2 * hidden
+  return attention + feed_forward + layer_norms
+
+
+def head_params(hidden, num_labels=NUM_LABELS):
+  """Pooler (H x H + H) and classifier (H x labels + labels) parameters.
+
+  They act once per example (on the [CLS] vector), not once per token.
+  """
+  return hidden * hidden + hidden + hidden * num_labels + num_labels
+
+
+def flops_per_example(model, seq_length, training):
+  """Model FLOPs of one example (the usual MFU accounting).
+
+  A multiply-add is 2 FLOPs; the backward pass costs twice the forward. So
+  training is 6 x (non-embedding params) x tokens plus the attention matmuls
+  (QK^T and PV: 2 x 2 x S^2 x H forward per layer, x3 for training);
+  inference is 2 x params x tokens + 4 x L x S^2 x H. Embedding lookups,
+  elementwise ops and the optimizer are not model FLOPs.
+
+  Args:
+    model: dict with layers, hidden, intermediate (an entry of MODELS).
+    seq_length: int, tokens per example.
+    training: bool.
+
+  Returns:
+    int, FLOPs per example.
+  """
+  layers, hidden = model["layers"], model["hidden"]
+  per_token = layers * encoder_layer_params(hidden, model["intermediate"])
+  matmul_factor = 6 if training else 2
+  attention_factor = 12 if training else 4
+  return (matmul_factor * (per_token * seq_length + head_params(hidden)) +
+          attention_factor * layers * seq_length * seq_length * hidden)
+
+
+# -------------------------------------------------------------- workers ----
+
+
+def _synthetic_inputs(seq_length, batch_size):
+  """Fixed random int32 numpy inputs: ids, mask (with padding), types, labels.
+
+  Every example is padded from a random length in [seq/2, seq] on, so the
+  attention mask is not all ones (the mask add is real work in all three).
+  """
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  rng = np.random.RandomState(12345)
+  ids = rng.randint(1000, VOCAB_SIZE, size=(batch_size, seq_length))
+  lengths = rng.randint(seq_length // 2, seq_length + 1, size=batch_size)
+  mask = (np.arange(seq_length)[None, :] < lengths[:, None]).astype(np.int32)
+  types = (np.arange(seq_length)[None, :] >= (lengths // 2)[:, None])
+  return dict(input_ids=(ids * mask).astype(np.int32), input_mask=mask,
+              segment_ids=(types * mask).astype(np.int32),
+              label_ids=rng.randint(0, NUM_LABELS, size=batch_size).astype(
+                  np.int32))
+
+
+def _ours_step_fn(spec):
+  """Builds our graph for `spec`; returns a function running one step."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  sys.path.insert(0, REPO_DIR)
+  import modeling  # pylint: disable=g-import-not-at-top
+  import optimization  # pylint: disable=g-import-not-at-top
+  import run_classifier  # pylint: disable=g-import-not-at-top
+
+  model = MODELS[spec["model"]]
+  config = modeling.BertConfig(
+      vocab_size=VOCAB_SIZE, hidden_size=model["hidden"],
+      num_hidden_layers=model["layers"], num_attention_heads=model["heads"],
+      intermediate_size=model["intermediate"],
+      type_vocab_size=TYPE_VOCAB_SIZE)
+  compute_dtype = tf.bfloat16 if spec["dtype"] == "bf16" else tf.float32
+  graph = tf.Graph()
+  with graph.as_default():
+    tf.compat.v1.set_random_seed(12345)
+    features = _synthetic_inputs(spec["seq_length"], spec["batch_size"])
+    dataset = tf.data.Dataset.from_tensors(features).repeat()
+    batch = tf.compat.v1.data.make_one_shot_iterator(dataset).get_next()
+    training = spec["training"]
+    if training:
+      # As the runner does: dropout masks are keyed on micro_step.
+      tf.compat.v1.train.get_or_create_global_step()
+      micro_step = tf.compat.v1.get_variable(
+          "micro_step", shape=[], dtype=tf.int64, trainable=False,
+          initializer=tf.compat.v1.zeros_initializer(),
+          collections=[tf.compat.v1.GraphKeys.GLOBAL_VARIABLES,
+                       modeling.MICRO_STEP_COLLECTION])
+    (loss, _, logits, _) = run_classifier.create_model(
+        config, training, batch["input_ids"], batch["input_mask"],
+        batch["segment_ids"], batch["label_ids"], NUM_LABELS, False,
+        gradient_checkpointing=spec["checkpointing"],
+        compute_dtype=compute_dtype)
+    if training:
+      train_op = optimization.create_optimizer(
+          loss, 2e-5, num_train_steps=10000, num_warmup_steps=1000)
+      with tf.control_dependencies([train_op]):
+        fetch = micro_step.assign_add(1)
+    else:
+      fetch = logits
+    init = tf.compat.v1.global_variables_initializer()
+  session = tf.compat.v1.Session(graph=graph,
+                                 config=_ours_session_config(spec))
+  session.run(init)
+  return lambda: session.run(fetch)
+
+
+def _ours_session_config(spec):
+  """Session config: the run's threads, and XLA auto-clustering if asked."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  config = tf.compat.v1.ConfigProto(
+      intra_op_parallelism_threads=spec["threads"],
+      inter_op_parallelism_threads=1)
+  if spec["xla"]:
+    # On CPU, ON_1 clusters only with TF_XLA_FLAGS=--tf_xla_cpu_global_jit,
+    # which the driver sets for XLA runs (see _worker_env).
+    config.graph_options.optimizer_options.global_jit_level = (
+        tf.compat.v1.OptimizerOptions.ON_1)
+  return config
+
+
+def _hf_step_fn(spec):
+  """Builds the transformers model for `spec`; returns a step function."""
+  import contextlib  # pylint: disable=g-import-not-at-top
+  import torch  # pylint: disable=g-import-not-at-top
+  import transformers  # pylint: disable=g-import-not-at-top
+
+  torch.set_num_threads(spec["threads"])
+  torch.set_num_interop_threads(1)
+  torch.manual_seed(12345)
+  model = MODELS[spec["model"]]
+  config = transformers.BertConfig(
+      vocab_size=VOCAB_SIZE, hidden_size=model["hidden"],
+      num_hidden_layers=model["layers"], num_attention_heads=model["heads"],
+      intermediate_size=model["intermediate"],
+      type_vocab_size=TYPE_VOCAB_SIZE, num_labels=NUM_LABELS)
+  net = transformers.BertForSequenceClassification(config)
+  features = _synthetic_inputs(spec["seq_length"], spec["batch_size"])
+  inputs = dict(input_ids=torch.from_numpy(features["input_ids"]).long(),
+                attention_mask=torch.from_numpy(features["input_mask"]).long(),
+                token_type_ids=torch.from_numpy(
+                    features["segment_ids"]).long())
+  labels = torch.from_numpy(features["label_ids"]).long()
+
+  def autocast():
+    if spec["dtype"] == "bf16":
+      return torch.autocast("cpu", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+  if not spec["training"]:
+    net.eval()
+
+    def infer():
+      with torch.inference_mode(), autocast():
+        return net(**inputs).logits.float().numpy()
+    return infer
+
+  net.train()
+  if spec["checkpointing"]:
+    net.gradient_checkpointing_enable()
+  # Google's fine-tuning recipe, as ours and tfm: AdamW, clip norm 1.0.
+  optimizer = torch.optim.AdamW(net.parameters(), lr=2e-5, eps=1e-6,
+                                weight_decay=0.01)
+
+  def train():
+    with autocast():
+      loss = net(**inputs, labels=labels).loss
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return loss.item()
+  return train
+
+
+def _tfm_step_fn(spec):
+  """Builds tf-models-official's BERT classifier; returns a step function."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tf_keras  # pylint: disable=g-import-not-at-top
+  from official.modeling.optimization import legacy_adamw  # pylint: disable=g-import-not-at-top
+  from official.nlp.modeling import models  # pylint: disable=g-import-not-at-top
+  from official.nlp.modeling import networks  # pylint: disable=g-import-not-at-top
+
+  tf.config.threading.set_intra_op_parallelism_threads(spec["threads"])
+  tf.config.threading.set_inter_op_parallelism_threads(1)
+  tf.random.set_seed(12345)
+  if spec["dtype"] == "bf16":
+    tf_keras.mixed_precision.set_global_policy("mixed_bfloat16")
+  model = MODELS[spec["model"]]
+  encoder = networks.BertEncoder(
+      vocab_size=VOCAB_SIZE, hidden_size=model["hidden"],
+      num_layers=model["layers"], num_attention_heads=model["heads"],
+      inner_dim=model["intermediate"], max_sequence_length=512,
+      type_vocab_size=TYPE_VOCAB_SIZE)
+  classifier = models.BertClassifier(encoder, num_classes=NUM_LABELS)
+  features = _synthetic_inputs(spec["seq_length"], spec["batch_size"])
+  inputs = dict(input_word_ids=tf.constant(features["input_ids"]),
+                input_mask=tf.constant(features["input_mask"]),
+                input_type_ids=tf.constant(features["segment_ids"]))
+  labels = tf.constant(features["label_ids"])
+
+  if not spec["training"]:
+    @tf.function(jit_compile=spec["xla"])
+    def infer_step():
+      return tf.cast(classifier(inputs, training=False), tf.float32)
+    return lambda: infer_step().numpy()
+
+  # The optimizer of tf-models' BERT fine-tuning (global-norm clip 1.0).
+  optimizer = legacy_adamw.AdamWeightDecay(
+      learning_rate=2e-5, epsilon=1e-6, weight_decay_rate=0.01,
+      exclude_from_weight_decay=["LayerNorm", "layer_norm", "bias"],
+      gradient_clip_norm=1.0)
+  loss_fn = tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+  @tf.function(jit_compile=spec["xla"])
+  def train_step():
+    with tf.GradientTape() as tape:
+      logits = tf.cast(classifier(inputs, training=True), tf.float32)
+      loss = loss_fn(labels, logits)
+    variables = classifier.trainable_variables
+    optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+    return loss
+  return lambda: train_step().numpy()
+
+
+STEP_FNS = {"ours": _ours_step_fn, "hf": _hf_step_fn, "tfm": _tfm_step_fn}
+
+
+def run_worker(spec):
+  """Builds the run's step function, warms up, times `steps` steps.
+
+  Returns:
+    dict: the spec plus setup_sec, warmup_sec, step_secs (list) and
+    examples_per_sec.
+  """
+  start = time.perf_counter()
+  step = STEP_FNS[spec["impl"]](spec)
+  built = time.perf_counter()
+  for _ in range(spec["warmup_steps"]):
+    step()
+  warm = time.perf_counter()
+  step_secs = []
+  for _ in range(spec["steps"]):
+    t0 = time.perf_counter()
+    step()
+    step_secs.append(time.perf_counter() - t0)
+  total = sum(step_secs)
+  return dict(spec, setup_sec=built - start, warmup_sec=warm - built,
+              step_secs=step_secs,
+              examples_per_sec=spec["batch_size"] * spec["steps"] / total)
+
+
+def run_peak_worker(spec):
+  """Peak matmul GFLOP/s of TF on this machine, fp32 and bf16.
+
+  A 2048^3 matmul in a session with the runs' thread settings; the median of
+  `steps` timed runs after a warm-up.
+
+  Returns:
+    dict: {"fp32": GFLOP/s, "bf16": GFLOP/s}.
+  """
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  n = 2048
+  peaks = {}
+  for name, dtype in (("fp32", tf.float32), ("bf16", tf.bfloat16)):
+    graph = tf.Graph()
+    with graph.as_default():
+      rng = np.random.RandomState(0)
+      # Operands are variables of the measured dtype: nothing but the
+      # matmul runs in the timed op.
+      a, b = (tf.Variable(tf.cast(rng.standard_normal((n, n)), dtype))
+              for _ in range(2))
+      product = tf.matmul(a, b)
+      init = tf.compat.v1.global_variables_initializer()
+    config = tf.compat.v1.ConfigProto(
+        intra_op_parallelism_threads=spec["threads"],
+        inter_op_parallelism_threads=1)
+    with tf.compat.v1.Session(graph=graph, config=config) as session:
+      session.run(init)
+      for _ in range(3):
+        session.run(product.op)
+      secs = []
+      for _ in range(spec["steps"]):
+        t0 = time.perf_counter()
+        session.run(product.op)
+        secs.append(time.perf_counter() - t0)
+    peaks[name] = 2.0 * n ** 3 / statistics.median(secs) / 1e9
+  return dict(spec, gflops=peaks)
+
+
+# --------------------------------------------------------------- driver ----
+
+
+def _worker_env(spec):
+  """Environment of a run's subprocess."""
+  env = dict(os.environ)
+  env["OMP_NUM_THREADS"] = str(spec["threads"])
+  env["PYTHONPATH"] = REPO_DIR
+  # XLA compile messages are INFO logs; the driver looks for them.
+  env["TF_CPP_MIN_LOG_LEVEL"] = "0"
+  if spec.get("xla") and spec["impl"] == "ours":
+    env["TF_XLA_FLAGS"] = (env.get("TF_XLA_FLAGS", "") +
+                           " --tf_xla_cpu_global_jit").strip()
+  return env
+
+
+def _launch(spec):
+  """Runs `spec` in a fresh Python process; returns its result dict.
+
+  A failed run returns the spec with "error" (the tail of its stderr).
+  """
+  cmd = [sys.executable, os.path.abspath(__file__),
+         "--worker=" + json.dumps(spec, sort_keys=True)]
+  try:
+    proc = subprocess.run(cmd, capture_output=True, text=True,
+                          env=_worker_env(spec), timeout=FLAGS.run_timeout,
+                          check=False)
+  except subprocess.TimeoutExpired:
+    return dict(spec, error="timed out after %d s (--run_timeout)" %
+                FLAGS.run_timeout)
+  for line in proc.stdout.splitlines():
+    if line.startswith(RESULT_PREFIX):
+      result = json.loads(line[len(RESULT_PREFIX):])
+      result["xla_compiled"] = bool(XLA_COMPILED_RE.search(proc.stderr))
+      return result
+  tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
+  return dict(spec, error="exit %d: %s" % (proc.returncode, tail))
+
+
+def _check_choice(flag_name, values, allowed):
+  """Raises app.UsageError naming the flag if a value is not allowed."""
+  bad = [v for v in values if v not in allowed]
+  if bad:
+    raise app.UsageError("--%s: unknown value(s) %s; choose from %s." %
+                         (flag_name, ",".join(bad), ",".join(allowed)))
+
+
+def _on_off(flag_name, values):
+  _check_choice(flag_name, values, ("off", "on"))
+  return [v == "on" for v in values]
+
+
+def plan_runs():
+  """The runs of one round, interleaved over implementations.
+
+  Returns:
+    list of spec dicts (without "round").
+  """
+  if FLAGS.quick:
+    configs, xla, checkpointing = ["small-s128-b32-train"], [False], [False]
+  else:
+    configs = FLAGS.configs or DEFAULT_CONFIGS
+    xla = _on_off("xla", FLAGS.xla)
+    checkpointing = _on_off("checkpointing", FLAGS.checkpointing)
+  _check_choice("configs", configs, list(CONFIGS))
+  _check_choice("only", FLAGS.only, IMPLS)
+  _check_choice("dtypes", FLAGS.dtypes, ("fp32", "bf16"))
+  runs = []
+  for name in configs:
+    model, seq_length, batch_size, training, steps = CONFIGS[name]
+    if FLAGS.quick:
+      steps = 3
+    per_impl = []
+    for impl in FLAGS.only:
+      impl_xla = xla if impl != "hf" else [False]
+      impl_ckpt = (checkpointing if training and impl != "tfm" else [False])
+      per_impl.append([
+          dict(config=name, impl=impl, model=model, seq_length=seq_length,
+               batch_size=batch_size, training=training, dtype=dtype,
+               xla=x, checkpointing=c, threads=FLAGS.threads,
+               steps=FLAGS.steps or steps,
+               warmup_steps=1 if FLAGS.quick else FLAGS.warmup_steps)
+          for dtype, x, c in itertools.product(
+              FLAGS.dtypes, sorted(set(impl_xla)), sorted(set(impl_ckpt)))])
+    for group in itertools.zip_longest(*per_impl):
+      runs.extend(spec for spec in group if spec is not None)
+  return runs
+
+
+def run_key(spec):
+  """Identifies a run across rounds."""
+  return (spec["config"], spec["impl"], spec["dtype"], spec["xla"],
+          spec["checkpointing"])
+
+
+def summarize(results, peaks):
+  """Aggregates the rounds: medians and ranges of ex/s, MFU, ratios.
+
+  Args:
+    results: list of run result dicts (all rounds).
+    peaks: {"fp32": [GFLOP/s per round], "bf16": [...]}.
+
+  Returns:
+    list of row dicts in first-seen order.
+  """
+  peak = {k: statistics.median(v) for k, v in peaks.items() if v}
+  rows = {}
+  for result in results:
+    row = rows.setdefault(run_key(result), dict(
+        (k, result[k]) for k in ("config", "impl", "dtype", "xla",
+                                 "checkpointing", "model", "seq_length",
+                                 "batch_size", "training")))
+    row.setdefault("examples_per_sec", [])
+    row.setdefault("errors", [])
+    row.setdefault("xla_compiled", [])
+    if "error" in result:
+      row["errors"].append(result["error"])
+    else:
+      row["examples_per_sec"].append(result["examples_per_sec"])
+      row["xla_compiled"].append(result["xla_compiled"])
+  for row in rows.values():
+    rates = row["examples_per_sec"]
+    if not rates:
+      continue
+    row["median"] = statistics.median(rates)
+    row["min"], row["max"] = min(rates), max(rates)
+    flops = flops_per_example(MODELS[row["model"]], row["seq_length"],
+                              row["training"])
+    row["flops_per_example"] = flops
+    if row["dtype"] in peak:
+      row["mfu"] = row["median"] * flops / (peak[row["dtype"]] * 1e9)
+  for row in rows.values():
+    base = rows.get((row["config"], BASELINE_IMPL, "fp32", False, False))
+    if base and "median" in base and "median" in row:
+      row["vs_baseline"] = row["median"] / base["median"]
+  return list(rows.values())
+
+
+def markdown_table(rows, peaks):
+  """The summary as a markdown table (one line per run key)."""
+  peak = {k: statistics.median(v) for k, v in peaks.items() if v}
+  lines = ["Peak TF matmul (2048^3, %d threads): %s" % (
+      FLAGS.threads, ", ".join("%s %.0f GFLOP/s" % (k, v)
+                               for k, v in sorted(peak.items()))), "",
+           "| config | impl | dtype | XLA | ckpt | ex/s median (min-max) | "
+           "MFU | vs %s fp32 |" % BASELINE_IMPL,
+           "|---|---|---|---|---|---|---|---|"]
+  for row in rows:
+    xla = "on" if row["xla"] else "off"
+    if row["xla"] and row["xla_compiled"] and not all(row["xla_compiled"]):
+      xla = "on (NOT compiled)"
+    if "median" not in row:
+      rate = "failed: %s" % row["errors"][-1].splitlines()[-1][:80]
+      mfu = ratio = "-"
+    else:
+      rate = "%.2f (%.2f-%.2f)" % (row["median"], row["min"], row["max"])
+      mfu = "%.0f%%" % (100 * row["mfu"]) if "mfu" in row else "-"
+      ratio = ("%.2fx" % row["vs_baseline"]) if "vs_baseline" in row else "-"
+    lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        row["config"], row["impl"], row["dtype"], xla,
+        "on" if row["checkpointing"] else "off", rate, mfu, ratio))
+  return "\n".join(lines)
+
+
+def machine_info():
+  """CPU model and the flags that matter for bf16 (avx512_bf16, amx)."""
+  info = {"python": platform.python_version(), "nproc": os.cpu_count()}
+  try:
+    with open("/proc/cpuinfo") as f:
+      text = f.read()
+  except OSError:
+    return info
+  model = re.search(r"^model name\s*:\s*(.*)$", text, re.M)
+  cpu_flags = re.search(r"^flags\s*:\s*(.*)$", text, re.M)
+  info["cpu"] = model.group(1) if model else "unknown"
+  present = set(cpu_flags.group(1).split()) if cpu_flags else set()
+  info["flags"] = sorted(f for f in present
+                         if f in ("avx512f", "avx512_bf16", "avx512_fp16",
+                                  "amx_bf16", "amx_tile", "amx_int8"))
+  return info
+
+
+def _versions():
+  """Versions of the benchmarked libraries in this environment."""
+  from importlib import metadata  # pylint: disable=g-import-not-at-top
+  versions = {}
+  for name in ("tensorflow", "tf-keras", "torch", "transformers",
+               "tf-models-official"):
+    try:
+      versions[name] = metadata.version(name)
+    except metadata.PackageNotFoundError:
+      versions[name] = None
+  return versions
+
+
+def drive():
+  """Runs all rounds, prints the table and writes the JSON file."""
+  runs = plan_runs()
+  rounds = 1 if FLAGS.quick else FLAGS.rounds
+  logging.info("%d runs per round, %d rounds.", len(runs), rounds)
+  results, peaks = [], {"fp32": [], "bf16": []}
+  for round_index in range(rounds):
+    peak = _launch(dict(impl="peak", threads=FLAGS.threads, steps=10,
+                        round=round_index))
+    if "error" in peak:
+      logging.warning("peak measurement failed: %s", peak["error"])
+    else:
+      for name, value in peak["gflops"].items():
+        peaks[name].append(value)
+      logging.info("round %d peak GFLOP/s: %s", round_index, peak["gflops"])
+    # Rotate the start so no implementation always runs first in a round.
+    shift = round_index % max(1, len(FLAGS.only))
+    for spec in runs[shift:] + runs[:shift]:
+      result = _launch(dict(spec, round=round_index))
+      results.append(result)
+      logging.info("round %d %s: %s", round_index, run_key(spec),
+                   result.get("error") or "%.2f ex/s" %
+                   result["examples_per_sec"])
+  rows = summarize(results, peaks)
+  table = markdown_table(rows, peaks)
+  print(table)
+  os.makedirs(FLAGS.out_dir, exist_ok=True)
+  path = os.path.join(FLAGS.out_dir, "throughput-%s.json" %
+                      datetime.datetime.now().strftime("%Y%m%d-%H%M%S"))
+  with open(path, "w") as f:
+    json.dump(dict(command=" ".join(sys.argv), machine=machine_info(),
+                   versions=_versions(), load_average=os.getloadavg(),
+                   peaks_gflops=peaks, rows=rows, runs=results), f, indent=1)
+  logging.info("wrote %s", path)
+
+
+def main(argv):
+  del argv
+  if FLAGS.worker:
+    spec = json.loads(FLAGS.worker)
+    result = (run_peak_worker(spec) if spec["impl"] == "peak"
+              else run_worker(spec))
+    print(RESULT_PREFIX + json.dumps(result), flush=True)
+    return
+  drive()
+
+
+if __name__ == "__main__":
+  app.run(main)

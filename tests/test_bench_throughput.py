@@ -1,0 +1,63 @@
+"""The FLOP accounting of bench/throughput.py against hand computations.
+
+Pure arithmetic; nothing is timed.
+"""
+
+import importlib.util
+import os
+
+_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))), "bench", "throughput.py")
+_SPEC = importlib.util.spec_from_file_location("bench_throughput", _PATH)
+throughput = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(throughput)
+
+BASE = throughput.MODELS["base"]
+
+
+def test_base_layer_params_by_hand():
+  # Q, K, V, O: 4 x (768*768 + 768) = 2,362,368
+  # FFN: 768*3072 + 3072 + 3072*768 + 768 = 4,722,432
+  # two LayerNorms: 4 * 768 = 3,072
+  assert throughput.encoder_layer_params(768, 3072) == 7087872
+  # 12 layers: the familiar ~85M non-embedding parameters of BERT-Base.
+  assert 12 * throughput.encoder_layer_params(768, 3072) == 85054464
+
+
+def test_base_head_params_by_hand():
+  # pooler 768*768 + 768, classifier 768*2 + 2
+  assert throughput.head_params(768) == 590592 + 1538
+
+
+def test_base_training_flops_seq128_by_hand():
+  # 6 * 85,054,464 * 128 + 6 * 592,130 + 12 * 12 * 128^2 * 768
+  expected = 65321828352 + 3552780 + 1811939328
+  assert throughput.flops_per_example(BASE, 128, True) == expected
+  # ~67.1 GFLOP per example; at the issue's anchor of 3.15 ex/s that is
+  # 211 GFLOP/s, i.e. the ~57% of a 367 GFLOP/s peak the issue quotes.
+  assert abs(3.15 * expected / 367e9 - 0.576) < 0.001
+
+
+def test_base_inference_flops_seq128_by_hand():
+  # 2 * 85,054,464 * 128 + 2 * 592,130 + 4 * 12 * 128^2 * 768
+  assert throughput.flops_per_example(BASE, 128, False) == (
+      21773942784 + 1184260 + 603979776)
+
+
+def test_attention_term_grows_with_seq_squared():
+  # At seq 384 the attention matmuls are 3x as large per token as at 128.
+  def attention(seq):
+    return (throughput.flops_per_example(BASE, seq, True)
+            - 6 * (85054464 * seq + 592130))
+  assert attention(128) == 1811939328
+  assert attention(384) == 9 * 1811939328
+
+
+def test_small_model_flops_by_hand():
+  small = throughput.MODELS["small"]
+  # layer: 4*(256*256+256) + (256*1024+1024) + (1024*256+256) + 4*256
+  layer = 263168 + 263168 + 262400 + 1024
+  assert throughput.encoder_layer_params(256, 1024) == layer
+  head = 256 * 256 + 256 + 256 * 2 + 2
+  assert throughput.flops_per_example(small, 128, True) == (
+      6 * (4 * layer * 128 + head) + 12 * 4 * 128 * 128 * 256)
