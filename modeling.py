@@ -292,15 +292,47 @@ class BertModel(object):
 def gelu(x):
   """Gaussian Error Linear Unit, tanh approximation (as the original).
 
+  The backward pass keeps only `x` and recomputes the tanh from it: plain
+  autodiff of the formula keeps about four [..., width] intermediates, which
+  for the [batch * seq, intermediate_size] input of every layer was the
+  largest activation term after attention (see docs/memory.md).
+
   Args:
     x: float Tensor to perform activation on.
 
   Returns:
     `x` with the GELU activation applied, same shape and dtype.
   """
-  cdf = 0.5 * (1.0 + tf.tanh(
-      (math.sqrt(2.0 / math.pi) * (x + 0.044715 * tf.pow(x, 3)))))
-  return x * cdf
+  return _tanh_gelu(tf.convert_to_tensor(x))
+
+
+_GELU_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_GELU_CUBIC = 0.044715
+
+
+def _gelu_tanh(x):
+  """tanh(sqrt(2/pi) * (x + 0.044715 x^3)), the core of the approximation."""
+  return tf.tanh(_GELU_SQRT_2_OVER_PI * (x + _GELU_CUBIC * x * x * x))
+
+
+@tf.custom_gradient
+def _tanh_gelu(x):
+  """0.5 x (1 + tanh(...)), whose gradient needs nothing but `x`."""
+  output = x * (0.5 * (1.0 + _gelu_tanh(x)))
+
+  def grad_fn(output_grad):
+    # The control dependency keeps grappler from merging this recomputation
+    # with the forward pass's, which would keep the forward tanh alive.
+    with tf.control_dependencies([output_grad]):
+      x_again = tf.identity(x)
+    tanh = _gelu_tanh(x_again)
+    inner_derivative = _GELU_SQRT_2_OVER_PI * (
+        1.0 + 3.0 * _GELU_CUBIC * x_again * x_again)
+    derivative = 0.5 * (1.0 + tanh) + (
+        0.5 * x_again * (1.0 - tanh * tanh) * inner_derivative)
+    return output_grad * derivative
+
+  return output, grad_fn
 
 
 def get_activation(activation_string):
@@ -393,25 +425,45 @@ def dropout(input_tensor, dropout_prob, name=None):
   Returns:
     A version of `input_tensor` with dropout applied, same shape and dtype.
   """
-  if dropout_prob is None or dropout_prob == 0.0:
+  if not _check_dropout_prob(dropout_prob):
     return input_tensor
+  keep = _dropout_keep_mask(input_tensor, dropout_prob, name)
+  return _apply_keep_mask(input_tensor, keep, dropout_prob)
+
+
+def _dropout_keep_mask(input_tensor, dropout_prob, name):
+  """bool Tensor shaped like `input_tensor`, True where a value is kept.
+
+  Stateless (see `dropout`) when the graph has a step, else stateful.
+  """
+  shape = tf.shape(input_tensor)
+  step = _dropout_step()
+  if step is None:
+    uniform = tf.random.uniform(shape)
+  else:
+    seed = tf.stack([tf.constant(_dropout_site_seed(name), tf.int64), step])
+    uniform = tf.random.stateless_uniform(shape, seed=seed)
+  # A bool mask (1 byte) is all the backward pass keeps; the float32 uniform
+  # values are freed right after the comparison.
+  return uniform >= dropout_prob
+
+
+def _apply_keep_mask(input_tensor, keep, dropout_prob):
+  """Zeroes `input_tensor` where `keep` is False and scales the rest up."""
+  scale = tf.cast(1.0 / (1.0 - dropout_prob), input_tensor.dtype)
+  return tf.where(keep, input_tensor * scale,
+                  tf.zeros([], dtype=input_tensor.dtype))
+
+
+def _check_dropout_prob(dropout_prob):
+  """False for no dropout (None or 0), True for a valid probability."""
+  if dropout_prob is None or dropout_prob == 0.0:
+    return False
   if not 0.0 < dropout_prob < 1.0:
     raise ValueError("dropout_prob must be in [0, 1), got %r (check "
                      "hidden_dropout_prob / attention_probs_dropout_prob in "
                      "the BERT config)." % (dropout_prob,))
-
-  step = _dropout_step()
-  if step is None:
-    return tf.nn.dropout(input_tensor, rate=dropout_prob)
-
-  seed = tf.stack([tf.constant(_dropout_site_seed(name), tf.int64), step])
-  uniform = tf.random.stateless_uniform(tf.shape(input_tensor), seed=seed)
-  # A bool mask (1 byte) is all the backward pass of tf.where keeps; the
-  # float32 uniform values are freed right after the comparison.
-  keep = uniform >= dropout_prob
-  scale = tf.cast(1.0 / (1.0 - dropout_prob), input_tensor.dtype)
-  return tf.where(keep, input_tensor * scale,
-                  tf.zeros([], dtype=input_tensor.dtype))
+  return True
 
 
 def _dropout_step():
@@ -754,22 +806,24 @@ def attention_layer(from_tensor,
     adder = (1.0 - attention_mask) * _MASK_ADDER
     attention_scores += adder
 
-  # [B, N, F, T]
-  attention_probs = tf.nn.softmax(attention_scores)
-  attention_probs = tf.cast(attention_probs, from_tensor.dtype)
-
-  # Dropping whole tokens to attend to is unusual but follows the original
-  # Transformer paper.
-  attention_probs = dropout(attention_probs, attention_probs_dropout_prob,
-                            name="attention_probs")
-
   # [B, N, T, H]
   value_layer = _transpose_for_scores(value_layer, batch_size,
                                       num_attention_heads, to_seq_length,
                                       size_per_head)
 
+  # [B, N, F, H]. Dropping whole tokens to attend to is unusual but follows
+  # the original Transformer paper.
+  if _check_dropout_prob(attention_probs_dropout_prob):
+    keep = _dropout_keep_mask(attention_scores, attention_probs_dropout_prob,
+                              name="attention_probs")
+    context_layer = _dropped_attention_context(
+        attention_scores, value_layer, keep, attention_probs_dropout_prob)
+  else:
+    attention_probs = tf.cast(tf.nn.softmax(attention_scores),
+                              from_tensor.dtype)
+    context_layer = tf.matmul(attention_probs, value_layer)
+
   # [B, N, F, H] -> [B, F, N, H]
-  context_layer = tf.matmul(attention_probs, value_layer)
   context_layer = tf.transpose(a=context_layer, perm=[0, 2, 1, 3])
 
   if do_return_2d_tensor:
@@ -778,6 +832,54 @@ def attention_layer(from_tensor,
                       [batch_size * from_seq_length, width])
   # [B, F, N*H]
   return tf.reshape(context_layer, [batch_size, from_seq_length, width])
+
+
+def _dropped_attention_context(attention_scores, value_layer, keep,
+                               dropout_prob):
+  """matmul(dropout(softmax(scores)), value), keeping one [B, N, F, T] tensor.
+
+  Autodiff of the three ops keeps the float32 probabilities (for the softmax
+  gradient) and the dropped probabilities (for the matmul gradient). Here the
+  backward pass rebuilds the dropped probabilities from the probabilities and
+  the bool mask, which saves one float [B, N, F, T] tensor per layer; the
+  gradients are the same.
+
+  Args:
+    attention_scores: float32 Tensor [B, N, F, T], scaled and masked.
+    value_layer: Tensor [B, N, T, H] in the compute dtype.
+    keep: bool Tensor [B, N, F, T], the dropout mask (True = kept).
+    dropout_prob: Python float in (0, 1).
+
+  Returns:
+    Tensor [B, N, F, H] in the dtype of `value_layer`.
+  """
+  dtype = value_layer.dtype
+
+  @tf.custom_gradient
+  def context_fn(scores, value):
+    probs = tf.nn.softmax(scores)
+    context = tf.matmul(
+        _apply_keep_mask(tf.cast(probs, dtype), keep, dropout_prob), value)
+
+    def grad_fn(context_grad):
+      # The control dependency keeps grappler from merging this rebuild with
+      # the forward pass's, which would keep the forward tensor alive.
+      with tf.control_dependencies([context_grad]):
+        probs_again = tf.identity(probs)
+      dropped = _apply_keep_mask(tf.cast(probs_again, dtype), keep,
+                                 dropout_prob)
+      value_grad = tf.matmul(dropped, context_grad, transpose_a=True)
+      dropped_grad = tf.matmul(context_grad, value, transpose_b=True)
+      probs_grad = tf.cast(
+          _apply_keep_mask(dropped_grad, keep, dropout_prob), tf.float32)
+      # Softmax Jacobian-vector product: p * (g - sum(g * p)).
+      scores_grad = probs_again * (probs_grad - tf.reduce_sum(
+          probs_grad * probs_again, axis=-1, keepdims=True))
+      return scores_grad, value_grad
+
+    return context, grad_fn
+
+  return context_fn(attention_scores, value_layer)
 
 
 def _transpose_for_scores(input_tensor, batch_size, num_attention_heads,

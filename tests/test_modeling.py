@@ -362,6 +362,45 @@ def test_gradient_checkpointing_gives_identical_gradients():
     np.testing.assert_allclose(b, a, atol=1e-5, rtol=1e-5, err_msg=name)
 
 
+def _autodiff_gelu(x):
+  """The original's GELU formula, differentiated by TensorFlow's autodiff."""
+  return x * 0.5 * (1.0 + tf.tanh(math.sqrt(2.0 / math.pi) *
+                                  (x + 0.044715 * tf.pow(x, 3))))
+
+
+def _autodiff_attention_context(scores, value, keep, dropout_prob):
+  """softmax -> dropout -> matmul as three ops, differentiated by autodiff."""
+  probs = tf.cast(tf.nn.softmax(scores), value.dtype)
+  dropped = tf.where(keep, probs / (1.0 - dropout_prob), tf.zeros_like(probs))
+  return tf.matmul(dropped, value)
+
+
+def test_lean_gelu_and_attention_give_autodiff_gradients(monkeypatch):
+  """modeling's hand-written GELU and attention-dropout gradients (which keep
+  fewer tensors) equal autodiff of the plain formulas, dropout 0.1 on."""
+  arrays = _random_weights(_tiny_config(), seed=12)
+  names, lean, _ = _gradients(arrays, False)
+  monkeypatch.setattr(modeling, "gelu", _autodiff_gelu)
+  monkeypatch.setattr(modeling, "_dropped_attention_context",
+                      _autodiff_attention_context)
+  _, autodiff, _ = _gradients(arrays, False)
+  for (name, _), a, b in zip(names, autodiff, lean):
+    assert np.abs(a).max() > 0, name
+    np.testing.assert_allclose(b, a, atol=1e-5, rtol=1e-5, err_msg=name)
+
+
+def test_gelu_gradient_matches_finite_differences():
+  x = np.linspace(-5, 5, 41)
+  with tf.GradientTape() as tape:
+    tx = tf.constant(x)
+    tape.watch(tx)
+    y = modeling.gelu(tx)
+  got = tape.gradient(y, tx).numpy()
+  eps = 1e-6
+  expected = (_np_gelu(x + eps) - _np_gelu(x - eps)) / (2 * eps)
+  np.testing.assert_allclose(got, expected, atol=1e-8)
+
+
 def _dropout_graph(p=0.1):
   """x = ones [128, 256]; returns (step variable, three dropout outputs)."""
   x = tf.ones([128, 256])
