@@ -252,12 +252,16 @@ def _xla_compiles(node_def):
   return not any(kind in node_def.op for kind in _RANDOM_OP_KINDS)
 
 
-def _call_input_fn(input_fn, params):
+def _call_input_fn(input_fn, params, skip_batches=0):
+  """input_fn's dataset, its first `skip_batches` batches skipped, with the
+  next batches prepared in the background while a step runs."""
   dataset = input_fn(params)
   if not isinstance(dataset, tf.data.Dataset):
     raise TypeError("input_fn must return a tf.data.Dataset of feature dicts, "
                     "got %r." % (type(dataset),))
-  return dataset
+  if skip_batches:
+    dataset = dataset.skip(skip_batches)
+  return dataset.prefetch(tf.data.AUTOTUNE)
 
 
 class Estimator(object):
@@ -372,7 +376,7 @@ class Estimator(object):
           initializer=tf.compat.v1.zeros_initializer(), trainable=False,
           collections=[tf.compat.v1.GraphKeys.GLOBAL_VARIABLES,
                        MICRO_STEP_COLLECTION])
-      dataset = _call_input_fn(input_fn, params).skip(skip_batches)
+      dataset = _call_input_fn(input_fn, params, skip_batches)
       iterator = tf.compat.v1.data.make_initializable_iterator(dataset)
       if strategy is None:
         loss, train_op, scaffold = self._train_spec(iterator.get_next(),

@@ -24,6 +24,7 @@ import memory_flags
 import modeling
 import optimization
 import runner_flags
+import tfrecord_input
 import tokenization
 
 FLAGS = flags.FLAGS
@@ -663,27 +664,8 @@ def file_based_input_fn_builder(input_file, seq_length, is_training,
       "is_real_example": tf.io.FixedLenFeature([], tf.int64),
   }
 
-  def _decode_record(record):
-    """Decodes a record to a dict of int32 (label float32) Tensors."""
-    example = tf.io.parse_single_example(record, name_to_features)
-    # Records hold int64; the model's inputs are int32.
-    for name in list(example.keys()):
-      if example[name].dtype == tf.int64:
-        example[name] = tf.cast(example[name], tf.int32)
-    return example
-
-  def input_fn(params):
-    """Dataset of feature dicts, batches of params["batch_size"]."""
-    batch_size = params["batch_size"]
-    d = tf.data.TFRecordDataset(input_file)
-    if is_training:
-      # A fixed seed makes the order reproducible, which resuming relies on.
-      d = d.repeat()
-      d = d.shuffle(buffer_size=100, seed=seed)
-    d = d.map(_decode_record)
-    return d.batch(batch_size, drop_remainder=drop_remainder)
-
-  return input_fn
+  return tfrecord_input.tfrecord_input_fn(input_file, name_to_features,
+                                          is_training, drop_remainder, seed)
 
 
 def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,

@@ -60,6 +60,7 @@ import modeling
 import optimization
 import runner_flags
 import squad_evaluate
+import tfrecord_input
 import tokenization
 
 FLAGS = flags.FLAGS
@@ -708,20 +709,8 @@ def input_fn_builder(input_file, seq_length, is_training, drop_remainder, *,
     name_to_features["start_positions"] = tf.io.FixedLenFeature([], tf.int64)
     name_to_features["end_positions"] = tf.io.FixedLenFeature([], tf.int64)
 
-  def decode_record(record):
-    example = tf.io.parse_single_example(record, name_to_features)
-    return {name: tf.cast(t, tf.int32) if t.dtype == tf.int64 else t
-            for name, t in example.items()}
-
-  def input_fn(params):
-    d = tf.data.TFRecordDataset(input_file)
-    if is_training:
-      d = d.repeat()
-      d = d.shuffle(buffer_size=100, seed=seed)
-    d = d.map(decode_record)
-    return d.batch(params["batch_size"], drop_remainder=drop_remainder)
-
-  return input_fn
+  return tfrecord_input.tfrecord_input_fn(input_file, name_to_features,
+                                          is_training, drop_remainder, seed)
 
 
 # ------------------------------------------------------------------ model --
