@@ -74,8 +74,10 @@ contradicts every model of this form (docs/memory.md shows why).
 `CPU_MEASURED` holds the factors fitted to the peak bytes of TensorFlow's BFC
 allocator measured for real training steps on CPU (bench/memory.py): this
 code's in-place Adam update keeps about 16 bytes per parameter at the peak
-instead of the 24 the terms count, and its activations come to about 0.75 /
-0.65 of the enumeration.
+instead of the 24 the terms count, and its activations come to about 0.4 of
+the enumeration, which counts what autodiff of the original's formulas keeps:
+modeling.py's GELU keeps 2 of the 4 [S,I] tensors and its attention 1 of the
+3 [A,S,S] tensors (docs/architecture.md).
 """
 
 import collections
@@ -192,11 +194,12 @@ class Calibration:
   boolean_dropout_mask: bool = True
 
 
-# Fitted to bench/memory.py's allocator peaks on CPU (18 runs: BERT-Large at
-# 512 tokens, BERT-Base, 4- and 6-layer models; fp32 and bf16; with and
-# without checkpointing): every estimate within 10% (docs/memory.md).
-CPU_MEASURED = Calibration(state_factor=0.62, linear_factor=0.75,
-                           quadratic_factor=0.65, workspace_gb=0.05)
+# Fitted to bench/memory.py's allocator peaks on CPU (24 runs: BERT-Large and
+# BERT-Base at 512 tokens, BERT-Base at 128, 4- and 6-layer models; fp32 and
+# bf16; with and without checkpointing): every estimate within 11%
+# (docs/memory.md).
+CPU_MEASURED = Calibration(state_factor=0.66, linear_factor=0.4,
+                           quadratic_factor=0.4, workspace_gb=0.05)
 
 
 def _dims(config):
