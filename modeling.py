@@ -9,7 +9,7 @@ unchanged.
 
 Additions, all keyword arguments with defaults:
   * `BertModel(..., gradient_checkpointing=True)` recomputes each transformer
-    layer in the backward pass (`recompute_grad`) to save memory.
+    layer but the last in the backward pass (`recompute_grad`) to save memory.
   * `BertModel(..., compute_dtype=tf.float16 | tf.bfloat16)` runs matmuls and
     activations in reduced precision while the variables stay float32.
   * `dropout` is stateless: its mask depends only on (graph seed, dropout
@@ -178,8 +178,8 @@ class BertModel(object):
       use_one_hot_embeddings: (optional) bool. Look up the word embeddings
         with a one-hot matmul instead of a gather.
       scope: (optional) variable scope. Defaults to "bert".
-      gradient_checkpointing: recompute each transformer layer in the
-        backward pass instead of keeping its activations.
+      gradient_checkpointing: recompute each transformer layer but the last
+        in the backward pass instead of keeping its activations.
       compute_dtype: tf.float32, tf.float16 or tf.bfloat16; the dtype of the
         matmuls, activations and outputs. Variables stay float32.
 
@@ -922,8 +922,8 @@ def transformer_model(input_tensor,
     initializer_range: float. Range of the initializer.
     do_return_all_layers: Whether to return all layers or just the final
       layer.
-    gradient_checkpointing: recompute each layer in the backward pass
-      (`recompute_grad`) instead of keeping its activations.
+    gradient_checkpointing: recompute each layer but the last in the
+      backward pass (`recompute_grad`) instead of keeping its activations.
 
   Returns:
     float Tensor [batch_size, seq_length, hidden_size] (dtype of
@@ -951,19 +951,22 @@ def transformer_model(input_tensor,
         intermediate_size, intermediate_act_fn, hidden_dropout_prob,
         attention_probs_dropout_prob, initializer_range)
 
-  if gradient_checkpointing:
-    layer_fn = recompute_grad(layer_fn)
-    # The recomputation in the backward pass re-enters the layer's variable
-    # scope and must find the variables the forward pass created.
-    reuse = tf.compat.v1.AUTO_REUSE
-  else:
-    reuse = None
+  # The recomputation in the backward pass re-enters a layer's variable scope
+  # and must find the variables the forward pass created.
+  reuse = tf.compat.v1.AUTO_REUSE if gradient_checkpointing else None
+  recomputed_layer_fn = recompute_grad(layer_fn)
 
   prev_output = input_tensor
   all_layer_outputs = []
   for layer_idx in range(num_hidden_layers):
+    # The last layer's backward pass runs right after the head's, so its
+    # recomputation would hold as much memory as keeping its activations
+    # does, and cost a layer's forward pass for nothing.
+    recompute = (gradient_checkpointing and
+                 layer_idx < num_hidden_layers - 1)
     with tf.compat.v1.variable_scope("layer_%d" % layer_idx, reuse=reuse):
-      prev_output = layer_fn(prev_output)
+      prev_output = (recomputed_layer_fn if recompute else layer_fn)(
+          prev_output)
       all_layer_outputs.append(prev_output)
 
   if do_return_all_layers:
