@@ -45,6 +45,9 @@ tf.compat.v1.enable_resource_variables()
 MICRO_STEP_COLLECTION = "micro_step"
 LEARNING_RATE_COLLECTION = "learning_rate"
 LOSS_SCALE_COLLECTION = "loss_scale"
+# Ops that only accumulate a micro-batch (see optimization.py); when present,
+# the loop runs them instead of the train op on the runs that do not apply.
+ACCUMULATE_ONLY_COLLECTION = "accumulate_only_train_op"
 _CHECKPOINT_BASENAME = "model.ckpt"
 # Substrings of the op types that draw random numbers (RandomUniform,
 # StatelessRandomUniformV2, TruncatedNormal, Multinomial, ...).
@@ -201,8 +204,35 @@ class _Meter(object):
 
 class _TrainGraph(collections.namedtuple(
     "_TrainGraph", ("graph", "iterator", "step_op", "fetches", "saver",
-                    "scaffold"))):
-  """The pieces of a built training graph the loop needs."""
+                    "scaffold", "accumulate_only"))):
+  """The pieces of a built training graph the loop needs.
+
+  `accumulate_only` is None, or the (step_op, fetches) to run instead of
+  (step_op, fetches) on the runs that accumulate without applying.
+  """
+
+
+def _step_fetches(train_op, loss, micro_step, global_step, strategy):
+  """(step_op, fetches) of a training run that executes `train_op`.
+
+  step_op counts the micro-batch; fetches read the loss, the counters (after
+  the update, so the loop sees the new values) and the learning rate and
+  loss scale when the graph has them.
+  """
+  with tf.control_dependencies([train_op]):
+    step_op = micro_step.assign_add(1)
+  with tf.control_dependencies([step_op]):
+    fetches = {"loss": tf.identity(loss),
+               "global_step": global_step.read_value(),
+               "micro_step": micro_step.read_value()}
+  for key, collection in (("learning_rate", LEARNING_RATE_COLLECTION),
+                          ("loss_scale", LOSS_SCALE_COLLECTION)):
+    tensors = tf.compat.v1.get_collection(collection)
+    if tensors:
+      # Under a strategy: replica 0's tensor, or the variable's value.
+      fetches[key] = (tensors[0] if strategy is None
+                      else tf.convert_to_tensor(tensors[0]))
+  return step_op, fetches
 
 
 def _scalar_summary(values, step, writer):
@@ -356,15 +386,6 @@ class Estimator(object):
     """
     params = self._params_with_batch_size(self._micro_batch_size())
     self._replica_batch_size()  # Refuses a batch the replicas cannot split.
-    if self._multi_worker() and self._config.num_accumulation_steps > 1:
-      # The all-reduce of an accumulated update sits in a tf.cond; across
-      # processes, graph-mode sessions abort such collectives ("Delete
-      # called on non-empty BufRendezvous").
-      raise ValueError(
-          "--distribution=multi_worker does not support "
-          "--num_accumulation_steps > 1 (got %d) yet; use 1 (with a "
-          "--train_batch_size that fits) or --distribution=mirrored." %
-          self._config.num_accumulation_steps)
     graph = self._new_graph()
     strategy = self._config.distribution
     scope = (strategy.scope() if strategy is not None
@@ -384,23 +405,18 @@ class Estimator(object):
       else:
         loss, train_op, scaffold = self._replicated_train_spec(
             strategy, iterator.get_next(), params)
-      with tf.control_dependencies([train_op]):
-        step_op = micro_step.assign_add(1)
-      # Read the counters after the update so the loop sees the new values.
-      with tf.control_dependencies([step_op]):
-        fetches = {"loss": tf.identity(loss),
-                   "global_step": global_step.read_value(),
-                   "micro_step": micro_step.read_value()}
-      for key, collection in (("learning_rate", LEARNING_RATE_COLLECTION),
-                              ("loss_scale", LOSS_SCALE_COLLECTION)):
-        tensors = tf.compat.v1.get_collection(collection)
-        if tensors:
-          # Under a strategy: replica 0's tensor, or the variable's value.
-          fetches[key] = (tensors[0] if strategy is None
-                          else tf.convert_to_tensor(tensors[0]))
+      step_op, fetches = _step_fetches(train_op, loss, micro_step,
+                                       global_step, strategy)
+      accumulate_ops = tf.compat.v1.get_collection(
+          ACCUMULATE_ONLY_COLLECTION)
+      accumulate_only = None
+      if accumulate_ops:
+        accumulate_only = _step_fetches(tf.group(*accumulate_ops), loss,
+                                        micro_step, global_step, strategy)
       saver = tf.compat.v1.train.Saver(
           max_to_keep=self._config.keep_checkpoint_max or 0)
-    return _TrainGraph(graph, iterator, step_op, fetches, saver, scaffold)
+    return _TrainGraph(graph, iterator, step_op, fetches, saver, scaffold,
+                       accumulate_only)
 
   def _train_spec(self, features, params):
     """(loss, train_op, scaffold) of the model_fn in TRAIN mode."""
@@ -552,10 +568,17 @@ class Estimator(object):
       built.scaffold.init_fn(sess)
     sess.run(built.iterator.initializer)
 
-  def _run_train_step(self, sess, built):
-    """One micro-batch; returns the fetched values or None at end of data."""
+  def _run_train_step(self, sess, built, micro_step):
+    """One micro-batch; returns the fetched values or None at end of data.
+
+    `micro_step` counts the micro-batches run before this one.
+    """
+    step_op, fetches = built.step_op, built.fetches
+    applies = (micro_step + 1) % self._config.num_accumulation_steps == 0
+    if built.accumulate_only is not None and not applies:
+      step_op, fetches = built.accumulate_only
     try:
-      return sess.run([built.step_op, built.fetches])[1]
+      return sess.run([step_op, fetches])[1]
     except tf.errors.OutOfRangeError:
       return None
     except tf.errors.ResourceExhaustedError as e:
@@ -613,7 +636,7 @@ class Estimator(object):
     step, micro_step = start_step, skip
     saved = (step, micro_step)
     while step < max_steps:
-      values = self._run_train_step(sess, built)
+      values = self._run_train_step(sess, built, micro_step)
       if values is None:
         logging.info("Input data ended at step %d.", step)
         break

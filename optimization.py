@@ -29,6 +29,10 @@ tf.compat.v1.enable_resource_variables()
 OPTIMIZERS = ("adamw", "lamb")
 EXCLUDE_FROM_WEIGHT_DECAY = ["LayerNorm", "layer_norm", "bias"]
 INITIAL_LOSS_SCALE = 2.0**15
+# Graph collection of the op that only accumulates a micro-batch's gradients
+# when the train op cannot choose between accumulating and applying itself
+# (multi-worker); estimator.py runs it on the runs that do not apply.
+ACCUMULATE_ONLY_COLLECTION = "accumulate_only_train_op"
 
 
 def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps,
@@ -50,7 +54,10 @@ def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps,
     use_tpu: accepted for the original's call sites and ignored (no TPU path).
     num_accumulation_steps: int k; every run adds the gradients of its
       micro-batch to accumulators and every k-th run applies their mean as one
-      update. 1 applies every run (no accumulators are created).
+      update. 1 applies every run (no accumulators are created). Across
+      processes (multi_worker) the returned op always applies, and the op to
+      run on the other k - 1 runs is in the graph collection
+      "accumulate_only_train_op" (the runner does this).
     optimizer: "adamw" (Google's AdamWeightDecayOptimizer) or "lamb".
     loss_scale: None, or "dynamic" for fp16 training: the loss is multiplied
       by a scale before differentiation; an update whose gradients are not
@@ -197,13 +204,20 @@ def _accumulate(grads, tvars, num_accumulation_steps, update):
   Returns:
     bool scalar tensor, True on the runs that applied (or skipped) an update.
   """
+  # Reading a SUM variable outside a replica (as the chief's Saver does)
+  # all-reduces it, which across processes would wait forever for workers
+  # that do not save. There, checkpoints hold the first replica's sums: the
+  # runner saves after whole updates, when every accumulator is zero.
+  aggregation = (tf.VariableAggregation.ONLY_FIRST_REPLICA
+                 if _replicas_in_other_processes()
+                 else tf.VariableAggregation.SUM)
   accumulators = [
       tf.compat.v1.get_variable(
           _variable_name(v) + "/accum_grad", shape=v.shape.as_list(),
           dtype=tf.float32, trainable=False,
           initializer=_zeros_initializer,
           synchronization=tf.VariableSynchronization.ON_READ,
-          aggregation=tf.VariableAggregation.SUM) for v in tvars]
+          aggregation=aggregation) for v in tvars]
   # A global (checkpointed) counter: a run that stops between updates saves
   # partial sums together with the count they belong to.
   accum_step = tf.compat.v1.get_variable(
@@ -216,6 +230,9 @@ def _accumulate(grads, tvars, num_accumulation_steps, update):
   with tf.control_dependencies([counted]):
     count = accum_step.read_value()
   applies = tf.equal(count % num_accumulation_steps, 0)
+  if _replicas_in_other_processes():
+    return _accumulate_across_processes(accumulators, counted, tvars,
+                                        num_accumulation_steps, update)
   replicated_sums = None
   if _num_replicas() > 1:
     with tf.control_dependencies([counted]):
@@ -233,6 +250,40 @@ def _accumulate(grads, tvars, num_accumulation_steps, update):
     return _after(zeroed, True)
 
   return tf.cond(applies, apply_mean, lambda: tf.constant(False))
+
+
+def _accumulate_across_processes(accumulators, counted, tvars,
+                                 num_accumulation_steps, update):
+  """The accumulating and the applying run as two ops, without a tf.cond.
+
+  Across processes (MultiWorkerMirroredStrategy), TF 2.21 graph-mode
+  sessions abort a collective inside a tf.cond ("Delete called on non-empty
+  BufRendezvous"). So the op returned here always all-reduces and applies,
+  and the op that only accumulates goes to the graph collection
+  ACCUMULATE_ONLY_COLLECTION: the runner (estimator.py) runs that one on
+  the k - 1 runs of an update that do not apply, and this one on the k-th.
+
+  Returns:
+    bool scalar tensor, True once the update is applied.
+  """
+  tf.compat.v1.add_to_collection(ACCUMULATE_ONLY_COLLECTION, counted)
+  with tf.control_dependencies([counted]):
+    sums = [a.read_value() for a in accumulators]
+  means = _all_reduce_mean(sums, tvars)
+  done = update([total / float(num_accumulation_steps) for total in means])
+  with tf.control_dependencies([done]):
+    zeroed = [_local(a).assign(tf.zeros_like(a), read_value=False)
+              for a in accumulators]
+  return _after(zeroed, True)
+
+
+def _replicas_in_other_processes():
+  """Whether some replicas in sync run in other processes (multi-worker)."""
+  if _num_replicas() == 1:
+    return False
+  context = tf.distribute.get_replica_context()
+  local = len(context.strategy.extended.worker_devices)
+  return context.num_replicas_in_sync > local
 
 
 def _num_replicas():
