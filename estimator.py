@@ -574,9 +574,9 @@ class Estimator(object):
     `micro_step` counts the micro-batches run before this one.
     """
     step_op, fetches = built.step_op, built.fetches
-    applies = (micro_step + 1) % self._config.num_accumulation_steps == 0
-    if built.accumulate_only is not None and not applies:
-      step_op, fetches = built.accumulate_only
+    if (built.accumulate_only is not None and
+        (micro_step + 1) % self._config.num_accumulation_steps):
+      step_op, fetches = built.accumulate_only  # This run does not apply.
     try:
       return sess.run([step_op, fetches])[1]
     except tf.errors.OutOfRangeError:

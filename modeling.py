@@ -951,22 +951,23 @@ def transformer_model(input_tensor,
         intermediate_size, intermediate_act_fn, hidden_dropout_prob,
         attention_probs_dropout_prob, initializer_range)
 
-  # The recomputation in the backward pass re-enters a layer's variable scope
-  # and must find the variables the forward pass created.
-  reuse = tf.compat.v1.AUTO_REUSE if gradient_checkpointing else None
-  recomputed_layer_fn = recompute_grad(layer_fn)
+  reuse = None
+  checkpointed_layer_fn = layer_fn
+  if gradient_checkpointing:
+    checkpointed_layer_fn = recompute_grad(layer_fn)
+    # The recomputation in the backward pass re-enters a layer's variable
+    # scope and must find the variables the forward pass created.
+    reuse = tf.compat.v1.AUTO_REUSE
 
   prev_output = input_tensor
   all_layer_outputs = []
   for layer_idx in range(num_hidden_layers):
-    # The last layer's backward pass runs right after the head's, so its
-    # recomputation would hold as much memory as keeping its activations
+    # The last layer's backward pass runs right after the head's, so
+    # recomputing it would hold as much memory as keeping its activations
     # does, and cost a layer's forward pass for nothing.
-    recompute = (gradient_checkpointing and
-                 layer_idx < num_hidden_layers - 1)
+    last = layer_idx == num_hidden_layers - 1
     with tf.compat.v1.variable_scope("layer_%d" % layer_idx, reuse=reuse):
-      prev_output = (recomputed_layer_fn if recompute else layer_fn)(
-          prev_output)
+      prev_output = (layer_fn if last else checkpointed_layer_fn)(prev_output)
       all_layer_outputs.append(prev_output)
 
   if do_return_all_layers:

@@ -197,20 +197,25 @@ def _update(opt, grads, tvars, global_step, clip_norm, scaler):
 def _accumulate(grads, tvars, num_accumulation_steps, update):
   """Adds `grads` to accumulators; every k-th run applies their mean.
 
-  Under a strategy the accumulators are per replica (ON_READ; a checkpoint
-  holds their sum over replicas) and are averaged over the replicas only on
-  the runs that apply.
+  Under a strategy the accumulators are per replica (ON_READ) and are
+  averaged over the replicas only on the runs that apply. Across processes
+  (MultiWorkerMirroredStrategy), TF 2.21 graph-mode sessions abort a
+  collective inside a tf.cond ("Delete called on non-empty BufRendezvous"):
+  there the returned op always all-reduces and applies, and the op that only
+  accumulates goes to the graph collection ACCUMULATE_ONLY_COLLECTION, which
+  the runner (estimator.py) runs on the k - 1 runs of an update that do not
+  apply.
 
   Returns:
     bool scalar tensor, True on the runs that applied (or skipped) an update.
   """
-  # Reading a SUM variable outside a replica (as the chief's Saver does)
-  # all-reduces it, which across processes would wait forever for workers
-  # that do not save. There, checkpoints hold the first replica's sums: the
-  # runner saves after whole updates, when every accumulator is zero.
+  across_processes = _replicas_in_other_processes()
+  # A checkpoint reads the accumulators outside the replicas. Reading a SUM
+  # variable there all-reduces it, which across processes would wait forever
+  # for the workers that do not save; so there checkpoints hold the first
+  # replica's sums (the runner saves after whole updates, when all are 0).
   aggregation = (tf.VariableAggregation.ONLY_FIRST_REPLICA
-                 if _replicas_in_other_processes()
-                 else tf.VariableAggregation.SUM)
+                 if across_processes else tf.VariableAggregation.SUM)
   accumulators = [
       tf.compat.v1.get_variable(
           _variable_name(v) + "/accum_grad", shape=v.shape.as_list(),
@@ -229,52 +234,24 @@ def _accumulate(grads, tvars, num_accumulation_steps, update):
     counted = _local(accum_step).assign_add(1, read_value=False)
   with tf.control_dependencies([counted]):
     count = accum_step.read_value()
-  applies = tf.equal(count % num_accumulation_steps, 0)
-  if _replicas_in_other_processes():
-    return _accumulate_across_processes(accumulators, counted, tvars,
-                                        num_accumulation_steps, update)
-  replicated_sums = None
-  if _num_replicas() > 1:
-    with tf.control_dependencies([counted]):
-      sums = [a.read_value() for a in accumulators]
-    replicated_sums = _all_reduce_mean(sums, tvars, applies)
+    sums = [a.read_value() for a in accumulators]
 
-  def apply_mean():
-    sums = replicated_sums
-    if sums is None:
-      sums = [a.read_value() for a in accumulators]
-    done = update([a_sum / float(num_accumulation_steps) for a_sum in sums])
+  def apply_mean(totals):
+    done = update([total / float(num_accumulation_steps)
+                   for total in totals])
     with tf.control_dependencies([done]):
       zeroed = [_local(a).assign(tf.zeros_like(a), read_value=False)
                 for a in accumulators]
     return _after(zeroed, True)
 
-  return tf.cond(applies, apply_mean, lambda: tf.constant(False))
-
-
-def _accumulate_across_processes(accumulators, counted, tvars,
-                                 num_accumulation_steps, update):
-  """The accumulating and the applying run as two ops, without a tf.cond.
-
-  Across processes (MultiWorkerMirroredStrategy), TF 2.21 graph-mode
-  sessions abort a collective inside a tf.cond ("Delete called on non-empty
-  BufRendezvous"). So the op returned here always all-reduces and applies,
-  and the op that only accumulates goes to the graph collection
-  ACCUMULATE_ONLY_COLLECTION: the runner (estimator.py) runs that one on
-  the k - 1 runs of an update that do not apply, and this one on the k-th.
-
-  Returns:
-    bool scalar tensor, True once the update is applied.
-  """
-  tf.compat.v1.add_to_collection(ACCUMULATE_ONLY_COLLECTION, counted)
-  with tf.control_dependencies([counted]):
-    sums = [a.read_value() for a in accumulators]
-  means = _all_reduce_mean(sums, tvars)
-  done = update([total / float(num_accumulation_steps) for total in means])
-  with tf.control_dependencies([done]):
-    zeroed = [_local(a).assign(tf.zeros_like(a), read_value=False)
-              for a in accumulators]
-  return _after(zeroed, True)
+  if across_processes:
+    tf.compat.v1.add_to_collection(ACCUMULATE_ONLY_COLLECTION, counted)
+    return apply_mean(_all_reduce_mean(sums, tvars))
+  applies = tf.equal(count % num_accumulation_steps, 0)
+  # The all-reduce (a no-op with one replica) runs only on applying runs.
+  totals = _all_reduce_mean(sums, tvars, applies)
+  return tf.cond(applies, lambda: apply_mean(totals),
+                 lambda: tf.constant(False))
 
 
 def _replicas_in_other_processes():

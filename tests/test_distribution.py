@@ -19,6 +19,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import synthetic
+
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(TESTS_DIR)
 STEPS = 3
@@ -40,16 +42,8 @@ def _bert_config():
 
 def _input_fn(params):
   """The same 32 examples, repeated, in batches of params["batch_size"]."""
-  rng = np.random.RandomState(7)
-  n = 32
-  features = {
-      "input_ids": rng.randint(1, VOCAB_SIZE, (n, SEQ_LENGTH)).astype(
-          np.int32),
-      "input_mask": np.ones((n, SEQ_LENGTH), np.int32),
-      "segment_ids": (np.arange(SEQ_LENGTH)[None, :] >= SEQ_LENGTH // 2
-                     ).astype(np.int32).repeat(n, 0),
-      "label_ids": rng.randint(0, 2, n).astype(np.int32),
-      "is_real_example": np.ones(n, np.int32)}
+  features = synthetic.classifier_features(32, SEQ_LENGTH, VOCAB_SIZE, 7,
+                                          two_segments=True)
   return tf.data.Dataset.from_tensor_slices(features).repeat().batch(
       params["batch_size"], drop_remainder=True)
 

@@ -14,6 +14,8 @@ import sys
 import numpy as np
 import tensorflow as tf
 
+import synthetic
+
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(TESTS_DIR)
 SEQ_LENGTH = 8
@@ -24,15 +26,7 @@ COMPILED_LINE = "Compiled cluster using XLA!"
 
 def _input_fn(params):
   """16 fixed examples; batches of params["batch_size"] (repeated)."""
-  rng = np.random.RandomState(11)
-  n = 16
-  features = {
-      "input_ids": rng.randint(1, VOCAB_SIZE, (n, SEQ_LENGTH)).astype(
-          np.int32),
-      "input_mask": np.ones((n, SEQ_LENGTH), np.int32),
-      "segment_ids": np.zeros((n, SEQ_LENGTH), np.int32),
-      "label_ids": rng.randint(0, 2, n).astype(np.int32),
-      "is_real_example": np.ones(n, np.int32)}
+  features = synthetic.classifier_features(16, SEQ_LENGTH, VOCAB_SIZE, 11)
   dataset = tf.data.Dataset.from_tensor_slices(features)
   if params.get("repeat"):
     dataset = dataset.repeat()
