@@ -31,20 +31,65 @@ _COMPUTE_DTYPES = {"fp32": tf.float32, "fp16": tf.float16,
 DeviceMemory = collections.namedtuple("DeviceMemory", ["bytes", "source"])
 
 
+class Replicas(collections.namedtuple("Replicas",
+                                     ["total", "local", "per_memory"])):
+  """How the replicas of a data-parallel run share memory.
+
+  Fields:
+    total: replicas training in sync, over all workers; each holds its own
+      copy of the weights, gradients and optimizer slots, and 1/total of
+      every micro-batch.
+    local: the replicas of this process (fewer than `total` with
+      multi_worker).
+    per_memory: replicas of this process that share one memory: the
+      logical CPU devices of a process share its RAM, every GPU has its own
+      (1).
+  """
+
+
+ONE_DEVICE = Replicas(1, 1, 1)
+
+
+def replicas_of(distribution):
+  """Replicas of a tf.distribute strategy (ONE_DEVICE for None)."""
+  if distribution is None:
+    return ONE_DEVICE
+  devices = distribution.extended.worker_devices
+  cpus = sum(1 for device in devices
+             if tf.DeviceSpec.from_string(device).device_type == "CPU")
+  return Replicas(distribution.num_replicas_in_sync, len(devices),
+                  max(1, cpus))
+
+
 class MemorySettings(collections.namedtuple(
     "MemorySettings", ["precision", "micro_batch_size",
                        "num_accumulation_steps", "gradient_checkpointing",
-                       "device"])):
+                       "device", "replicas"], defaults=(ONE_DEVICE,))):
   """What a run uses.
 
   Fields:
     precision: "fp32", "fp16" or "bf16".
-    micro_batch_size: examples per session.run of the train op.
+    micro_batch_size: examples per session.run of the train op, over all
+      replicas.
     num_accumulation_steps: micro-batches per optimizer update.
     gradient_checkpointing: bool.
     device: DeviceMemory (bytes, where the number comes from) or None when
-      it could not be found out.
+      it could not be found out. The bytes are shared by
+      `replicas.per_memory` replicas.
+    replicas: Replicas of the run (ONE_DEVICE by default).
   """
+
+  @property
+  def replica_micro_batch_size(self):
+    """Examples of a micro-batch on one replica."""
+    return self.micro_batch_size // self.replicas.total
+
+  @property
+  def replica_memory_bytes(self):
+    """The memory one replica may use, or None when unknown."""
+    if self.device is None:
+      return None
+    return self.device.bytes / self.replicas.per_memory
 
   @property
   def compute_dtype(self):
@@ -54,11 +99,24 @@ class MemorySettings(collections.namedtuple(
   def describe(self):
     """E.g. "micro-batch 4 x 8 accumulation steps, --precision=fp32, ..."."""
     steps = self.num_accumulation_steps
-    return ("micro-batch %d x %d accumulation step%s, --precision=%s, gradient "
-            "checkpointing %s" % (
-                self.micro_batch_size, steps, "" if steps == 1 else "s",
-                self.precision,
+    split = ""
+    if self.replicas.total > 1:
+      split = " (%d per replica on %d replicas)" % (
+          self.replica_micro_batch_size, self.replicas.total)
+    return ("micro-batch %d%s x %d accumulation step%s, --precision=%s, "
+            "gradient checkpointing %s" % (
+                self.micro_batch_size, split, steps,
+                "" if steps == 1 else "s", self.precision,
                 "on" if self.gradient_checkpointing else "off"))
+
+  def describe_memory(self):
+    """E.g. "12.00 GiB (GPU ...)" or "... shared by 2 CPU replicas"."""
+    shared = ""
+    if self.replicas.per_memory > 1:
+      shared = ", %.2f GiB shared by %d CPU replicas" % (
+          self.device.bytes / GIB, self.replicas.per_memory)
+    return "%.2f GiB (%s%s)" % (self.replica_memory_bytes / GIB,
+                                self.device.source, shared)
 
 
 # ------------------------------------------------------------ device memory
@@ -81,17 +139,22 @@ def available_ram(meminfo_path=MEMINFO):
   return None
 
 
-def _first_gpu_memory():
-  for device in device_lib.list_local_devices():
-    if device.device_type == "GPU":
-      return DeviceMemory(
-          int(device.memory_limit),
-          "GPU %s, the memory TensorFlow may allocate on it" % device.name)
-  return None
+def _smallest_gpu_memory():
+  """The GPU with the least memory bounds what every replica may use."""
+  gpus = [device for device in device_lib.list_local_devices()
+          if device.device_type == "GPU"]
+  if not gpus:
+    return None
+  smallest = min(gpus, key=lambda device: device.memory_limit)
+  return DeviceMemory(
+      int(smallest.memory_limit),
+      "GPU %s, the memory TensorFlow may allocate on it%s" % (
+          smallest.name, " (the smallest of %d GPUs)" % len(gpus)
+          if len(gpus) > 1 else ""))
 
 
 def device_memory(device_memory_gb=None):
-  """The memory training can use: --device_memory_gb, first GPU, or RAM.
+  """The memory of a device: --device_memory_gb, the GPUs', or the RAM.
 
   Returns:
     DeviceMemory(bytes, source) or None when it cannot be found out.
@@ -103,7 +166,7 @@ def device_memory(device_memory_gb=None):
     return DeviceMemory(int(device_memory_gb * GIB),
                         "--device_memory_gb=%g" % device_memory_gb)
   if tf.config.list_physical_devices("GPU"):
-    return _first_gpu_memory()
+    return _smallest_gpu_memory()
   return available_ram()
 
 
@@ -146,14 +209,43 @@ def _steps_for_micro_batch(flag_obj, micro_batch):
 
 
 def _estimate_bytes(bert_config, flag_obj, settings):
+  """The planner's peak for one replica of `settings`."""
   return memory_plan.estimate_bytes(
-      bert_config, flag_obj.max_seq_length, settings.micro_batch_size,
+      bert_config, flag_obj.max_seq_length,
+      settings.replica_micro_batch_size,
       settings.precision, settings.gradient_checkpointing,
       settings.num_accumulation_steps, flag_obj.optimizer)["total"]
 
 
-def _auto(flag_obj, bert_config, device):
-  """The planner's settings for the device (never changing the precision)."""
+def _replica_batch_size(flag_obj, replicas):
+  """--train_batch_size / replicas; ValueError when it does not split."""
+  if flag_obj.train_batch_size % replicas.total:
+    raise ValueError(
+        "--train_batch_size=%d does not split evenly over the %d replicas "
+        "of --distribution; choose a multiple of %d." % (
+            flag_obj.train_batch_size, replicas.total, replicas.total))
+  return flag_obj.train_batch_size // replicas.total
+
+
+def _plan_for_replicas(bert_config, flag_obj, replicas, memory_bytes,
+                       precision, allow_checkpointing):
+  """memory_plan.plan for one replica, its micro-batch made global."""
+  found = memory_plan.plan(
+      bert_config, flag_obj.max_seq_length,
+      _replica_batch_size(flag_obj, replicas), memory_bytes,
+      precisions=(precision,), allow_checkpointing=allow_checkpointing,
+      optimizer=flag_obj.optimizer)
+  if found is None:
+    return None
+  return found._replace(micro_batch=found.micro_batch * replicas.total)
+
+
+def _auto(flag_obj, bert_config, device, replicas):
+  """The planner's settings for the device (never changing the precision).
+
+  Each replica plans for its share of the micro-batch in its share of the
+  memory: a GPU's own, or the RAM divided by the CPU replicas sharing it.
+  """
   if _is_explicit(flag_obj, "num_accumulation_steps"):
     raise ValueError(
         "--micro_batch_size=auto chooses the accumulation steps; drop "
@@ -163,33 +255,45 @@ def _auto(flag_obj, bert_config, device):
     raise ValueError("--micro_batch_size=auto needs the device's memory, "
                      "which could not be found out (no GPU and no readable "
                      "%s); pass --device_memory_gb." % MEMINFO)
+  if (replicas.total > replicas.local and flag_obj.device_memory_gb is None
+      and not tf.config.list_physical_devices("GPU")):
+    raise ValueError(
+        "--micro_batch_size=auto with --distribution=multi_worker on CPUs "
+        "needs --device_memory_gb, the same on every worker: the free RAM "
+        "differs from machine to machine, and workers whose plans differ "
+        "cannot train together.")
   # An explicit --nogradient_checkpointing is honoured; otherwise the planner
   # turns checkpointing on when nothing fits without it.
   allow_checkpointing = (flag_obj.gradient_checkpointing or not _is_explicit(
       flag_obj, "gradient_checkpointing"))
-  found = memory_plan.plan(
-      bert_config, flag_obj.max_seq_length, flag_obj.train_batch_size,
-      device.bytes, precisions=(flag_obj.precision,),
-      allow_checkpointing=allow_checkpointing, optimizer=flag_obj.optimizer)
+  unplanned = MemorySettings(flag_obj.precision, flag_obj.train_batch_size,
+                             1, flag_obj.gradient_checkpointing, device,
+                             replicas)
+  found = _plan_for_replicas(
+      bert_config, flag_obj, replicas, unplanned.replica_memory_bytes,
+      flag_obj.precision, allow_checkpointing)
   if found is None:
     raise ValueError(
         "--micro_batch_size=auto: not even one example of --max_seq_length="
-        "%d fits %.2f GiB (%s) in --precision=%s%s. Lower --max_seq_length, "
-        "use half precision or a smaller model, or set --device_memory_gb." %
-        (flag_obj.max_seq_length, device.bytes / GIB, device.source,
+        "%d fits %s in --precision=%s%s. Lower --max_seq_length, use half "
+        "precision or a smaller model, or set --device_memory_gb." %
+        (flag_obj.max_seq_length, unplanned.describe_memory(),
          flag_obj.precision, " with gradient checkpointing"
          if allow_checkpointing else ""))
-  settings = MemorySettings(
-      flag_obj.precision, found.micro_batch, found.accumulation_steps,
-      found.gradient_checkpointing or flag_obj.gradient_checkpointing, device)
-  logging.info("--micro_batch_size=auto: %s; planned peak %.2f GiB of "
-               "%.2f GiB (%s).", settings.describe(),
+  settings = unplanned._replace(
+      micro_batch_size=found.micro_batch,
+      num_accumulation_steps=found.accumulation_steps,
+      gradient_checkpointing=(found.gradient_checkpointing or
+                              flag_obj.gradient_checkpointing))
+  logging.info("--micro_batch_size=auto: %s; planned peak %.2f GiB%s of "
+               "%s.", settings.describe(),
                _estimate_bytes(bert_config, flag_obj, settings) / GIB,
-               device.bytes / GIB, device.source)
+               " per replica" if replicas.total > 1 else "",
+               settings.describe_memory())
   return settings
 
 
-def resolve(flag_obj, bert_config, do_train):
+def resolve(flag_obj, bert_config, do_train, distribution=None):
   """The MemorySettings the flags ask for.
 
   Args:
@@ -197,6 +301,8 @@ def resolve(flag_obj, bert_config, do_train):
     bert_config: modeling.BertConfig of the model.
     do_train: whether the run trains (--micro_batch_size=auto plans only
       then).
+    distribution: the run's tf.distribute strategy (runner_flags.
+      make_distribution), or None for one device.
 
   Returns:
     MemorySettings; micro_batch_size * num_accumulation_steps equals
@@ -206,9 +312,10 @@ def resolve(flag_obj, bert_config, do_train):
     ValueError naming the flags to fix.
   """
   device = device_memory(flag_obj.device_memory_gb)
+  replicas = replicas_of(distribution)
   requested = parse_micro_batch_size(flag_obj.micro_batch_size)
   if requested == AUTO and do_train:
-    return _auto(flag_obj, bert_config, device)
+    return _auto(flag_obj, bert_config, device, replicas)
   if isinstance(requested, int):
     steps = _steps_for_micro_batch(flag_obj, requested)
   else:
@@ -219,7 +326,7 @@ def resolve(flag_obj, bert_config, do_train):
   # The runner refuses a --train_batch_size that steps do not divide.
   return MemorySettings(flag_obj.precision,
                         flag_obj.train_batch_size // steps, steps,
-                        flag_obj.gradient_checkpointing, device)
+                        flag_obj.gradient_checkpointing, device, replicas)
 
 
 # ------------------------------------------------------------ out of memory
@@ -244,12 +351,11 @@ def _changed_flags(found, settings):
 
 
 def _fitting_flags(bert_config, flag_obj, settings, budget):
-  """Advice: the plans for `budget` bytes, at this precision and in bf16."""
+  """Advice: the plans for `budget` bytes per replica, at this precision and
+  in bf16."""
   def plan_for(precision):
-    return memory_plan.plan(
-        bert_config, flag_obj.max_seq_length, flag_obj.train_batch_size,
-        budget, precisions=(precision,), allow_checkpointing=True,
-        optimizer=flag_obj.optimizer)
+    return _plan_for_replicas(bert_config, flag_obj, settings.replicas,
+                              budget, precision, allow_checkpointing=True)
 
   def cost(found):  # The planner's own preference order.
     return (found.gradient_checkpointing, found.accumulation_steps)
@@ -262,11 +368,14 @@ def _fitting_flags(bert_config, flag_obj, settings, budget):
     half = plan_for("bf16")
     if half is not None and (same is None or cost(half) < cost(same)):
       options.append(_changed_flags(half, settings))
+  per_replica = " per replica" if settings.replicas.total > 1 else ""
   if not options:
-    return ("Nothing fits %.2f GiB, even one example per micro-batch with "
+    return ("Nothing fits %.2f GiB%s, even one example per micro-batch with "
             "gradient checkpointing in half precision: lower "
-            "--max_seq_length or use a smaller model." % (budget / GIB))
-  return "Flags that fit %.2f GiB: %s." % (budget / GIB, "; or ".join(options))
+            "--max_seq_length or use a smaller model." % (budget / GIB,
+                                                           per_replica))
+  return "Flags that fit %.2f GiB%s: %s." % (budget / GIB, per_replica,
+                                             "; or ".join(options))
 
 
 def _tf_line(error):
@@ -294,23 +403,25 @@ def oom_message(bert_config, flag_obj, settings, error):
                memory_plan.num_params(bert_config) / 1e6,
                flag_obj.max_seq_length, flag_obj.train_batch_size,
                settings.describe())]
-  device = settings.device
-  if device is None:
-    lines.append("The memory planner estimates %.2f GiB for it. The device's "
-                 "memory is unknown: pass --device_memory_gb for flags that "
-                 "fit, or use --micro_batch_size=auto with it." %
-                 (estimate / GIB))
+  per_replica = " per replica" if settings.replicas.total > 1 else ""
+  if settings.device is None:
+    lines.append("The memory planner estimates %.2f GiB%s for it. The "
+                 "device's memory is unknown: pass --device_memory_gb for "
+                 "flags that fit, or use --micro_batch_size=auto with it." %
+                 (estimate / GIB, per_replica))
   else:
-    lines.append("The memory planner estimates %.2f GiB for it; the device "
-                 "has %.2f GiB (%s)." % (estimate / GIB, device.bytes / GIB,
-                                         device.source))
-    if estimate < device.bytes:
+    budget = settings.replica_memory_bytes
+    lines.append("The memory planner estimates %.2f GiB%s for it; %s has "
+                 "%s." % (estimate / GIB, per_replica,
+                          "each replica" if per_replica else "the device",
+                          settings.describe_memory()))
+    if estimate < budget:
       lines.append("As the estimate fits, something else holds memory; the "
                    "flags below are planned for less than the failed "
                    "setting.")
     # The error proves the failed setting does not fit, whatever the estimate.
     lines.append(_fitting_flags(bert_config, flag_obj, settings,
-                                min(device.bytes, estimate - 1)))
+                                min(budget, estimate - 1)))
   lines.append("TensorFlow said: %s" % _tf_line(error))
   return "\n".join(lines)
 

@@ -986,7 +986,9 @@ def main(_):
   runner_flags.check_required_files(FLAGS, FLAGS.do_train)
   bert_config = modeling.BertConfig.from_json_file(FLAGS.bert_config_file)
   _check_max_seq_length(bert_config)
-  memory = memory_flags.resolve(FLAGS, bert_config, FLAGS.do_train)
+  distribution = runner_flags.make_distribution(FLAGS)
+  memory = memory_flags.resolve(FLAGS, bert_config, FLAGS.do_train,
+                                distribution)
   label_list = processor.get_labels()
   run_info = _run_info(task_name)
   check_output_dir(FLAGS.output_dir, run_info)
@@ -1024,7 +1026,8 @@ def main(_):
       model_fn=model_fn,
       config=runner_flags.make_run_config(
           FLAGS, memory_flags.oom_message_fn(bert_config, FLAGS, memory),
-          num_accumulation_steps=memory.num_accumulation_steps),
+          num_accumulation_steps=memory.num_accumulation_steps,
+          distribution=distribution),
       train_batch_size=FLAGS.train_batch_size,
       eval_batch_size=FLAGS.eval_batch_size,
       predict_batch_size=FLAGS.predict_batch_size)

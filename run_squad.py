@@ -1282,7 +1282,9 @@ def main(_):
   runner_flags.check_required_files(FLAGS, FLAGS.do_train)
   bert_config = modeling.BertConfig.from_json_file(FLAGS.bert_config_file)
   validate_flags_or_throw(bert_config, FLAGS)
-  memory = memory_flags.resolve(FLAGS, bert_config, FLAGS.do_train)
+  distribution = runner_flags.make_distribution(FLAGS)
+  memory = memory_flags.resolve(FLAGS, bert_config, FLAGS.do_train,
+                                distribution)
   tf.io.gfile.makedirs(FLAGS.output_dir)
   tokenizer = tokenization.FullTokenizer(
       vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
@@ -1308,7 +1310,8 @@ def main(_):
       model_fn=model_fn,
       config=runner_flags.make_run_config(
           FLAGS, memory_flags.oom_message_fn(bert_config, FLAGS, memory),
-          num_accumulation_steps=memory.num_accumulation_steps),
+          num_accumulation_steps=memory.num_accumulation_steps,
+          distribution=distribution),
       train_batch_size=FLAGS.train_batch_size,
       predict_batch_size=FLAGS.predict_batch_size)
   if FLAGS.do_train:

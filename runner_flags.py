@@ -151,8 +151,9 @@ def _define_memory_flags(fv):
       "the device's memory.", flag_values=fv)
   flags.DEFINE_float(
       "device_memory_gb", None,
-      "Memory in GiB to plan for (--micro_batch_size=auto and out-of-memory "
-      "advice); default: the first GPU's memory, else the available RAM.",
+      "Memory in GiB of each device to plan for (--micro_batch_size=auto "
+      "and out-of-memory advice); default: the smallest GPU's memory, else "
+      "the available RAM, which the CPU devices of --devices share.",
       flag_values=fv)
 
 
@@ -199,7 +200,7 @@ def check_tpu_flags(flag_obj):
 
 
 def make_run_config(flag_obj, oom_message_fn=None,
-                    num_accumulation_steps=None):
+                    num_accumulation_steps=None, distribution=None):
   """The estimator.RunConfig the flags ask for.
 
   Args:
@@ -207,9 +208,13 @@ def make_run_config(flag_obj, oom_message_fn=None,
     oom_message_fn: optional callable(ResourceExhaustedError) -> str.
     num_accumulation_steps: the accumulation steps to use when they were
       derived from --micro_batch_size; default --num_accumulation_steps.
+    distribution: the strategy `make_distribution(flag_obj)` made, when the
+      caller needed it first (for memory_flags.resolve); default: made here.
   """
   if num_accumulation_steps is None:
     num_accumulation_steps = flag_obj.num_accumulation_steps
+  if distribution is None:
+    distribution = make_distribution(flag_obj)
   return estimator.RunConfig(
       model_dir=flag_obj.output_dir,
       save_checkpoints_steps=flag_obj.save_checkpoints_steps,
@@ -218,7 +223,7 @@ def make_run_config(flag_obj, oom_message_fn=None,
       tf_random_seed=flag_obj.seed,
       num_accumulation_steps=num_accumulation_steps,
       oom_message_fn=oom_message_fn,
-      distribution=make_distribution(flag_obj),
+      distribution=distribution,
       use_xla=flag_obj.use_xla)
 
 

@@ -175,13 +175,15 @@ def _run_mirrored(out_dir, k):
   """Single-device and mirrored (/cpu:0, /cpu:1) runs -> npz files.
 
   With k accumulation steps: single_<k>.npz, mirrored_<k>.npz. Then prints
-  the all-reduces per run and the error of a micro-batch that does not split
-  over 2 CPUs.
+  the all-reduces per run, the error of a micro-batch that does not split
+  over 2 CPUs, and how memory_flags sees the strategy's replicas.
   """
   import estimator  # pylint: disable=import-outside-toplevel
+  import memory_flags  # pylint: disable=import-outside-toplevel
   import runner_flags  # pylint: disable=import-outside-toplevel
   fv = _parsed_flags("--distribution=mirrored", "--devices=/cpu:0,/cpu:1")
   strategy = runner_flags.make_distribution(fv)
+  print("REPLICAS:", json.dumps(memory_flags.replicas_of(strategy)))
   init = os.path.join(out_dir, "init", "model.ckpt")
   _write_init_checkpoint(init)
   for name, distribution in (("single", None), ("mirrored", strategy)):
@@ -307,6 +309,8 @@ def test_mirrored_reproduces_single_device(tmp_path, k):
   counts = json.loads(output.split("ALL_REDUCES:")[1].splitlines()[0])
   assert [count > 0 for count in counts] == [
       (run + 1) % k == 0 for run in range(len(counts))], counts
+  # Two replicas, both CPU devices of this process sharing its RAM.
+  assert "REPLICAS: [2, 2, 2]" in output, output
   assert ("ERROR: --train_batch_size=6 / --num_accumulation_steps=2 gives "
           "micro-batches of 3 examples, which do not split evenly over the 2 "
           "replicas of --distribution; choose a --train_batch_size that is a "

@@ -238,6 +238,114 @@ def test_auto_keeps_precision_and_explicit_no_checkpointing(fv):
   assert settings.num_accumulation_steps == 1
 
 
+class _Strategy:
+  """What memory_flags reads of a tf.distribute strategy: the replicas in
+  sync and this worker's devices (a real MirroredStrategy over two CPUs is
+  checked in tests/test_distribution.py)."""
+
+  def __init__(self, num_replicas_in_sync, worker_devices):
+    self.num_replicas_in_sync = num_replicas_in_sync
+    self.extended = type("Extended", (), {"worker_devices": worker_devices})
+
+
+FOUR_GPUS = _Strategy(4, ["/job:localhost/replica:0/task:0/device:GPU:%d" % i
+                          for i in range(4)])
+TWO_CPUS = _Strategy(2, ["/job:localhost/replica:0/task:0/device:CPU:%d" % i
+                         for i in range(2)])
+# Two machines with one CPU each (multi_worker): each has its own RAM.
+TWO_WORKERS = _Strategy(2, ["/job:worker/replica:0/task:0/device:CPU:0"])
+
+
+def test_replicas_of_strategies():
+  replicas = memory_flags.Replicas
+  assert memory_flags.replicas_of(None) == replicas(1, 1, 1)
+  assert memory_flags.replicas_of(FOUR_GPUS) == replicas(4, 4, 1)
+  assert memory_flags.replicas_of(TWO_CPUS) == replicas(2, 2, 2)
+  assert memory_flags.replicas_of(TWO_WORKERS) == replicas(2, 1, 1)
+
+
+def test_auto_on_cpu_workers_needs_the_same_memory_on_each(fv):
+  with pytest.raises(ValueError, match=r"multi_worker on CPUs needs "
+                     r"--device_memory_gb, the same on every worker"):
+    memory_flags.resolve(fv("--micro_batch_size=auto"), BASE, True,
+                         TWO_WORKERS)
+  settings = memory_flags.resolve(
+      fv("--micro_batch_size=auto", "--device_memory_gb=16"), BASE, True,
+      TWO_WORKERS)
+  # Each machine has its own 16 GiB and 16 examples of every batch.
+  assert settings.replica_memory_bytes == 16 * GIB
+  assert settings.replica_micro_batch_size * 2 == settings.micro_batch_size
+
+
+def test_auto_plans_each_gpu_for_its_share(fv, caplog):
+  caplog.set_level(std_logging.INFO)
+  values = fv("--micro_batch_size=auto", "--max_seq_length=512",
+              "--device_memory_gb=12")
+  one = memory_flags.resolve(values, LARGE, True)
+  four = memory_flags.resolve(values, LARGE, True, FOUR_GPUS)
+  # Each of the 4 GPUs holds a whole model and 32 / 4 = 8 examples of the
+  # batch, so its plan is one GPU's plan for a batch of 8.
+  alone = memory_plan.plan(LARGE, 512, 8, 12 * GIB, precisions=("fp32",))
+  assert four.micro_batch_size == 4 * alone.micro_batch
+  assert four.replica_micro_batch_size == alone.micro_batch
+  assert four.num_accumulation_steps == alone.accumulation_steps
+  assert four.micro_batch_size * four.num_accumulation_steps == 32
+  assert four.num_accumulation_steps < one.num_accumulation_steps
+  assert memory_plan.estimate_bytes(
+      LARGE, 512, alone.micro_batch, "fp32", four.gradient_checkpointing,
+      four.num_accumulation_steps)["total"] <= 12 * GIB
+  line = [r.getMessage() for r in caplog.records
+          if "auto" in r.getMessage()][-1]
+  assert ("micro-batch %d (%d per replica on 4 replicas) x %d accumulation "
+          "step" % (four.micro_batch_size, alone.micro_batch,
+                    alone.accumulation_steps)) in line
+  assert "GiB per replica of 12.00 GiB (--device_memory_gb=12)" in line
+
+
+def test_auto_splits_ram_between_cpu_replicas(fv, caplog):
+  caplog.set_level(std_logging.INFO)
+  settings = memory_flags.resolve(
+      fv("--micro_batch_size=auto", "--max_seq_length=512",
+         "--device_memory_gb=24"), LARGE, True, TWO_CPUS)
+  # Two CPU replicas in one process: two copies of the weights, gradients
+  # and slots in the same 24 GiB, 16 examples of the batch each.
+  alone = memory_plan.plan(LARGE, 512, 16, 12 * GIB, precisions=("fp32",))
+  assert (settings.replica_micro_batch_size,
+          settings.num_accumulation_steps) == tuple(alone[:2])
+  assert settings.replica_memory_bytes == 12 * GIB
+  assert ("of 12.00 GiB (--device_memory_gb=24, 24.00 GiB shared by 2 CPU "
+          "replicas)") in caplog.records[-1].getMessage()
+
+
+def test_auto_refuses_a_batch_the_replicas_cannot_split(fv):
+  with pytest.raises(ValueError, match=r"--train_batch_size=30 does not "
+                     r"split evenly over the 4 replicas of --distribution; "
+                     r"choose a multiple of 4\."):
+    memory_flags.resolve(fv("--micro_batch_size=auto", "--train_batch_size=30",
+                            "--device_memory_gb=12"), LARGE, True, FOUR_GPUS)
+
+
+def test_oom_message_with_replicas_plans_per_replica(fv):
+  values = fv("--max_seq_length=512", "--device_memory_gb=12",
+              "--train_batch_size=64", "--gradient_checkpointing")
+  settings = memory_flags.resolve(values, LARGE, True, FOUR_GPUS)
+  assert settings.replica_micro_batch_size == 16
+  message = memory_flags.oom_message(LARGE, values, settings, _oom_error())
+  estimate = memory_plan.estimate_bytes(LARGE, 512, 16, "fp32",
+                                        True)["total"] / GIB
+  fit = memory_plan.plan(LARGE, 512, 16, 12 * GIB, precisions=("fp32",))
+  # A smaller micro-batch, not just checkpointing, is what fits.
+  assert fit.gradient_checkpointing and fit.accumulation_steps > 1
+  for part in ("micro-batch 64 (16 per replica on 4 replicas) x 1 "
+               "accumulation step,",
+               "estimates %.2f GiB per replica for it; each replica has "
+               "12.00 GiB (--device_memory_gb=12)" % estimate,
+               "Flags that fit 12.00 GiB per replica: --micro_batch_size=%d "
+               "(accumulation %d)" % (4 * fit.micro_batch,
+                                       fit.accumulation_steps)):
+    assert part in message, (part, message)
+
+
 # ---------------------------------------------------------- out of memory
 
 
