@@ -487,6 +487,9 @@ def _dropout_site_seed(name):
 def layer_norm(input_tensor, name=None):
   """Layer normalization over the last axis, statistics in float32.
 
+  The backward pass keeps the normalized float32 values and the inverse
+  standard deviations only (see `_normalize`).
+
   Args:
     input_tensor: float Tensor [..., width].
     name: (optional) variable scope; "LayerNorm" (Google's name) by default.
@@ -503,12 +506,45 @@ def layer_norm(input_tensor, name=None):
         "beta", [width], initializer=tf.compat.v1.zeros_initializer())
     gamma = tf.compat.v1.get_variable(
         "gamma", [width], initializer=tf.compat.v1.ones_initializer())
-  x = tf.cast(input_tensor, tf.float32)
-  mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
-  output = tf.nn.batch_normalization(
-      x, mean, variance, offset=beta, scale=gamma,
-      variance_epsilon=_LAYER_NORM_EPSILON)
+  output = _normalize(tf.cast(input_tensor, tf.float32), gamma, beta)
   return tf.cast(output, input_tensor.dtype)
+
+
+@tf.custom_gradient
+def _normalize(x, gamma, beta):
+  """(x - mean) / sqrt(variance + 1e-12) * gamma + beta over the last axis.
+
+  Autodiff of the formula keeps two [..., width] float32 tensors per call
+  (the input and the scale broadcast to it); this gradient needs only the
+  normalized values and the [..., 1] inverse standard deviations.
+
+  Args:
+    x: float32 Tensor [..., width].
+    gamma, beta: float32 Tensors [width].
+
+  Returns:
+    float32 Tensor [..., width].
+  """
+  mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
+  inverse_std = tf.math.rsqrt(variance + _LAYER_NORM_EPSILON)
+  normalized = (x - mean) * inverse_std
+  output = normalized * gamma + beta
+
+  def grad_fn(output_grad):
+    outer_axes = list(range(output_grad.shape.ndims - 1))
+    scaled_grad = output_grad * gamma
+    # d/dx of the normalized values: the gradient minus its mean and minus
+    # its projection on the normalized values, over the standard deviation.
+    x_grad = inverse_std * (
+        scaled_grad
+        - tf.reduce_mean(scaled_grad, axis=-1, keepdims=True)
+        - normalized * tf.reduce_mean(scaled_grad * normalized, axis=-1,
+                                      keepdims=True))
+    gamma_grad = tf.reduce_sum(output_grad * normalized, axis=outer_axes)
+    beta_grad = tf.reduce_sum(output_grad, axis=outer_axes)
+    return x_grad, gamma_grad, beta_grad
+
+  return output, grad_fn
 
 
 def layer_norm_and_dropout(input_tensor, dropout_prob, name=None):
@@ -944,17 +980,22 @@ def transformer_model(input_tensor,
     raise ValueError("The width of the input tensor (%d) != hidden size (%d)" %
                      (input_width, hidden_size))
 
-  def layer_fn(layer_input):
-    """[batch_size, seq_length, hidden_size] -> same (one layer)."""
-    return _transformer_layer(
+  def layer_body(layer_input):
+    """One layer up to the sum that its last LayerNorm normalizes."""
+    return _transformer_layer_body(
         layer_input, attention_mask, hidden_size, num_attention_heads,
         intermediate_size, intermediate_act_fn, hidden_dropout_prob,
         attention_probs_dropout_prob, initializer_range)
 
   reuse = None
-  checkpointed_layer_fn = layer_fn
+  checkpointed_body = layer_body
   if gradient_checkpointing:
-    checkpointed_layer_fn = recompute_grad(layer_fn)
+    # The recomputed part ends before the layer's last LayerNorm, which
+    # keeps its [batch * seq, hidden] input for its own gradient. In
+    # exchange the recomputation never runs the layer's output matmul (a
+    # third of its matmul work): no gradient reads that matmul's result, so
+    # TensorFlow prunes it.
+    checkpointed_body = recompute_grad(layer_body)
     # The recomputation in the backward pass re-enters a layer's variable
     # scope and must find the variables the forward pass created.
     reuse = tf.compat.v1.AUTO_REUSE
@@ -967,7 +1008,10 @@ def transformer_model(input_tensor,
     # does, and cost a layer's forward pass for nothing.
     last = layer_idx == num_hidden_layers - 1
     with tf.compat.v1.variable_scope("layer_%d" % layer_idx, reuse=reuse):
-      prev_output = (layer_fn if last else checkpointed_layer_fn)(prev_output)
+      residual_sum = (layer_body if last else checkpointed_body)(prev_output)
+      with tf.compat.v1.variable_scope("output"):
+        layer_output = layer_norm(residual_sum)
+      prev_output = tf.reshape(layer_output, get_shape_list(prev_output))
       all_layer_outputs.append(prev_output)
 
   if do_return_all_layers:
@@ -1016,22 +1060,25 @@ def recompute_grad(layer_fn):
   return recomputed
 
 
-def _transformer_layer(layer_input, attention_mask, hidden_size,
-                       num_attention_heads, intermediate_size,
-                       intermediate_act_fn, hidden_dropout_prob,
-                       attention_probs_dropout_prob, initializer_range):
-  """One encoder layer: self-attention and feed-forward, each with a residual
-  connection and LayerNorm.
+def _transformer_layer_body(layer_input, attention_mask, hidden_size,
+                            num_attention_heads, intermediate_size,
+                            intermediate_act_fn, hidden_dropout_prob,
+                            attention_probs_dropout_prob, initializer_range):
+  """One encoder layer but its last LayerNorm: self-attention and
+  feed-forward, each with a residual connection (the first also with its
+  LayerNorm).
 
   Shapes are taken from `layer_input` itself so that, under
-  `tf.recompute_grad`, nothing outside the layer is captured.
+  `recompute_grad`, nothing outside the layer is captured.
 
   Args:
     layer_input: Tensor [batch_size, seq_length, hidden_size].
     (the rest as `transformer_model`)
 
   Returns:
-    Tensor [batch_size, seq_length, hidden_size], dtype of `layer_input`.
+    Tensor [batch_size * seq_length, hidden_size], dtype of `layer_input`:
+    the feed-forward output plus its residual, which the caller normalizes
+    with the LayerNorm in variable scope "output".
   """
   batch_size, seq_length, _ = get_shape_list(layer_input, expected_rank=3)
   layer_input_2d = reshape_to_matrix(layer_input)
@@ -1069,9 +1116,7 @@ def _transformer_layer(layer_input, attention_mask, hidden_size,
     layer_output = dense(intermediate_output, hidden_size, "dense",
                          kernel_initializer=initializer)
     layer_output = dropout(layer_output, hidden_dropout_prob)
-    layer_output = layer_norm(layer_output + attention_output)
-
-  return tf.reshape(layer_output, [batch_size, seq_length, hidden_size])
+  return layer_output + attention_output
 
 
 def get_shape_list(tensor, expected_rank=None, name=None):

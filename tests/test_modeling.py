@@ -320,8 +320,21 @@ def test_real_minilm_checkpoint_matches_numpy(minilm_dir):
   np.testing.assert_allclose(pooled, ref_pooled, atol=1e-4, rtol=0)
 
 
+def _executed_matmuls(run_metadata):
+  """How many matmul kernels (any MatMul op, fused or batched) ran."""
+  # A node's timeline label reads "name = OpType(inputs)".
+  return sum("MatMul" in node.timeline_label.split("(")[0].split(" = ")[-1]
+             for device in run_metadata.step_stats.dev_stats
+             for node in device.node_stats)
+
+
 def _gradients(arrays, gradient_checkpointing):
-  """Training-mode (dropout 0.1) gradients of a fixed scalar loss."""
+  """Training-mode (dropout 0.1) gradients of a fixed scalar loss.
+
+  Returns:
+    (variable names and shapes, gradients, dropout mask draws in the graph,
+    matmul kernels run for the gradients).
+  """
   cfg = _tiny_config()
   with tf.Graph().as_default() as graph:
     tf.compat.v1.set_random_seed(1234)
@@ -343,20 +356,27 @@ def _gradients(arrays, gradient_checkpointing):
     with tf.compat.v1.Session() as sess:
       sess.run(tf.compat.v1.global_variables_initializer())
       _assign(sess, arrays)
-      values = sess.run(grads)
+      run_metadata = tf.compat.v1.RunMetadata()
+      values = sess.run(grads, options=tf.compat.v1.RunOptions(
+          trace_level=tf.compat.v1.RunOptions.FULL_TRACE),
+                        run_metadata=run_metadata)
   names = [(v.op.name, v.shape.as_list()) for v in tvars]
-  return names, values, num_masks
+  return names, values, num_masks, _executed_matmuls(run_metadata)
 
 
 def test_gradient_checkpointing_gives_identical_gradients():
   arrays = _random_weights(_tiny_config(), seed=11)
-  names, plain, plain_masks = _gradients(arrays, False)
-  ckpt_names, recomputed, ckpt_masks = _gradients(arrays, True)
+  names, plain, plain_masks, plain_matmuls = _gradients(arrays, False)
+  ckpt_names, recomputed, ckpt_masks, ckpt_matmuls = _gradients(arrays, True)
   assert ckpt_names == names
   # 1 embedding + 3 per layer dropout sites; recomputation draws the masks
   # of every layer but the last (which is not recomputed) again.
   assert plain_masks == 1 + 3 * 2
   assert ckpt_masks == plain_masks + 3 * 1
+  # A layer's forward pass has 8 matmuls: query, key, value, scores,
+  # context, attention output, intermediate, output. The recomputation of
+  # the first layer runs all but the last, whose result no gradient needs.
+  assert ckpt_matmuls == plain_matmuls + 7, (plain_matmuls, ckpt_matmuls)
   for (name, _), a, b in zip(names, plain, recomputed):
     assert np.abs(a).max() > 0, name
     np.testing.assert_allclose(b, a, atol=1e-5, rtol=1e-5, err_msg=name)
@@ -375,15 +395,25 @@ def _autodiff_attention_context(scores, value, keep, dropout_prob):
   return tf.matmul(dropped, value)
 
 
-def test_lean_gelu_and_attention_give_autodiff_gradients(monkeypatch):
-  """modeling's hand-written GELU and attention-dropout gradients (which keep
-  fewer tensors) equal autodiff of the plain formulas, dropout 0.1 on."""
+def _autodiff_normalize(x, gamma, beta):
+  """The original's LayerNorm (moments, batch_normalization), autodiff."""
+  mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
+  return tf.nn.batch_normalization(x, mean, variance, offset=beta,
+                                   scale=gamma, variance_epsilon=1e-12)
+
+
+def test_lean_gelu_attention_and_layer_norm_give_autodiff_gradients(
+    monkeypatch):
+  """modeling's hand-written GELU, attention-dropout and LayerNorm gradients
+  (which keep fewer tensors) equal autodiff of the plain formulas, dropout
+  0.1 on."""
   arrays = _random_weights(_tiny_config(), seed=12)
-  names, lean, _ = _gradients(arrays, False)
+  names, lean, _, _ = _gradients(arrays, False)
   monkeypatch.setattr(modeling, "gelu", _autodiff_gelu)
   monkeypatch.setattr(modeling, "_dropped_attention_context",
                       _autodiff_attention_context)
-  _, autodiff, _ = _gradients(arrays, False)
+  monkeypatch.setattr(modeling, "_normalize", _autodiff_normalize)
+  _, autodiff, _, _ = _gradients(arrays, False)
   for (name, _), a, b in zip(names, autodiff, lean):
     assert np.abs(a).max() > 0, name
     np.testing.assert_allclose(b, a, atol=1e-5, rtol=1e-5, err_msg=name)
@@ -399,6 +429,38 @@ def test_gelu_gradient_matches_finite_differences():
   eps = 1e-6
   expected = (_np_gelu(x + eps) - _np_gelu(x - eps)) / (2 * eps)
   np.testing.assert_allclose(got, expected, atol=1e-8)
+
+
+def test_layer_norm_gradient_matches_finite_differences():
+  rng = np.random.RandomState(3)
+  x, gamma, beta = (rng.standard_normal(shape) for shape in
+                    ((2, 3, 5), (5,), (5,)))
+  weights = rng.standard_normal((2, 3, 5))
+
+  def np_loss(x, gamma, beta):
+    mean = x.mean(-1, keepdims=True)
+    variance = ((x - mean) ** 2).mean(-1, keepdims=True)
+    y = (x - mean) / np.sqrt(variance + 1e-12) * gamma + beta
+    return np.sum(y * weights)
+
+  tensors = [tf.constant(a) for a in (x, gamma, beta)]
+  with tf.GradientTape() as tape:
+    tape.watch(tensors)
+    loss = tf.reduce_sum(modeling._normalize(*tensors) * weights)  # pylint: disable=protected-access
+  got = tape.gradient(loss, tensors)
+  np.testing.assert_allclose(loss.numpy(), np_loss(x, gamma, beta),
+                             rtol=1e-12)
+  eps = 1e-6
+  arrays = [x, gamma, beta]
+  for which, grad in enumerate(got):
+    expected = np.zeros_like(arrays[which])
+    for index in np.ndindex(expected.shape):
+      plus = [a.copy() for a in arrays]
+      minus = [a.copy() for a in arrays]
+      plus[which][index] += eps
+      minus[which][index] -= eps
+      expected[index] = (np_loss(*plus) - np_loss(*minus)) / (2 * eps)
+    np.testing.assert_allclose(grad.numpy(), expected, atol=1e-7)
 
 
 def _dropout_graph(p=0.1):
