@@ -390,7 +390,7 @@ def plan(config, seq_length, train_batch_size, memory_bytes,
 
   The micro-batch is the largest that fits and divides the batch. Preference
   order: no checkpointing when anything fits without it (recomputation costs
-  a third more compute), then the fewest accumulation steps, then the order
+  20-30% more step time), then the fewest accumulation steps, then the order
   of `precisions`.
 
   Returns:

@@ -140,8 +140,8 @@ def _define_memory_flags(fv):
   flags.DEFINE_bool(
       "gradient_checkpointing", False,
       "Recompute each transformer layer in the backward pass instead of "
-      "keeping its activations: much less memory, about a third more "
-      "compute, same gradients.", flag_values=fv)
+      "keeping its activations: much less memory, a fifth to a third more "
+      "step time, same gradients.", flag_values=fv)
   flags.DEFINE_string(
       "micro_batch_size", "",
       "Examples per micro-batch: empty = --train_batch_size / "
