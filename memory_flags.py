@@ -85,11 +85,17 @@ class MemorySettings(collections.namedtuple(
     return self.micro_batch_size // self.replicas.total
 
   @property
-  def replica_memory_bytes(self):
-    """The memory one replica may use, or None when unknown."""
+  def replica_memory(self):
+    """DeviceMemory one replica may use, or None when unknown."""
     if self.device is None:
       return None
-    return self.device.bytes / self.replicas.per_memory
+    return _replica_memory(self.device, self.replicas)
+
+  @property
+  def replica_memory_bytes(self):
+    """The bytes of `replica_memory`, or None when unknown."""
+    memory = self.replica_memory
+    return None if memory is None else memory.bytes
 
   @property
   def compute_dtype(self):
@@ -109,14 +115,21 @@ class MemorySettings(collections.namedtuple(
                 "" if steps == 1 else "s", self.precision,
                 "on" if self.gradient_checkpointing else "off"))
 
-  def describe_memory(self):
-    """E.g. "12.00 GiB (GPU ...)" or "... shared by 2 CPU replicas"."""
-    shared = ""
-    if self.replicas.per_memory > 1:
-      shared = ", %.2f GiB shared by %d CPU replicas" % (
-          self.device.bytes / GIB, self.replicas.per_memory)
-    return "%.2f GiB (%s%s)" % (self.replica_memory_bytes / GIB,
-                                self.device.source, shared)
+
+def _replica_memory(device, replicas):
+  """DeviceMemory of one replica: the device's own, or its share of the RAM
+  that the CPU replicas of a process share."""
+  if replicas.per_memory == 1:
+    return device
+  return DeviceMemory(
+      device.bytes / replicas.per_memory,
+      "%s, %.2f GiB shared by %d CPU replicas" % (
+          device.source, device.bytes / GIB, replicas.per_memory))
+
+
+def _describe_memory(memory):
+  """E.g. "12.00 GiB (--device_memory_gb=12)"."""
+  return "%.2f GiB (%s)" % (memory.bytes / GIB, memory.source)
 
 
 # ------------------------------------------------------------ device memory
@@ -266,30 +279,26 @@ def _auto(flag_obj, bert_config, device, replicas):
   # turns checkpointing on when nothing fits without it.
   allow_checkpointing = (flag_obj.gradient_checkpointing or not _is_explicit(
       flag_obj, "gradient_checkpointing"))
-  unplanned = MemorySettings(flag_obj.precision, flag_obj.train_batch_size,
-                             1, flag_obj.gradient_checkpointing, device,
-                             replicas)
-  found = _plan_for_replicas(
-      bert_config, flag_obj, replicas, unplanned.replica_memory_bytes,
-      flag_obj.precision, allow_checkpointing)
+  memory = _replica_memory(device, replicas)
+  found = _plan_for_replicas(bert_config, flag_obj, replicas, memory.bytes,
+                             flag_obj.precision, allow_checkpointing)
   if found is None:
     raise ValueError(
         "--micro_batch_size=auto: not even one example of --max_seq_length="
         "%d fits %s in --precision=%s%s. Lower --max_seq_length, use half "
         "precision or a smaller model, or set --device_memory_gb." %
-        (flag_obj.max_seq_length, unplanned.describe_memory(),
+        (flag_obj.max_seq_length, _describe_memory(memory),
          flag_obj.precision, " with gradient checkpointing"
          if allow_checkpointing else ""))
-  settings = unplanned._replace(
-      micro_batch_size=found.micro_batch,
-      num_accumulation_steps=found.accumulation_steps,
-      gradient_checkpointing=(found.gradient_checkpointing or
-                              flag_obj.gradient_checkpointing))
+  settings = MemorySettings(
+      flag_obj.precision, found.micro_batch, found.accumulation_steps,
+      found.gradient_checkpointing or flag_obj.gradient_checkpointing,
+      device, replicas)
   logging.info("--micro_batch_size=auto: %s; planned peak %.2f GiB%s of "
                "%s.", settings.describe(),
                _estimate_bytes(bert_config, flag_obj, settings) / GIB,
                " per replica" if replicas.total > 1 else "",
-               settings.describe_memory())
+               _describe_memory(memory))
   return settings
 
 
@@ -414,7 +423,7 @@ def oom_message(bert_config, flag_obj, settings, error):
     lines.append("The memory planner estimates %.2f GiB%s for it; %s has "
                  "%s." % (estimate / GIB, per_replica,
                           "each replica" if per_replica else "the device",
-                          settings.describe_memory()))
+                          _describe_memory(settings.replica_memory)))
     if estimate < budget:
       lines.append("As the estimate fits, something else holds memory; the "
                    "flags below are planned for less than the failed "
