@@ -246,11 +246,21 @@ class BertModel(object):
             do_return_all_layers=True,
             gradient_checkpointing=gradient_checkpointing)
 
+        # The pooler reads the first token's final hidden state only. It is
+        # computed by its own first-token pass through the last layer, so a
+        # graph that fetches only the pooled output (classification) runs
+        # that layer's query, attention output and feed-forward for one
+        # position instead of all; TensorFlow prunes the full layer's unused
+        # ops. The values, dropout masks included, are the full layer's.
+        last_layer_input = ([self.embedding_output] +
+                            self.all_encoder_layers)[-2]
+        first_token_tensor = _first_token_of_last_layer(
+            last_layer_input, attention_mask, config)
+
       self.sequence_output = self.all_encoder_layers[-1]
       # The pooler maps the first token's ([CLS]) final hidden state to a
       # fixed-size representation of the whole segment pair.
       with tf.compat.v1.variable_scope("pooler"):
-        first_token_tensor = tf.squeeze(self.sequence_output[:, 0:1, :], axis=1)
         self.pooled_output = dense(
             first_token_tensor,
             config.hidden_size,
@@ -431,12 +441,14 @@ def dropout(input_tensor, dropout_prob, name=None):
   return _apply_keep_mask(input_tensor, keep, dropout_prob)
 
 
-def _dropout_keep_mask(input_tensor, dropout_prob, name):
+def _dropout_keep_mask(input_tensor, dropout_prob, name, draw_shape=None):
   """bool Tensor shaped like `input_tensor`, True where a value is kept.
 
   Stateless (see `dropout`) when the graph has a step, else stateful.
+  With `draw_shape`, the mask is drawn for (and shaped like) a tensor of that
+  shape, of which the caller slices the part `input_tensor` holds.
   """
-  shape = tf.shape(input_tensor)
+  shape = tf.shape(input_tensor) if draw_shape is None else draw_shape
   step = _dropout_step()
   if step is None:
     uniform = tf.random.uniform(shape)
@@ -446,6 +458,22 @@ def _dropout_keep_mask(input_tensor, dropout_prob, name):
   # A bool mask (1 byte) is all the backward pass keeps; the float32 uniform
   # values are freed right after the comparison.
   return uniform >= dropout_prob
+
+
+def _first_token_dropout(first_token, seq_length, dropout_prob):
+  """`dropout` of [batch_size, width] first-position rows of a layer.
+
+  The mask is the first position's rows of the mask that `dropout` draws
+  for the layer's whole [batch_size * seq_length, width] tensor in the same
+  variable scope.
+  """
+  if not _check_dropout_prob(dropout_prob):
+    return first_token
+  batch_size, width = get_shape_list(first_token, expected_rank=2)
+  keep = _dropout_keep_mask(first_token, dropout_prob, None,
+                            draw_shape=[batch_size * seq_length, width])
+  keep = tf.reshape(keep, [batch_size, seq_length, width])[:, 0, :]
+  return _apply_keep_mask(first_token, keep, dropout_prob)
 
 
 def _apply_keep_mask(input_tensor, keep, dropout_prob):
@@ -754,7 +782,9 @@ def attention_layer(from_tensor,
                     do_return_2d_tensor=False,
                     batch_size=None,
                     from_seq_length=None,
-                    to_seq_length=None):
+                    to_seq_length=None,
+                    *,
+                    dropout_from_seq_length=None):
   """Multi-headed scaled dot-product attention from `from_tensor` to
   `to_tensor` ("Attention Is All You Need").
 
@@ -780,6 +810,10 @@ def attention_layer(from_tensor,
     batch_size: (optional) int. Needed when the inputs are 2D.
     from_seq_length: (optional) Needed when the inputs are 2D.
     to_seq_length: (optional) Needed when the inputs are 2D.
+    dropout_from_seq_length: (optional) draw the attention dropout mask as
+      for this many query positions and use its first `from_seq_length`
+      rows: with the first positions of a sequence as `from_tensor`, the
+      result is those rows of the whole sequence's, dropout included.
 
   Returns:
     Tensor [batch_size, from_seq_length, num_attention_heads *
@@ -850,8 +884,14 @@ def attention_layer(from_tensor,
   # [B, N, F, H]. Dropping whole tokens to attend to is unusual but follows
   # the original Transformer paper.
   if _check_dropout_prob(attention_probs_dropout_prob):
+    draw_shape = None
+    if dropout_from_seq_length is not None:
+      draw_shape = [batch_size, num_attention_heads, dropout_from_seq_length,
+                    to_seq_length]
     keep = _dropout_keep_mask(attention_scores, attention_probs_dropout_prob,
-                              name="attention_probs")
+                              name="attention_probs", draw_shape=draw_shape)
+    if draw_shape is not None:
+      keep = keep[:, :, :from_seq_length, :]
     context_layer = _dropped_attention_context(
         attention_scores, value_layer, keep, attention_probs_dropout_prob)
   else:
@@ -916,6 +956,31 @@ def _dropped_attention_context(attention_scores, value_layer, keep,
     return context, grad_fn
 
   return context_fn(attention_scores, value_layer)
+
+
+def _first_token_of_last_layer(layer_input, attention_mask, config):
+  """[batch_size, hidden_size]: the last encoder layer's first position.
+
+  Runs the last layer (its variables, in scope "layer_<n-1>" of the current
+  "encoder" scope) with the first position as the only query: keys and
+  values still cover every position, the rest is one row per example.
+
+  Args:
+    layer_input: Tensor [batch_size, seq_length, hidden_size], the last
+      layer's input.
+    attention_mask: float32 Tensor [batch_size, seq_length, seq_length].
+    config: the model's `BertConfig` (dropout already off in eval mode).
+  """
+  with tf.compat.v1.variable_scope(
+      "layer_%d" % (config.num_hidden_layers - 1), reuse=True):
+    residual_sum = _transformer_layer_body(
+        layer_input, attention_mask, config.hidden_size,
+        config.num_attention_heads, config.intermediate_size,
+        get_activation(config.hidden_act), config.hidden_dropout_prob,
+        config.attention_probs_dropout_prob, config.initializer_range,
+        first_token_only=True)
+    with tf.compat.v1.variable_scope("output"):
+      return layer_norm(residual_sum)
 
 
 def _transpose_for_scores(input_tensor, batch_size, num_attention_heads,
@@ -1063,7 +1128,8 @@ def recompute_grad(layer_fn):
 def _transformer_layer_body(layer_input, attention_mask, hidden_size,
                             num_attention_heads, intermediate_size,
                             intermediate_act_fn, hidden_dropout_prob,
-                            attention_probs_dropout_prob, initializer_range):
+                            attention_probs_dropout_prob, initializer_range,
+                            first_token_only=False):
   """One encoder layer but its last LayerNorm: self-attention and
   feed-forward, each with a residual connection (the first also with its
   LayerNorm).
@@ -1074,21 +1140,33 @@ def _transformer_layer_body(layer_input, attention_mask, hidden_size,
   Args:
     layer_input: Tensor [batch_size, seq_length, hidden_size].
     (the rest as `transformer_model`)
+    first_token_only: compute the first position's output alone (attending
+      to all positions), with the dropout masks of the whole layer's.
 
   Returns:
-    Tensor [batch_size * seq_length, hidden_size], dtype of `layer_input`:
-    the feed-forward output plus its residual, which the caller normalizes
-    with the LayerNorm in variable scope "output".
+    Tensor [batch_size * seq_length, hidden_size] ([batch_size, hidden_size]
+    with `first_token_only`), dtype of `layer_input`: the feed-forward output
+    plus its residual, which the caller normalizes with the LayerNorm in
+    variable scope "output".
   """
   batch_size, seq_length, _ = get_shape_list(layer_input, expected_rank=3)
   layer_input_2d = reshape_to_matrix(layer_input)
   initializer = create_initializer(initializer_range)
+  # The query positions: all, or the first alone.
+  query_input, query_length = layer_input_2d, seq_length
+  hidden_dropout = lambda x: dropout(x, hidden_dropout_prob)
+  if first_token_only:
+    query_input, query_length = layer_input[:, 0, :], 1
+    if attention_mask is not None:
+      attention_mask = attention_mask[:, 0:1, :]
+    hidden_dropout = lambda x: _first_token_dropout(x, seq_length,
+                                                    hidden_dropout_prob)
 
   with tf.compat.v1.variable_scope("attention"):
     with tf.compat.v1.variable_scope("self"):
-      # [B*S, H]
+      # [B*Q, H] for Q query positions
       attention_output = attention_layer(
-          from_tensor=layer_input_2d,
+          from_tensor=query_input,
           to_tensor=layer_input_2d,
           attention_mask=attention_mask,
           num_attention_heads=num_attention_heads,
@@ -1097,14 +1175,15 @@ def _transformer_layer_body(layer_input, attention_mask, hidden_size,
           initializer_range=initializer_range,
           do_return_2d_tensor=True,
           batch_size=batch_size,
-          from_seq_length=seq_length,
-          to_seq_length=seq_length)
+          from_seq_length=query_length,
+          to_seq_length=seq_length,
+          dropout_from_seq_length=seq_length if first_token_only else None)
 
     with tf.compat.v1.variable_scope("output"):
       attention_output = dense(attention_output, hidden_size, "dense",
                                kernel_initializer=initializer)
-      attention_output = dropout(attention_output, hidden_dropout_prob)
-      attention_output = layer_norm(attention_output + layer_input_2d)
+      attention_output = hidden_dropout(attention_output)
+      attention_output = layer_norm(attention_output + query_input)
 
   with tf.compat.v1.variable_scope("intermediate"):
     # [B*S, intermediate_size]
@@ -1115,7 +1194,7 @@ def _transformer_layer_body(layer_input, attention_mask, hidden_size,
   with tf.compat.v1.variable_scope("output"):
     layer_output = dense(intermediate_output, hidden_size, "dense",
                          kernel_initializer=initializer)
-    layer_output = dropout(layer_output, hidden_dropout_prob)
+    layer_output = hidden_dropout(layer_output)
   return layer_output + attention_output
 
 

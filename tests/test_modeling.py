@@ -369,9 +369,10 @@ def test_gradient_checkpointing_gives_identical_gradients():
   names, plain, plain_masks, plain_matmuls = _gradients(arrays, False)
   ckpt_names, recomputed, ckpt_masks, ckpt_matmuls = _gradients(arrays, True)
   assert ckpt_names == names
-  # 1 embedding + 3 per layer dropout sites; recomputation draws the masks
-  # of every layer but the last (which is not recomputed) again.
-  assert plain_masks == 1 + 3 * 2
+  # 1 embedding + 3 per layer dropout sites, and 3 for the last layer's
+  # first-token pass (the pooler's); recomputation draws the masks of every
+  # layer but the last (which is not recomputed) again.
+  assert plain_masks == 1 + 3 * 2 + 3
   assert ckpt_masks == plain_masks + 3 * 1
   # A layer's forward pass has 8 matmuls: query, key, value, scores,
   # context, attention output, intermediate, output. The recomputation of
@@ -380,6 +381,80 @@ def test_gradient_checkpointing_gives_identical_gradients():
   for (name, _), a, b in zip(names, plain, recomputed):
     assert np.abs(a).max() > 0, name
     np.testing.assert_allclose(b, a, atol=1e-5, rtol=1e-5, err_msg=name)
+
+
+def _pooled_two_ways(arrays, num_layers, gradient_checkpointing=False):
+  """Training-mode (dropout 0.1) pooled output and the gradients of a loss on
+  it, computed (a) by the model and (b) by the pooler formula applied to the
+  full last layer's first position. Returns numpy ((a), (b)) pairs."""
+  cfg = _tiny_config(num_hidden_layers=num_layers)
+  with tf.Graph().as_default():
+    tf.compat.v1.set_random_seed(99)
+    _add_micro_step(3)
+    model = modeling.BertModel(
+        cfg, is_training=True, input_ids=tf.constant(IDS),
+        input_mask=tf.constant(MASK), token_type_ids=tf.constant(TYPES),
+        gradient_checkpointing=gradient_checkpointing)
+    pooler = {v.op.name: v for v in tf.compat.v1.global_variables()
+              if "pooler" in v.op.name}
+    from_sequence = tf.tanh(
+        tf.matmul(model.get_sequence_output()[:, 0],
+                  pooler["bert/pooler/dense/kernel"]) +
+        pooler["bert/pooler/dense/bias"])
+    weights = np.random.RandomState(5).randn(2, 32).astype(np.float32)
+    tvars = tf.compat.v1.trainable_variables()
+    outputs = []
+    for pooled in (model.get_pooled_output(), from_sequence):
+      grads = tf.gradients(tf.reduce_sum(pooled * weights), tvars)
+      outputs.append([pooled] + [tf.convert_to_tensor(g) for g in grads])
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      _assign(sess, arrays)
+      return sess.run(outputs), [v.op.name for v in tvars]
+
+
+@pytest.mark.parametrize("num_layers,checkpointing",
+                         [(2, False), (1, False), (3, True)])
+def test_pooled_output_is_the_full_last_layers_first_position(
+    num_layers, checkpointing):
+  """The pooler's first-token pass through the last layer gives the full
+  layer's values and gradients, dropout 0.1 on (same masks)."""
+  cfg = _tiny_config(num_hidden_layers=num_layers)
+  (model_way, full_way), names = _pooled_two_ways(
+      _random_weights(cfg, seed=21), num_layers, checkpointing)
+  np.testing.assert_allclose(model_way[0], full_way[0], atol=1e-6, rtol=0)
+  for name, a, b in zip(names, full_way[1:], model_way[1:]):
+    np.testing.assert_allclose(b, a, atol=1e-5, rtol=1e-5, err_msg=name)
+  # Dropout was on: the eval-mode pooled output differs.
+  eval_pooled = _run_tiny(_random_weights(cfg, seed=21), cfg=cfg)[1]
+  assert np.abs(eval_pooled - model_way[0]).max() > 1e-3
+
+
+def test_pooled_output_alone_skips_the_full_last_layer():
+  """Fetching only the pooled output runs the last layer's feed-forward for
+  the first position alone: the full layer's ops are pruned."""
+  cfg = _tiny_config()
+  with tf.Graph().as_default():
+    model = modeling.BertModel(
+        cfg, is_training=False, input_ids=tf.constant(IDS),
+        input_mask=tf.constant(MASK), token_type_ids=tf.constant(TYPES))
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      metadata = tf.compat.v1.RunMetadata()
+      sess.run(model.get_pooled_output(),
+               options=tf.compat.v1.RunOptions(
+                   trace_level=tf.compat.v1.RunOptions.FULL_TRACE),
+               run_metadata=metadata)
+  def matmuls_in(prefix):
+    return [node.node_name for device in metadata.step_stats.dev_stats
+            for node in device.node_stats
+            if node.node_name.startswith(prefix) and
+            "MatMul" in node.timeline_label.split("(")[0].split(" = ")[-1]]
+  assert len(matmuls_in("bert/encoder/layer_0/")) == 8
+  # The first-token pass: its own key and value matmuls over all positions,
+  # the rest for one position.
+  assert len(matmuls_in("bert/encoder/layer_1_1/")) == 8
+  assert not matmuls_in("bert/encoder/layer_1/")
 
 
 def _autodiff_gelu(x):
