@@ -239,7 +239,7 @@ class BertModel(object):
             num_hidden_layers=config.num_hidden_layers,
             num_attention_heads=config.num_attention_heads,
             intermediate_size=config.intermediate_size,
-            intermediate_act_fn=get_activation(config.hidden_act),
+            intermediate_act_fn=_activation(config.hidden_act, is_training),
             hidden_dropout_prob=config.hidden_dropout_prob,
             attention_probs_dropout_prob=config.attention_probs_dropout_prob,
             initializer_range=config.initializer_range,
@@ -255,7 +255,7 @@ class BertModel(object):
         last_layer_input = ([self.embedding_output] +
                             self.all_encoder_layers)[-2]
         first_token_tensor = _first_token_of_last_layer(
-            last_layer_input, attention_mask, config)
+            last_layer_input, attention_mask, config, is_training)
 
       self.sequence_output = self.all_encoder_layers[-1]
       # The pooler maps the first token's ([CLS]) final hidden state to a
@@ -343,6 +343,22 @@ def _tanh_gelu(x):
     return output_grad * derivative
 
   return output, grad_fn
+
+
+def _fusable_gelu(x):
+  """`gelu` as `tf.nn.gelu(approximate=True)` writes it: the same formula,
+  in the form TensorFlow's grappler fuses, on CPU, with the matmul and bias
+  before it into one oneDNN kernel (7-9% of a BERT-Base inference step).
+  Its gradient is plain autodiff, which keeps more than `gelu`'s."""
+  return tf.nn.gelu(x, approximate=True)
+
+
+def _activation(activation_string, is_training):
+  """`get_activation`, with the fusable GELU when not training."""
+  activation = get_activation(activation_string)
+  if activation is gelu and not is_training:
+    return _fusable_gelu
+  return activation
 
 
 def get_activation(activation_string):
@@ -958,7 +974,8 @@ def _dropped_attention_context(attention_scores, value_layer, keep,
   return context_fn(attention_scores, value_layer)
 
 
-def _first_token_of_last_layer(layer_input, attention_mask, config):
+def _first_token_of_last_layer(layer_input, attention_mask, config,
+                               is_training):
   """[batch_size, hidden_size]: the last encoder layer's first position.
 
   Runs the last layer (its variables, in scope "layer_<n-1>" of the current
@@ -970,13 +987,15 @@ def _first_token_of_last_layer(layer_input, attention_mask, config):
       layer's input.
     attention_mask: float32 Tensor [batch_size, seq_length, seq_length].
     config: the model's `BertConfig` (dropout already off in eval mode).
+    is_training: bool, as `BertModel`'s.
   """
   with tf.compat.v1.variable_scope(
       "layer_%d" % (config.num_hidden_layers - 1), reuse=True):
     residual_sum = _transformer_layer_body(
         layer_input, attention_mask, config.hidden_size,
         config.num_attention_heads, config.intermediate_size,
-        get_activation(config.hidden_act), config.hidden_dropout_prob,
+        _activation(config.hidden_act, is_training),
+        config.hidden_dropout_prob,
         config.attention_probs_dropout_prob, config.initializer_range,
         first_token_only=True)
     with tf.compat.v1.variable_scope("output"):

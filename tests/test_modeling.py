@@ -677,6 +677,15 @@ def test_gelu_and_activations():
   x = np.linspace(-4, 4, 17).astype(np.float32)
   got = modeling.gelu(tf.constant(x)).numpy()
   np.testing.assert_allclose(got, _np_gelu(x.astype(np.float64)), atol=1e-6)
+  # Evaluation graphs use the form grappler fuses into the matmul: same
+  # formula.
+  fusable = modeling._fusable_gelu(tf.constant(x)).numpy()
+  np.testing.assert_allclose(fusable, _np_gelu(x.astype(np.float64)),
+                             atol=1e-6)
+  assert modeling._activation("gelu", is_training=False) is (
+      modeling._fusable_gelu)
+  assert modeling._activation("gelu", is_training=True) is modeling.gelu
+  assert modeling._activation("relu", is_training=False) is tf.nn.relu
   assert modeling.get_activation("gelu") is modeling.gelu
   assert modeling.get_activation("relu") is tf.nn.relu
   assert modeling.get_activation("linear") is None
