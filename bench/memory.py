@@ -15,7 +15,7 @@ process. The child reports
   step time  median of the steps after the first (warm-up) step
   allocator  the bytes TensorFlow's BFC allocator held after initialization
              and at its peak during the steps (children run with
-             TF_CPU_ALLOCATOR_USE_BFC=true unless --allocator=malloc): the
+             TF_CPU_ALLOCATOR_USE_BFC=true unless --allocator=default): the
              tensors alone, as a GPU's allocator would count them, without
              the runtime, the Python heap or malloc's fragmentation
 
@@ -80,11 +80,12 @@ flags.DEFINE_enum("memory_optimization", "default",
                    "scheduling_heuristics"],
                   "Grappler's memory optimizer (RewriterConfig."
                   "memory_optimization) for the child sessions.")
-flags.DEFINE_enum("allocator", "bfc", ["bfc", "malloc"],
+flags.DEFINE_enum("allocator", "bfc", ["bfc", "default"],
                   "CPU tensor allocator of the children: bfc (TensorFlow's "
                   "best-fit allocator, as on a GPU; its peak is reported as "
-                  "the allocator peak) or malloc (TensorFlow's default on "
-                  "CPU; only RSS is measured).")
+                  "the allocator peak) or default (what the training "
+                  "scripts get: with oneDNN on, oneDNN's CPU allocator, a "
+                  "pool that keeps freed memory; only RSS is measured).")
 flags.DEFINE_list("child_env", [],
                   "NAME=VALUE pairs added to the children's environment, "
                   "e.g. MALLOC_ARENA_MAX=2.")
@@ -261,7 +262,7 @@ def _allocator_bytes(tf):
   """{'current', 'peak'} bytes of the CPU tensor allocator.
 
   Only a BFC allocator keeps these statistics: the parent starts children
-  with TF_CPU_ALLOCATOR_USE_BFC=true unless --allocator=malloc.
+  with TF_CPU_ALLOCATOR_USE_BFC=true unless --allocator=default.
   """
   if os.environ.get(BFC_ENV, "").lower() != "true":
     return {"current": 0, "peak": 0}
