@@ -22,6 +22,7 @@ from __future__ import print_function
 
 import collections
 import copy
+import functools
 import json
 import math
 import re
@@ -1173,13 +1174,15 @@ def _transformer_layer_body(layer_input, attention_mask, hidden_size,
   initializer = create_initializer(initializer_range)
   # The query positions: all, or the first alone.
   query_input, query_length = layer_input_2d, seq_length
-  hidden_dropout = lambda x: dropout(x, hidden_dropout_prob)
+  hidden_dropout = functools.partial(dropout,
+                                     dropout_prob=hidden_dropout_prob)
   if first_token_only:
     query_input, query_length = layer_input[:, 0, :], 1
     if attention_mask is not None:
       attention_mask = attention_mask[:, 0:1, :]
-    hidden_dropout = lambda x: _first_token_dropout(x, seq_length,
-                                                    hidden_dropout_prob)
+    hidden_dropout = functools.partial(
+        _first_token_dropout, seq_length=seq_length,
+        dropout_prob=hidden_dropout_prob)
 
   with tf.compat.v1.variable_scope("attention"):
     with tf.compat.v1.variable_scope("self"):
@@ -1205,7 +1208,7 @@ def _transformer_layer_body(layer_input, attention_mask, hidden_size,
       attention_output = layer_norm(attention_output + query_input)
 
   with tf.compat.v1.variable_scope("intermediate"):
-    # [B*S, intermediate_size]
+    # [B*Q, intermediate_size]
     intermediate_output = dense(attention_output, intermediate_size, "dense",
                                 activation=intermediate_act_fn,
                                 kernel_initializer=initializer)
