@@ -227,6 +227,7 @@ class BertModel(object):
             dropout_prob=config.hidden_dropout_prob,
             compute_dtype=compute_dtype)
 
+      intermediate_act_fn = _activation(config.hidden_act, is_training)
       with tf.compat.v1.variable_scope("encoder"):
         # [batch_size, seq_length, seq_length] float32 mask of the keys each
         # query position may attend to.
@@ -240,7 +241,7 @@ class BertModel(object):
             num_hidden_layers=config.num_hidden_layers,
             num_attention_heads=config.num_attention_heads,
             intermediate_size=config.intermediate_size,
-            intermediate_act_fn=_activation(config.hidden_act, is_training),
+            intermediate_act_fn=intermediate_act_fn,
             hidden_dropout_prob=config.hidden_dropout_prob,
             attention_probs_dropout_prob=config.attention_probs_dropout_prob,
             initializer_range=config.initializer_range,
@@ -256,7 +257,7 @@ class BertModel(object):
         last_layer_input = ([self.embedding_output] +
                             self.all_encoder_layers)[-2]
         first_token_tensor = _first_token_of_last_layer(
-            last_layer_input, attention_mask, config, is_training)
+            last_layer_input, attention_mask, config, intermediate_act_fn)
 
       self.sequence_output = self.all_encoder_layers[-1]
       # The pooler maps the first token's ([CLS]) final hidden state to a
@@ -976,7 +977,7 @@ def _dropped_attention_context(attention_scores, value_layer, keep,
 
 
 def _first_token_of_last_layer(layer_input, attention_mask, config,
-                               is_training):
+                               intermediate_act_fn):
   """[batch_size, hidden_size]: the last encoder layer's first position.
 
   Runs the last layer (its variables, in scope "layer_<n-1>" of the current
@@ -988,15 +989,14 @@ def _first_token_of_last_layer(layer_input, attention_mask, config,
       layer's input.
     attention_mask: float32 Tensor [batch_size, seq_length, seq_length].
     config: the model's `BertConfig` (dropout already off in eval mode).
-    is_training: bool, as `BertModel`'s.
+    intermediate_act_fn: the activation the full layer uses.
   """
   with tf.compat.v1.variable_scope(
       "layer_%d" % (config.num_hidden_layers - 1), reuse=True):
     residual_sum = _transformer_layer_body(
         layer_input, attention_mask, config.hidden_size,
         config.num_attention_heads, config.intermediate_size,
-        _activation(config.hidden_act, is_training),
-        config.hidden_dropout_prob,
+        intermediate_act_fn, config.hidden_dropout_prob,
         config.attention_probs_dropout_prob, config.initializer_range,
         first_token_only=True)
     with tf.compat.v1.variable_scope("output"):

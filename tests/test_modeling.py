@@ -320,12 +320,25 @@ def test_real_minilm_checkpoint_matches_numpy(minilm_dir):
   np.testing.assert_allclose(pooled, ref_pooled, atol=1e-4, rtol=0)
 
 
-def _executed_matmuls(run_metadata):
-  """How many matmul kernels (any MatMul op, fused or batched) ran."""
+def _executed_matmuls(run_metadata, prefix=""):
+  """Names of the matmul kernels (any MatMul op, fused or batched) that ran,
+  of nodes whose name starts with `prefix`."""
   # A node's timeline label reads "name = OpType(inputs)".
-  return sum("MatMul" in node.timeline_label.split("(")[0].split(" = ")[-1]
-             for device in run_metadata.step_stats.dev_stats
-             for node in device.node_stats)
+  return [node.node_name for device in run_metadata.step_stats.dev_stats
+          for node in device.node_stats
+          if node.node_name.startswith(prefix) and
+          "MatMul" in node.timeline_label.split("(")[0].split(" = ")[-1]]
+
+
+def _training_model(cfg, gradient_checkpointing, graph_seed, micro_step):
+  """A training-mode (dropout on) BertModel of the fixed inputs, built in the
+  default graph with stateless dropout keyed on `micro_step`."""
+  tf.compat.v1.set_random_seed(graph_seed)
+  _add_micro_step(micro_step)
+  return modeling.BertModel(
+      cfg, is_training=True, input_ids=tf.constant(IDS),
+      input_mask=tf.constant(MASK), token_type_ids=tf.constant(TYPES),
+      gradient_checkpointing=gradient_checkpointing)
 
 
 def _gradients(arrays, gradient_checkpointing):
@@ -337,12 +350,7 @@ def _gradients(arrays, gradient_checkpointing):
   """
   cfg = _tiny_config()
   with tf.Graph().as_default() as graph:
-    tf.compat.v1.set_random_seed(1234)
-    _add_micro_step(7)
-    model = modeling.BertModel(
-        cfg, is_training=True, input_ids=tf.constant(IDS),
-        input_mask=tf.constant(MASK), token_type_ids=tf.constant(TYPES),
-        gradient_checkpointing=gradient_checkpointing)
+    model = _training_model(cfg, gradient_checkpointing, 1234, 7)
     rng = np.random.RandomState(0)
     loss = (tf.reduce_sum(model.get_sequence_output() *
                           rng.randn(2, 10, 32).astype(np.float32)) +
@@ -361,7 +369,7 @@ def _gradients(arrays, gradient_checkpointing):
           trace_level=tf.compat.v1.RunOptions.FULL_TRACE),
                         run_metadata=run_metadata)
   names = [(v.op.name, v.shape.as_list()) for v in tvars]
-  return names, values, num_masks, _executed_matmuls(run_metadata)
+  return names, values, num_masks, len(_executed_matmuls(run_metadata))
 
 
 def test_gradient_checkpointing_gives_identical_gradients():
@@ -389,12 +397,7 @@ def _pooled_two_ways(arrays, num_layers, gradient_checkpointing=False):
   full last layer's first position. Returns numpy ((a), (b)) pairs."""
   cfg = _tiny_config(num_hidden_layers=num_layers)
   with tf.Graph().as_default():
-    tf.compat.v1.set_random_seed(99)
-    _add_micro_step(3)
-    model = modeling.BertModel(
-        cfg, is_training=True, input_ids=tf.constant(IDS),
-        input_mask=tf.constant(MASK), token_type_ids=tf.constant(TYPES),
-        gradient_checkpointing=gradient_checkpointing)
+    model = _training_model(cfg, gradient_checkpointing, 99, 3)
     pooler = {v.op.name: v for v in tf.compat.v1.global_variables()
               if "pooler" in v.op.name}
     from_sequence = tf.tanh(
@@ -445,16 +448,11 @@ def test_pooled_output_alone_skips_the_full_last_layer():
                options=tf.compat.v1.RunOptions(
                    trace_level=tf.compat.v1.RunOptions.FULL_TRACE),
                run_metadata=metadata)
-  def matmuls_in(prefix):
-    return [node.node_name for device in metadata.step_stats.dev_stats
-            for node in device.node_stats
-            if node.node_name.startswith(prefix) and
-            "MatMul" in node.timeline_label.split("(")[0].split(" = ")[-1]]
-  assert len(matmuls_in("bert/encoder/layer_0/")) == 8
+  assert len(_executed_matmuls(metadata, "bert/encoder/layer_0/")) == 8
   # The first-token pass: its own key and value matmuls over all positions,
   # the rest for one position.
-  assert len(matmuls_in("bert/encoder/layer_1_1/")) == 8
-  assert not matmuls_in("bert/encoder/layer_1/")
+  assert len(_executed_matmuls(metadata, "bert/encoder/layer_1_1/")) == 8
+  assert not _executed_matmuls(metadata, "bert/encoder/layer_1/")
 
 
 def _autodiff_gelu(x):
