@@ -11,7 +11,11 @@ process. The child reports
              (weights and optimizer slots are resident, no step has run)
   peak       the peak RSS (VmHWM) of the steps alone: the kernel's high-water
              mark is reset (/proc/self/clear_refs) after initialization
+  after      RSS after the last step: what the allocator kept of the peak
   process    ru_maxrss of the whole child (what `/usr/bin/time` reports)
+  faults     median minor page faults of the steps after the first (memory
+             handed back to the system and touched again costs one per
+             4 KiB page)
   step time  median of the steps after the first (warm-up) step
   allocator  the bytes TensorFlow's BFC allocator held after initialization
              and at its peak during the steps (children run with
@@ -231,13 +235,17 @@ def run_child(run):
       with open("/proc/self/clear_refs", "w") as f:
         f.write("5")  # Resets VmHWM to the current RSS.
       tf.config.experimental.reset_memory_stats(CPU_DEVICE)
-      times, losses = [], []
+      times, losses, faults = [], [], []
       for _ in range(run["steps"]):
+        faults_before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         start = time.perf_counter()
         _, value = sess.run([train_op, loss])
         times.append(time.perf_counter() - start)
+        faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt -
+                      faults_before)
         losses.append(float(value))
-      peak = _proc_status_kib()["VmHWM"]
+      status = _proc_status_kib()
+      peak, after = status["VmHWM"], status["VmRSS"]
       allocator_peak = _allocator_bytes(tf)["peak"]
   process = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
   gradients = 4 * num_params
@@ -247,6 +255,8 @@ def run_child(run):
       "init_bytes": init,
       "init_peak_bytes": init_hwm,
       "peak_bytes": peak,
+      "after_steps_bytes": after,
+      "page_faults_per_step": statistics.median(faults[1:] or faults),
       "process_peak_bytes": process,
       "activation_bytes": peak - init - gradients,
       "allocator_init_bytes": allocator_init,
@@ -374,20 +384,23 @@ def _gib(value):
 def markdown(records):
   """The results as a Markdown table (GiB; seconds)."""
   header = ("| model | seq | batch | precision | checkpointing | baseline | "
-            "init | peak | activations | allocator peak | allocator "
-            "activations | planned | step s |")
-  lines = [header, "|" + "---|" * 5 + "---:|" * 8]
+            "init | peak | after steps | activations | allocator peak | "
+            "allocator activations | planned | step s | page faults per "
+            "step |")
+  lines = [header, "|" + "---|" * 5 + "---:|" * 10]
   for r in records:
     cells = [r["model"], str(r["seq"]), str(r["batch"]), r["precision"],
              "on" if r["checkpointing"] else "off"]
     if "error" in r:
-      cells += [r["error"]] + [""] * 7
+      cells += [r["error"]] + [""] * 9
     else:
       cells += [_gib(r["baseline_bytes"]), _gib(r["init_bytes"]),
-                _gib(r["peak_bytes"]), _gib(r["activation_bytes"]),
+                _gib(r["peak_bytes"]), _gib(r["after_steps_bytes"]),
+                _gib(r["activation_bytes"]),
                 _gib(r["allocator_peak_bytes"]),
                 _gib(r["allocator_activation_bytes"]),
-                _gib(r["planned_bytes"]), "%.2f" % r["median_step_seconds"]]
+                _gib(r["planned_bytes"]), "%.2f" % r["median_step_seconds"],
+                "%.0f" % r["page_faults_per_step"]]
     lines.append("| " + " | ".join(cells) + " |")
   return "\n".join(lines) + "\n"
 
