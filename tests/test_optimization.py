@@ -323,3 +323,54 @@ def test_bad_arguments_name_the_fix(kw, words):
       optimization.create_optimizer(_model_loss(x, y, None, 0.0), **args)
   for word in words:
     assert word in str(error.value)
+
+
+def _layered_update(num_layers):
+  """One AdamW update of variables named like BERT's layers and embeddings.
+
+  The loss is sum(w * target) per variable, so each gradient is its target.
+
+  Returns:
+    (graph, {name: (initial, target, value after the update)}).
+  """
+  rng = np.random.RandomState(3)
+  names = ["bert/embeddings/word_embeddings", "output/bias"] + [
+      "bert/encoder/layer_%d/%s" % (i, part) for i in range(num_layers)
+      for part in ("attention/kernel", "attention/bias")]
+  shapes = {name: (5,) if name.endswith("bias") else (4, 5) for name in names}
+  shapes["bert/embeddings/word_embeddings"] = (6, 5)
+  init = {n: rng.normal(size=shapes[n]).astype(np.float32) for n in names}
+  target = {n: rng.normal(size=shapes[n]).astype(np.float32) for n in names}
+  with tf.Graph().as_default() as graph:
+    variables = {n: tf.compat.v1.get_variable(
+        n, initializer=tf.constant(init[n])) for n in names}
+    loss = tf.add_n([tf.reduce_sum(variables[n] * target[n]) for n in names])
+    train_op = optimization.create_optimizer(loss, init_lr=0.1,
+                                             num_train_steps=10,
+                                             num_warmup_steps=0)
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      sess.run(train_op)
+      after = sess.run(variables)
+  return graph, {n: (init[n], target[n], after[n]) for n in names}
+
+
+def test_each_layer_updates_in_one_shared_compiled_kernel():
+  graph, values = _layered_update(num_layers=3)
+  calls = [op for op in graph.get_operations()
+           if op.type == "StatefulPartitionedCall"
+           and op.get_attr("_XlaMustCompile")]
+  # One call per layer and one for the other variables; the layers share
+  # one function (one compilation), the rest has its own.
+  assert len(calls) == 4
+  assert len({op.get_attr("f").name for op in calls}) == 2
+  norm = math.sqrt(sum((t.astype(np.float64)**2).sum()
+                       for _, t, _ in values.values()))
+  for name, (init, target, after) in values.items():
+    g = target / max(norm, 1.0)
+    m, v = (1 - B1) * g, (1 - B2) * g**2
+    update = m / (np.sqrt(v) + EPS)
+    if not name.endswith("bias"):
+      update = update + WD * init
+    np.testing.assert_allclose(after, init - 0.1 * update, rtol=1e-6,
+                               atol=1e-7, err_msg=name)
