@@ -504,6 +504,28 @@ def test_gelu_gradient_matches_finite_differences():
   np.testing.assert_allclose(got, expected, atol=1e-8)
 
 
+def test_gelu_in_bfloat16_rounds_once():
+  """bfloat16 GELU and its gradient are the float64 values rounded to
+  bfloat16 once (within one bfloat16 step, plus float32's own error where
+  1 + tanh cancels), not after every op."""
+  x = np.linspace(-5, 5, 201)
+  x16 = tf.cast(tf.constant(x, tf.float32), tf.bfloat16)
+  exact_x = tf.cast(x16, tf.float64).numpy()
+  with tf.GradientTape() as tape:
+    tape.watch(x16)
+    y16 = modeling.gelu(x16)
+  grad16 = tape.gradient(y16, x16)
+  eps = 1e-6
+  for got, want in (
+      (y16, _np_gelu(exact_x)),
+      (grad16, (_np_gelu(exact_x + eps) - _np_gelu(exact_x - eps)) /
+       (2 * eps))):
+    assert got.dtype == tf.bfloat16
+    step = 2.0 ** (np.floor(np.log2(np.maximum(np.abs(want), 1e-30))) - 7)
+    error = np.abs(tf.cast(got, tf.float64).numpy() - want)
+    assert np.all(error <= step + 1e-5), np.max(error - step)
+
+
 def test_layer_norm_gradient_matches_finite_differences():
   rng = np.random.RandomState(3)
   x, gamma, beta = (rng.standard_normal(shape) for shape in
