@@ -488,15 +488,40 @@ def _dropout_keep_mask(input_tensor, dropout_prob, name, draw_shape=None):
   shape, of which the caller slices the part `input_tensor` holds.
   """
   shape = tf.shape(input_tensor) if draw_shape is None else draw_shape
+  return _keep_mask_drawer(shape, dropout_prob, name)()
+
+
+def _keep_mask_drawer(shape, dropout_prob, name):
+  """A function `draw(after=None)` -> bool keep mask of `shape`.
+
+  Every call of a stateless drawer draws the same mask again, after the
+  tensor `after` exists: a backward pass redraws a mask instead of keeping
+  it. Without a step (stateful dropout) the mask is drawn once, and every
+  call returns that tensor.
+  """
   step = _dropout_step()
   if step is None:
-    uniform = tf.random.uniform(shape)
-  else:
-    seed = tf.stack([tf.constant(_dropout_site_seed(name), tf.int64), step])
-    uniform = tf.random.stateless_uniform(shape, seed=seed)
-  # A bool mask (1 byte) is all the backward pass keeps; the float32 uniform
-  # values are freed right after the comparison.
-  return uniform >= dropout_prob
+    # A bool mask (1 byte) is what the backward pass keeps; the float32
+    # uniform values are freed right after the comparison.
+    keep = tf.random.uniform(shape) >= dropout_prob
+
+    def drawn_once(after=None):
+      del after  # A stateful mask cannot be drawn again; it is kept.
+      return keep
+
+    return drawn_once
+  seed = tf.stack([tf.constant(_dropout_site_seed(name), tf.int64), step])
+
+  def draw(after=None):
+    seed_now = seed
+    if after is not None:
+      # A redraw that depends on `after` cannot be merged with the forward
+      # draw by grappler, which would keep the forward mask alive instead.
+      with tf.control_dependencies([after]):
+        seed_now = tf.identity(seed)
+    return tf.random.stateless_uniform(shape, seed=seed_now) >= dropout_prob
+
+  return draw
 
 
 def _first_token_dropout(first_token, seq_length, dropout_prob):
@@ -894,49 +919,36 @@ def attention_layer(from_tensor,
   value_layer = dense(to_tensor_2d, width, "value", activation=value_act,
                       kernel_initializer=initializer)
 
-  # [B, N, F, H], [B, N, T, H]
+  # [B, N, F, H], [B, N, T, H], [B, N, T, H]
   query_layer = _transpose_for_scores(query_layer, batch_size,
                                       num_attention_heads, from_seq_length,
                                       size_per_head)
   key_layer = _transpose_for_scores(key_layer, batch_size,
                                     num_attention_heads, to_seq_length,
                                     size_per_head)
+  value_layer = _transpose_for_scores(value_layer, batch_size,
+                                      num_attention_heads, to_seq_length,
+                                      size_per_head)
 
-  # [B, N, F, T] raw scores, scaled and masked in float32.
-  attention_scores = tf.matmul(query_layer, key_layer, transpose_b=True)
-  attention_scores = tf.cast(attention_scores, tf.float32)
-  attention_scores = tf.multiply(attention_scores,
-                                 1.0 / math.sqrt(float(size_per_head)))
-
+  adder = None
   if attention_mask is not None:
     # [B, 1, F, T], broadcast over the heads.
     attention_mask = tf.expand_dims(
         tf.cast(attention_mask, tf.float32), axis=[1])
     adder = (1.0 - attention_mask) * _MASK_ADDER
-    attention_scores += adder
 
-  # [B, N, T, H]
-  value_layer = _transpose_for_scores(value_layer, batch_size,
-                                      num_attention_heads, to_seq_length,
-                                      size_per_head)
-
-  # [B, N, F, H]. Dropping whole tokens to attend to is unusual but follows
-  # the original Transformer paper.
+  # Dropping whole tokens to attend to is unusual but follows the original
+  # Transformer paper.
+  draw_keep = None
   if _check_dropout_prob(attention_probs_dropout_prob):
-    draw_shape = None
-    if dropout_from_seq_length is not None:
-      draw_shape = [batch_size, num_attention_heads, dropout_from_seq_length,
-                    to_seq_length]
-    keep = _dropout_keep_mask(attention_scores, attention_probs_dropout_prob,
-                              name="attention_probs", draw_shape=draw_shape)
-    if draw_shape is not None:
-      keep = keep[:, :, :from_seq_length, :]
-    context_layer = _dropped_attention_context(
-        attention_scores, value_layer, keep, attention_probs_dropout_prob)
-  else:
-    attention_probs = tf.cast(tf.nn.softmax(attention_scores),
-                              from_tensor.dtype)
-    context_layer = tf.matmul(attention_probs, value_layer)
+    draw_keep = _attention_keep_mask_drawer(
+        [batch_size, num_attention_heads, from_seq_length, to_seq_length],
+        attention_probs_dropout_prob, dropout_from_seq_length)
+
+  # [B, N, F, H]
+  context_layer = _attention_context(query_layer, key_layer, value_layer,
+                                     adder, draw_keep,
+                                     attention_probs_dropout_prob)
 
   # [B, N, F, H] -> [B, F, N, H]
   context_layer = tf.transpose(a=context_layer, perm=[0, 2, 1, 3])
@@ -949,52 +961,108 @@ def attention_layer(from_tensor,
   return tf.reshape(context_layer, [batch_size, from_seq_length, width])
 
 
-def _dropped_attention_context(attention_scores, value_layer, keep,
-                               dropout_prob):
-  """matmul(dropout(softmax(scores)), value), keeping one [B, N, F, T] tensor.
+def _attention_keep_mask_drawer(probs_shape, dropout_prob,
+                                dropout_from_seq_length=None):
+  """`_keep_mask_drawer` of the attention probabilities [B, N, F, T].
 
-  Autodiff of the three ops keeps the float32 probabilities (for the softmax
-  gradient) and the dropped probabilities (for the matmul gradient). Here the
-  backward pass rebuilds the dropped probabilities from the probabilities and
-  the bool mask, which saves one float [B, N, F, T] tensor per layer; the
-  gradients are the same.
+  With `dropout_from_seq_length`, each draw is the first F query rows of
+  the mask drawn for that many query positions.
+  """
+  if dropout_from_seq_length is None:
+    return _keep_mask_drawer(probs_shape, dropout_prob, "attention_probs")
+  batch_size, num_heads, from_seq_length, to_seq_length = probs_shape
+  draw_all_rows = _keep_mask_drawer(
+      [batch_size, num_heads, dropout_from_seq_length, to_seq_length],
+      dropout_prob, "attention_probs")
+
+  def draw_first_rows(after=None):
+    return draw_all_rows(after)[:, :, :from_seq_length, :]
+
+  return draw_first_rows
+
+
+def _attention_probs(query, key, adder):
+  """float32 softmax(query key^T / sqrt(H) + adder): [B, N, F, T].
 
   Args:
-    attention_scores: float32 Tensor [B, N, F, T], scaled and masked.
-    value_layer: Tensor [B, N, T, H] in the compute dtype.
-    keep: bool Tensor [B, N, F, T], the dropout mask (True = kept).
-    dropout_prob: Python float in (0, 1).
+    query: Tensor [B, N, F, H] in the compute dtype.
+    key: Tensor [B, N, T, H] in the compute dtype.
+    adder: (optional) float32 Tensor [B, 1, F, T], 0 where attention is
+      allowed and _MASK_ADDER where not.
+  """
+  size_per_head = get_shape_list(query)[-1]
+  # Raw scores in the compute dtype, scaled and masked in float32.
+  scores = tf.cast(tf.matmul(query, key, transpose_b=True), tf.float32)
+  scores = tf.multiply(scores, 1.0 / math.sqrt(float(size_per_head)))
+  if adder is not None:
+    scores += adder
+  return tf.nn.softmax(scores)
+
+
+def _attention_context(query, key, value, adder, draw_keep, dropout_prob):
+  """matmul(dropout(softmax(query key^T / sqrt(H) + adder)), value).
+
+  The backward pass keeps query, key and value, which the matmuls' own
+  gradients need anyway, and nothing of size [B, N, F, T]: it computes the
+  probabilities again and draws the dropout mask again, as FlashAttention
+  does. Autodiff would keep the float32 probabilities, the dropped
+  probabilities and the mask (for BERT-Large at 512 tokens, 40 MiB per
+  layer and example in float32) for one more small matmul and softmax per
+  layer in the backward pass. The gradients are the same.
+
+  Args:
+    query: Tensor [B, N, F, H] in the compute dtype.
+    key: Tensor [B, N, T, H] in the compute dtype.
+    value: Tensor [B, N, T, H] in the compute dtype.
+    adder: (optional) float32 Tensor [B, 1, F, T], see `_attention_probs`.
+    draw_keep: (optional) `_keep_mask_drawer` of the attention dropout mask;
+      None for no dropout.
+    dropout_prob: Python float, the attention dropout probability.
 
   Returns:
-    Tensor [B, N, F, H] in the dtype of `value_layer`.
+    Tensor [B, N, F, H] in the compute dtype.
   """
-  dtype = value_layer.dtype
+  dtype = value.dtype
+  size_per_head = get_shape_list(query)[-1]
+
+  def dropped_probs(probs, keep):
+    probs = tf.cast(probs, dtype)
+    if keep is None:
+      return probs
+    return _apply_keep_mask(probs, keep, dropout_prob)
 
   @tf.custom_gradient
-  def context_fn(scores, value):
-    probs = tf.nn.softmax(scores)
-    context = tf.matmul(
-        _apply_keep_mask(tf.cast(probs, dtype), keep, dropout_prob), value)
+  def context_fn(query, key, value):
+    keep = draw_keep() if draw_keep else None
+    context = tf.matmul(dropped_probs(_attention_probs(query, key, adder),
+                                      keep), value)
 
     def grad_fn(context_grad):
-      # The control dependency keeps grappler from merging this rebuild with
-      # the forward pass's, which would keep the forward tensor alive.
+      # The control dependency keeps grappler from merging the recomputed
+      # scores with the forward pass's, which would keep those alive.
       with tf.control_dependencies([context_grad]):
-        probs_again = tf.identity(probs)
-      dropped = _apply_keep_mask(tf.cast(probs_again, dtype), keep,
-                                 dropout_prob)
-      value_grad = tf.matmul(dropped, context_grad, transpose_a=True)
-      dropped_grad = tf.matmul(context_grad, value, transpose_b=True)
-      probs_grad = tf.cast(
-          _apply_keep_mask(dropped_grad, keep, dropout_prob), tf.float32)
-      # Softmax Jacobian-vector product: p * (g - sum(g * p)).
-      scores_grad = probs_again * (probs_grad - tf.reduce_sum(
-          probs_grad * probs_again, axis=-1, keepdims=True))
-      return scores_grad, value_grad
+        query_again = tf.identity(query)
+      probs = _attention_probs(query_again, key, adder)
+      keep = draw_keep(after=context_grad) if draw_keep else None
+      value_grad = tf.matmul(dropped_probs(probs, keep), context_grad,
+                             transpose_a=True)
+      probs_grad = tf.matmul(context_grad, value, transpose_b=True)
+      if keep is not None:
+        probs_grad = _apply_keep_mask(probs_grad, keep, dropout_prob)
+      probs_grad = tf.cast(probs_grad, tf.float32)
+      # Softmax Jacobian-vector product p * (g - sum(g * p)), then the
+      # scaling, in float32; the matmuls' gradients in the compute dtype.
+      scores_grad = probs * (probs_grad - tf.reduce_sum(
+          probs_grad * probs, axis=-1, keepdims=True))
+      scores_grad = tf.cast(
+          scores_grad * (1.0 / math.sqrt(float(size_per_head))), dtype)
+      query_grad = tf.matmul(scores_grad, key)
+      key_grad = tf.matmul(scores_grad, query_again, transpose_a=True)
+      return query_grad, key_grad, value_grad
 
     return context, grad_fn
 
-  return context_fn(attention_scores, value_layer)
+  return context_fn(query, key, value)
 
 
 def _first_token_of_last_layer(layer_input, attention_mask, config,

@@ -378,13 +378,16 @@ def test_gradient_checkpointing_gives_identical_gradients():
   ckpt_names, recomputed, ckpt_masks, ckpt_matmuls = _gradients(arrays, True)
   assert ckpt_names == names
   # 1 embedding + 3 per layer dropout sites, and 3 for the last layer's
-  # first-token pass (the pooler's); recomputation draws the masks of every
+  # first-token pass (the pooler's); each of the 3 attentions draws its mask
+  # again in its backward pass. Recomputation draws the masks of every
   # layer but the last (which is not recomputed) again.
-  assert plain_masks == 1 + 3 * 2 + 3
+  assert plain_masks == 1 + 3 * 2 + 3 + 3
   assert ckpt_masks == plain_masks + 3 * 1
   # A layer's forward pass has 8 matmuls: query, key, value, scores,
   # context, attention output, intermediate, output. The recomputation of
   # the first layer runs all but the last, whose result no gradient needs.
+  # (Attention's backward pass computes the scores again, with or without
+  # checkpointing.)
   assert ckpt_matmuls == plain_matmuls + 7, (plain_matmuls, ckpt_matmuls)
   for (name, _), a, b in zip(names, plain, recomputed):
     assert np.abs(a).max() > 0, name
@@ -461,11 +464,19 @@ def _autodiff_gelu(x):
                                   (x + 0.044715 * tf.pow(x, 3))))
 
 
-def _autodiff_attention_context(scores, value, keep, dropout_prob):
-  """softmax -> dropout -> matmul as three ops, differentiated by autodiff."""
+def _autodiff_attention_context(query, key, value, adder, draw_keep,
+                                dropout_prob):
+  """Google's scores -> softmax -> dropout -> matmul, differentiated by
+  autodiff (which keeps the probabilities and the mask)."""
+  scores = tf.cast(tf.matmul(query, key, transpose_b=True), tf.float32)
+  scores = scores * (1.0 / math.sqrt(float(query.shape[-1])))
+  if adder is not None:
+    scores += adder
   probs = tf.cast(tf.nn.softmax(scores), value.dtype)
-  dropped = tf.where(keep, probs / (1.0 - dropout_prob), tf.zeros_like(probs))
-  return tf.matmul(dropped, value)
+  if draw_keep is not None:
+    probs = tf.where(draw_keep(), probs / (1.0 - dropout_prob),
+                     tf.zeros_like(probs))
+  return tf.matmul(probs, value)
 
 
 def _autodiff_normalize(x, gamma, beta):
@@ -483,7 +494,7 @@ def test_lean_gelu_attention_and_layer_norm_give_autodiff_gradients(
   arrays = _random_weights(_tiny_config(), seed=12)
   names, lean, _, _ = _gradients(arrays, False)
   monkeypatch.setattr(modeling, "gelu", _autodiff_gelu)
-  monkeypatch.setattr(modeling, "_dropped_attention_context",
+  monkeypatch.setattr(modeling, "_attention_context",
                       _autodiff_attention_context)
   monkeypatch.setattr(modeling, "_normalize", _autodiff_normalize)
   _, autodiff, _, _ = _gradients(arrays, False)
