@@ -479,6 +479,12 @@ def _autodiff_attention_context(query, key, value, adder, draw_keep,
   return tf.matmul(probs, value)
 
 
+def _autodiff_matmul_of_activation(x, kernel, activation):
+  """matmul(activation(x), kernel), differentiated by autodiff (which keeps
+  the activation's output)."""
+  return tf.matmul(activation(x), kernel)
+
+
 def _autodiff_normalize(x, gamma, beta):
   """The original's LayerNorm (moments, batch_normalization), autodiff."""
   mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
@@ -488,14 +494,16 @@ def _autodiff_normalize(x, gamma, beta):
 
 def test_lean_gelu_attention_and_layer_norm_give_autodiff_gradients(
     monkeypatch):
-  """modeling's hand-written GELU, attention-dropout and LayerNorm gradients
-  (which keep fewer tensors) equal autodiff of the plain formulas, dropout
-  0.1 on."""
+  """modeling's hand-written GELU, attention, GELU-then-matmul and LayerNorm
+  gradients (which keep fewer tensors) equal autodiff of the plain formulas,
+  dropout 0.1 on."""
   arrays = _random_weights(_tiny_config(), seed=12)
   names, lean, _, _ = _gradients(arrays, False)
   monkeypatch.setattr(modeling, "gelu", _autodiff_gelu)
   monkeypatch.setattr(modeling, "_attention_context",
                       _autodiff_attention_context)
+  monkeypatch.setattr(modeling, "_matmul_of_activation",
+                      _autodiff_matmul_of_activation)
   monkeypatch.setattr(modeling, "_normalize", _autodiff_normalize)
   _, autodiff, _, _ = _gradients(arrays, False)
   for (name, _), a, b in zip(names, autodiff, lean):
