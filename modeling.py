@@ -21,6 +21,7 @@ from __future__ import division
 from __future__ import print_function
 
 import collections
+import contextlib
 import copy
 import functools
 import json
@@ -43,6 +44,23 @@ _COMPUTE_DTYPES = (tf.float32, tf.float16, tf.bfloat16)
 _MASK_ADDER = -10000.0
 
 _LAYER_NORM_EPSILON = 1e-12
+
+# True while `recompute_grad` builds a layer's recomputation. The recomputed
+# activations live only as long as that layer's backward pass, so attention
+# and the output matmul keep them then, as autodiff does, instead of
+# computing them a third time.
+_building_recomputation = False
+
+
+@contextlib.contextmanager
+def _recomputation():
+  """Marks the ops built inside as a layer's recomputation."""
+  global _building_recomputation
+  outer, _building_recomputation = _building_recomputation, True
+  try:
+    yield
+  finally:
+    _building_recomputation = outer
 
 
 class BertConfig(object):
@@ -697,7 +715,8 @@ def _matmul_of_activation(x, kernel, activation):
   computes the activation again, one elementwise pass, and keeps nothing
   else: for a BERT layer's [batch * seq, intermediate_size] GELU output that
   is the largest tensor a layer keeps (16 MiB per layer for BERT-Large at
-  512 tokens and batch 2, in float32). The gradients are the same.
+  512 tokens and batch 2, in float32). The gradients are the same. Inside a
+  layer's recomputation (gradient checkpointing) autodiff's way is used.
 
   Args:
     x: Tensor [batch, in_width] in the compute dtype.
@@ -707,6 +726,9 @@ def _matmul_of_activation(x, kernel, activation):
   Returns:
     Tensor [batch, units].
   """
+
+  if _building_recomputation:
+    return tf.matmul(activation(x), kernel)
 
   @tf.custom_gradient
   def matmul_fn(x, kernel):
@@ -1051,9 +1073,11 @@ def _attention_context(query, key, value, adder, draw_keep, dropout_prob):
   gradients need anyway, and nothing of size [B, N, F, T]: it computes the
   probabilities again and draws the dropout mask again, as FlashAttention
   does. Autodiff would keep the float32 probabilities, the dropped
-  probabilities and the mask (for BERT-Large at 512 tokens, 40 MiB per
+  probabilities and the mask (for BERT-Large at 512 tokens, 36 MiB per
   layer and example in float32) for one more small matmul and softmax per
-  layer in the backward pass. The gradients are the same.
+  layer in the backward pass. The gradients are the same. Inside a layer's
+  recomputation (gradient checkpointing) autodiff's way is used: those
+  tensors live only during the layer's backward pass there.
 
   Args:
     query: Tensor [B, N, F, H] in the compute dtype.
@@ -1075,6 +1099,11 @@ def _attention_context(query, key, value, adder, draw_keep, dropout_prob):
     if keep is None:
       return probs
     return _apply_keep_mask(probs, keep, dropout_prob)
+
+  if _building_recomputation:
+    keep = draw_keep() if draw_keep else None
+    return tf.matmul(dropped_probs(_attention_probs(query, key, adder), keep),
+                     value)
 
   @tf.custom_gradient
   def context_fn(query, key, value):
@@ -1267,7 +1296,7 @@ def recompute_grad(layer_fn):
       variables = list(variables or [])
       with tf.control_dependencies([output_grad]):
         input_again = tf.identity(layer_input)
-        with tf.compat.v1.variable_scope(scope, reuse=True):
+        with tf.compat.v1.variable_scope(scope, reuse=True), _recomputation():
           output_again = layer_fn(input_again)
       grads = tf.gradients(
           output_again, [input_again] + variables, grad_ys=output_grad,

@@ -379,16 +379,18 @@ def test_gradient_checkpointing_gives_identical_gradients():
   assert ckpt_names == names
   # 1 embedding + 3 per layer dropout sites, and 3 for the last layer's
   # first-token pass (the pooler's); each of the 3 attentions draws its mask
-  # again in its backward pass. Recomputation draws the masks of every
-  # layer but the last (which is not recomputed) again.
+  # again in its backward pass. Recomputation draws the 3 masks of every
+  # layer but the last (which is not recomputed) again, but the
+  # recomputed attention's backward pass keeps its mask instead of drawing
+  # it a third time.
   assert plain_masks == 1 + 3 * 2 + 3 + 3
-  assert ckpt_masks == plain_masks + 3 * 1
+  assert ckpt_masks == plain_masks + (3 - 1) * 1
   # A layer's forward pass has 8 matmuls: query, key, value, scores,
-  # context, attention output, intermediate, output. The recomputation of
-  # the first layer runs all but the last, whose result no gradient needs.
-  # (Attention's backward pass computes the scores again, with or without
-  # checkpointing.)
-  assert ckpt_matmuls == plain_matmuls + 7, (plain_matmuls, ckpt_matmuls)
+  # context, attention output, intermediate, output; attention's backward
+  # pass computes the scores again. The recomputation of the first layer
+  # runs all but the output matmul, whose result no gradient needs, and its
+  # attention keeps its scores instead: 7 - 1 more.
+  assert ckpt_matmuls == plain_matmuls + 7 - 1, (plain_matmuls, ckpt_matmuls)
   for (name, _), a, b in zip(names, plain, recomputed):
     assert np.abs(a).max() > 0, name
     np.testing.assert_allclose(b, a, atol=1e-5, rtol=1e-5, err_msg=name)
