@@ -72,12 +72,15 @@ planner reproduces Google's published table (Titan X, TF 1.11, fp32, Adam)
 within 25% in every cell but BERT-Large at 384 tokens, where Google's row
 contradicts every model of this form (docs/memory.md shows why).
 `CPU_MEASURED` holds the factors fitted to the peak bytes of TensorFlow's BFC
-allocator measured for real training steps on CPU (bench/memory.py): this
-code's in-place Adam update keeps about 16 bytes per parameter at the peak
-instead of the 24 the terms count, and its activations come to about 0.4 of
-the enumeration, which counts what autodiff of the original's formulas keeps:
-modeling.py's GELU keeps 2 of the 4 [S,I] tensors and its attention 1 of the
-3 [A,S,S] tensors (docs/architecture.md).
+allocator measured for real training steps on CPU (bench/memory.py, fitted
+by bench/fit_memory_calibration.py): this code's compiled Adam update keeps
+about 16 bytes per parameter at the peak instead of the 24 the terms count,
+and it keeps far fewer activations than the enumeration, which counts what
+autodiff of the original's formulas keeps: modeling.py keeps 1 of the 4 [S,I]
+tensors per layer and none of the [A,S,S] ones, which it computes again in
+the backward pass (docs/architecture.md). Its activations and gradients
+also overlap less than the sum assumes (activations are freed as the
+gradients appear), which the small linear factor absorbs.
 """
 
 import collections
@@ -194,12 +197,13 @@ class Calibration:
   boolean_dropout_mask: bool = True
 
 
-# Fitted to bench/memory.py's allocator peaks on CPU (24 runs: BERT-Large and
-# BERT-Base at 512 tokens, BERT-Base at 128, 4- and 6-layer models; fp32 and
-# bf16; with and without checkpointing): every estimate within 11%
+# Fitted to bench/memory.py's allocator peaks on CPU (26 runs: BERT-Large at
+# 512 tokens with batch 2 and 8, BERT-Base at 512 and 128, 4- and 6-layer
+# models; fp32 and bf16; with and without checkpointing) by
+# bench/fit_memory_calibration.py: every estimate within 12.4%
 # (docs/memory.md).
-CPU_MEASURED = Calibration(state_factor=0.66, linear_factor=0.4,
-                           quadratic_factor=0.4, workspace_gb=0.05)
+CPU_MEASURED = Calibration(state_factor=0.66, linear_factor=0.07,
+                           quadratic_factor=0.25, workspace_gb=0.05)
 
 
 def _dims(config):
