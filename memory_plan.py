@@ -63,7 +63,8 @@ gradients of one layer in flight: 2 [A,S,S], 2 [S,I], 2 [S,H]) are alive once
 at any time. Logits and loss are [2] per example and are left out.
 
     without checkpointing  L * layer(S) + embeddings(S) + backward(S)
-    with checkpointing     L * l*b*S*H (each layer's input) + embeddings(S)
+    with checkpointing     L * 2*l*b*S*H (each layer's input and the input
+                           of its last LayerNorm) + embeddings(S)
                            + layer(S) (the layer being recomputed)
                            + backward(S)
 
@@ -147,8 +148,12 @@ BACKWARD_TENSORS = (
     Tensors("gradients of hidden states", HIDDEN, 2, False),
 )
 
-# Kept per layer under gradient checkpointing: the layer's input.
-CHECKPOINT_TENSORS = (Tensors("layer input", HIDDEN, 1, False),)
+# Kept per layer under gradient checkpointing: the layer's input, and the
+# input of its last LayerNorm, which stays outside the recomputed part.
+CHECKPOINT_TENSORS = (
+    Tensors("layer input", HIDDEN, 1, False),
+    Tensors("input of the layer's last LayerNorm", HIDDEN, 1, False),
+)
 
 _BERT_COMMON = {
     "vocab_size": 30522,
