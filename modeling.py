@@ -521,7 +521,8 @@ def _keep_mask_drawer(shape, dropout_prob, name):
   if step is None:
     # A bool mask (1 byte) is what the backward pass keeps; the float32
     # uniform values are freed right after the comparison.
-    keep = tf.random.uniform(shape) >= dropout_prob
+    with _tensorflow_random_kernel():
+      keep = tf.random.uniform(shape) >= dropout_prob
 
     def drawn_once(after=None):
       del after  # A stateful mask cannot be drawn again; it is kept.
@@ -537,9 +538,25 @@ def _keep_mask_drawer(shape, dropout_prob, name):
       # draw by grappler, which would keep the forward mask alive instead.
       with tf.control_dependencies([after]):
         seed_now = tf.identity(seed)
-    return tf.random.stateless_uniform(shape, seed=seed_now) >= dropout_prob
+    with _tensorflow_random_kernel():
+      uniform = tf.random.stateless_uniform(shape, seed=seed_now)
+    return uniform >= dropout_prob
 
   return draw
+
+
+def _tensorflow_random_kernel():
+  """Context in which random ops stay TensorFlow kernels under XLA.
+
+  XLA draws other numbers than TensorFlow's kernel from the same seed. A
+  gradient function runs in an XLA scope when its forward op does (TF's
+  gradients copy the forward op's compile attribute), so without this a
+  mask drawn again in the backward pass (attention, a checkpointed layer's
+  recomputation) would differ from the forward pass's under --use_xla.
+  """
+  if tf.executing_eagerly():
+    return contextlib.nullcontext()
+  return tf.xla.experimental.jit_scope(compile_ops=False)
 
 
 def _first_token_dropout(first_token, seq_length, dropout_prob):

@@ -3,7 +3,10 @@
 run_classifier's model_fn (a tiny BERT: 2 layers, hidden 32, with its usual
 dropout) is trained for three updates and used to predict, once without and
 once with XLA, in one subprocess with TensorFlow's log of XLA compilations
-on. The training loss, the trained variables and the predictions must agree.
+on, and a third time with XLA and gradient checkpointing. The training loss,
+the trained variables and the predictions must agree: dropout masks drawn
+again in the backward pass (attention, checkpointed layers) must match the
+forward pass's under XLA too.
 Training always compiles a few kernels (the optimizer's update and GELU's
 passes); the log must show that the XLA run compiled more for training, and
 that its prediction compiled clusters where the plain run's compiled none.
@@ -24,6 +27,7 @@ REPO_ROOT = os.path.dirname(TESTS_DIR)
 SEQ_LENGTH = 8
 VOCAB_SIZE = 40
 XLA_MARKER = "=== XLA run starts ==="
+CHECKPOINTING_MARKER = "=== XLA run with checkpointing starts ==="
 PREDICT_MARKER = "=== prediction starts ==="
 COMPILED_LINE = "Compilation of XLA executable"
 
@@ -47,7 +51,7 @@ def _summary_loss(model_dir):
   return np.float32(losses[-1])
 
 
-def _run(model_dir, use_xla):
+def _run(model_dir, use_xla, gradient_checkpointing=False):
   """Trains 3 updates and predicts; returns a dict of arrays."""
   import estimator  # pylint: disable=import-outside-toplevel
   import modeling  # pylint: disable=import-outside-toplevel
@@ -58,7 +62,8 @@ def _run(model_dir, use_xla):
       max_position_embeddings=SEQ_LENGTH)
   model_fn = run_classifier.model_fn_builder(
       bert_config, 2, None, learning_rate=1e-2, num_train_steps=10,
-      num_warmup_steps=1, use_tpu=False, use_one_hot_embeddings=False)
+      num_warmup_steps=1, use_tpu=False, use_one_hot_embeddings=False,
+      gradient_checkpointing=gradient_checkpointing)
   est = estimator.Estimator(
       model_fn, estimator.RunConfig(model_dir, tf_random_seed=5,
                                     use_xla=use_xla),
@@ -80,6 +85,10 @@ def _subprocess_main(out_dir):
   print(XLA_MARKER, flush=True)
   np.savez(os.path.join(out_dir, "xla.npz"),
            **_run(os.path.join(out_dir, "xla"), use_xla=True))
+  print(CHECKPOINTING_MARKER, flush=True)
+  np.savez(os.path.join(out_dir, "xla_checkpointing.npz"),
+           **_run(os.path.join(out_dir, "xla_checkpointing"), use_xla=True,
+                  gradient_checkpointing=True))
 
 
 def test_xla_matches_plain_training_and_prediction(tmp_path):
@@ -88,9 +97,11 @@ def test_xla_matches_plain_training_and_prediction(tmp_path):
   result = subprocess.run(
       [sys.executable, os.path.abspath(__file__), str(tmp_path)], env=env,
       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-      timeout=240, check=False)
+      timeout=360, check=False)
   assert result.returncode == 0, result.stdout
   before, marker, after = result.stdout.partition(XLA_MARKER)
+  assert marker, result.stdout
+  after, marker, _ = after.partition(CHECKPOINTING_MARKER)
   assert marker, result.stdout
   plain_train, _, plain_predict = before.partition(PREDICT_MARKER)
   xla_train, _, xla_predict = after.partition(PREDICT_MARKER)
@@ -100,13 +111,14 @@ def test_xla_matches_plain_training_and_prediction(tmp_path):
   assert plain_predict and COMPILED_LINE not in plain_predict, plain_predict
   assert COMPILED_LINE in xla_predict, xla_predict
   plain = np.load(tmp_path / "plain.npz")
-  xla = np.load(tmp_path / "xla.npz")
-  assert sorted(plain.files) == sorted(xla.files)
   assert len([n for n in plain.files if n.startswith("var:")]) > 30
   assert plain["probabilities"].shape == (16, 2)
-  for name in plain.files:
-    np.testing.assert_allclose(xla[name], plain[name], rtol=0, atol=1e-5,
-                               err_msg=name)
+  for run in ("xla", "xla_checkpointing"):
+    other = np.load(tmp_path / (run + ".npz"))
+    assert sorted(plain.files) == sorted(other.files)
+    for name in plain.files:
+      np.testing.assert_allclose(other[name], plain[name], rtol=0, atol=1e-5,
+                                 err_msg="%s: %s" % (run, name))
 
 
 if __name__ == "__main__":
