@@ -27,6 +27,7 @@ import functools
 import json
 import math
 import re
+import threading
 import zlib
 
 import tensorflow as tf
@@ -45,22 +46,28 @@ _MASK_ADDER = -10000.0
 
 _LAYER_NORM_EPSILON = 1e-12
 
-# True while `recompute_grad` builds a layer's recomputation. The recomputed
-# activations live only as long as that layer's backward pass, so attention
-# and the output matmul keep them then, as autodiff does, instead of
-# computing them a third time.
-_building_recomputation = False
+# `recomputing` is True while `recompute_grad` builds a layer's recomputation
+# in this thread (tf.distribute builds each replica in a thread of its own).
+# The recomputed activations live only as long as that layer's backward
+# pass, so attention and the output matmul keep them then, as autodiff does,
+# instead of computing them a third time.
+_graph_building = threading.local()
 
 
 @contextlib.contextmanager
 def _recomputation():
   """Marks the ops built inside as a layer's recomputation."""
-  global _building_recomputation
-  outer, _building_recomputation = _building_recomputation, True
+  outer = _building_recomputation()
+  _graph_building.recomputing = True
   try:
     yield
   finally:
-    _building_recomputation = outer
+    _graph_building.recomputing = outer
+
+
+def _building_recomputation():
+  """True while this thread builds a layer's recomputation."""
+  return getattr(_graph_building, "recomputing", False)
 
 
 class BertConfig(object):
@@ -743,8 +750,7 @@ def _matmul_of_activation(x, kernel, activation):
   Returns:
     Tensor [batch, units].
   """
-
-  if _building_recomputation:
+  if _building_recomputation():
     return tf.matmul(activation(x), kernel)
 
   @tf.custom_gradient
@@ -1074,13 +1080,17 @@ def _attention_probs(query, key, adder):
     adder: (optional) float32 Tensor [B, 1, F, T], 0 where attention is
       allowed and _MASK_ADDER where not.
   """
-  size_per_head = get_shape_list(query)[-1]
   # Raw scores in the compute dtype, scaled and masked in float32.
   scores = tf.cast(tf.matmul(query, key, transpose_b=True), tf.float32)
-  scores = tf.multiply(scores, 1.0 / math.sqrt(float(size_per_head)))
+  scores = tf.multiply(scores, _score_scale(query))
   if adder is not None:
     scores += adder
   return tf.nn.softmax(scores)
+
+
+def _score_scale(query):
+  """1 / sqrt(size_per_head) of a [B, N, F, H] query."""
+  return 1.0 / math.sqrt(float(get_shape_list(query)[-1]))
 
 
 def _attention_context(query, key, value, adder, draw_keep, dropout_prob):
@@ -1109,7 +1119,6 @@ def _attention_context(query, key, value, adder, draw_keep, dropout_prob):
     Tensor [B, N, F, H] in the compute dtype.
   """
   dtype = value.dtype
-  size_per_head = get_shape_list(query)[-1]
 
   def dropped_probs(probs, keep):
     probs = tf.cast(probs, dtype)
@@ -1117,7 +1126,7 @@ def _attention_context(query, key, value, adder, draw_keep, dropout_prob):
       return probs
     return _apply_keep_mask(probs, keep, dropout_prob)
 
-  if _building_recomputation:
+  if _building_recomputation():
     keep = draw_keep() if draw_keep else None
     return tf.matmul(dropped_probs(_attention_probs(query, key, adder), keep),
                      value)
@@ -1145,8 +1154,7 @@ def _attention_context(query, key, value, adder, draw_keep, dropout_prob):
       # scaling, in float32; the matmuls' gradients in the compute dtype.
       scores_grad = probs * (probs_grad - tf.reduce_sum(
           probs_grad * probs, axis=-1, keepdims=True))
-      scores_grad = tf.cast(
-          scores_grad * (1.0 / math.sqrt(float(size_per_head))), dtype)
+      scores_grad = tf.cast(scores_grad * _score_scale(query), dtype)
       query_grad = tf.matmul(scores_grad, key)
       key_grad = tf.matmul(scores_grad, query_again, transpose_a=True)
       return query_grad, key_grad, value_grad
