@@ -12,6 +12,9 @@ process. The child reports
   peak       the peak RSS (VmHWM) of the steps alone: the kernel's high-water
              mark is reset (/proc/self/clear_refs) after initialization
   after      RSS after the last step: what the allocator kept of the peak
+  heap       glibc's malloc heap after the steps (JSON only): bytes in use
+             (graph, session, executors, compiled kernels) and bytes freed
+             but kept by malloc; the tensor allocator's pool is not in it
   process    ru_maxrss of the whole child (what `/usr/bin/time` reports)
   faults     median minor page faults of the steps after the first (memory
              handed back to the system and touched again costs one per
@@ -38,6 +41,7 @@ below `--min_free_gb`. Results: JSON (`--output_json`) and a Markdown table
 (`--output_md`), by default under bench/out/.
 """
 
+import ctypes
 import json
 import os
 import re
@@ -145,6 +149,24 @@ def _proc_status_kib(pid="self"):
           re.findall(r"^(VmRSS|VmHWM):\s+(\d+) kB", text, re.M)}
 
 
+class _MallInfo2(ctypes.Structure):
+  """glibc's `struct mallinfo2`."""
+  _fields_ = [(name, ctypes.c_size_t) for name in (
+      "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+      "uordblks", "fordblks", "keepcost")]
+
+
+def _malloc_heap():
+  """{'in_use', 'free'} bytes of glibc's main heap, or {} without glibc."""
+  try:
+    mallinfo2 = ctypes.CDLL("libc.so.6").mallinfo2
+  except (OSError, AttributeError):
+    return {}
+  mallinfo2.restype = _MallInfo2
+  info = mallinfo2()
+  return {"in_use": info.uordblks, "free": info.fordblks}
+
+
 def _mem_available():
   """Bytes the kernel reports as available for new allocations."""
   with open("/proc/meminfo") as f:
@@ -246,6 +268,7 @@ def run_child(run):
         losses.append(float(value))
       status = _proc_status_kib()
       peak, after = status["VmHWM"], status["VmRSS"]
+      heap = _malloc_heap()
       allocator_peak = _allocator_bytes(tf)["peak"]
   process = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
   gradients = 4 * num_params
@@ -256,6 +279,8 @@ def run_child(run):
       "init_peak_bytes": init_hwm,
       "peak_bytes": peak,
       "after_steps_bytes": after,
+      "malloc_heap_in_use_bytes": heap.get("in_use"),
+      "malloc_heap_free_bytes": heap.get("free"),
       "page_faults_per_step": statistics.median(faults[1:] or faults),
       "process_peak_bytes": process,
       "activation_bytes": peak - init - gradients,
