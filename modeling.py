@@ -539,17 +539,23 @@ def _keep_mask_drawer(shape, dropout_prob, name):
   seed = tf.stack([tf.constant(_dropout_site_seed(name), tf.int64), step])
 
   def draw(after=None):
-    seed_now = seed
-    if after is not None:
-      # A redraw that depends on `after` cannot be merged with the forward
-      # draw by grappler, which would keep the forward mask alive instead.
-      with tf.control_dependencies([after]):
-        seed_now = tf.identity(seed)
     with _tensorflow_random_kernel():
-      uniform = tf.random.stateless_uniform(shape, seed=seed_now)
+      uniform = tf.random.stateless_uniform(
+          shape, seed=seed if after is None else _after(after, seed))
     return uniform >= dropout_prob
 
   return draw
+
+
+def _after(dependency, tensor):
+  """Identity of `tensor` that exists only once `dependency` does.
+
+  A backward pass recomputes a forward value from it: the control
+  dependency keeps grappler from merging the recomputation with the forward
+  op it repeats, which would keep the forward tensor alive instead.
+  """
+  with tf.control_dependencies([dependency]):
+    return tf.identity(tensor)
 
 
 def _tensorflow_random_kernel():
@@ -756,10 +762,7 @@ def _matmul_of_activation(x, kernel, activation):
   @tf.custom_gradient
   def matmul_fn(x, kernel):
     def grad_fn(output_grad):
-      # The control dependency keeps grappler from merging the recomputed
-      # activation with the forward pass's, which would keep that alive.
-      with tf.control_dependencies([output_grad]):
-        x_again = tf.identity(x)
+      x_again = _after(output_grad, x)
       activated = activation(x_again)
       kernel_grad = tf.matmul(activated, output_grad, transpose_a=True)
       activated_grad = tf.matmul(output_grad, kernel, transpose_b=True)
@@ -1126,22 +1129,18 @@ def _attention_context(query, key, value, adder, draw_keep, dropout_prob):
       return probs
     return _apply_keep_mask(probs, keep, dropout_prob)
 
-  if _building_recomputation():
+  def context(query, key, value):
     keep = draw_keep() if draw_keep else None
     return tf.matmul(dropped_probs(_attention_probs(query, key, adder), keep),
                      value)
 
+  if _building_recomputation():
+    return context(query, key, value)
+
   @tf.custom_gradient
   def context_fn(query, key, value):
-    keep = draw_keep() if draw_keep else None
-    context = tf.matmul(dropped_probs(_attention_probs(query, key, adder),
-                                      keep), value)
-
     def grad_fn(context_grad):
-      # The control dependency keeps grappler from merging the recomputed
-      # scores with the forward pass's, which would keep those alive.
-      with tf.control_dependencies([context_grad]):
-        query_again = tf.identity(query)
+      query_again = _after(context_grad, query)
       probs = _attention_probs(query_again, key, adder)
       keep = draw_keep(after=context_grad) if draw_keep else None
       value_grad = tf.matmul(dropped_probs(probs, keep), context_grad,
@@ -1159,7 +1158,7 @@ def _attention_context(query, key, value, adder, draw_keep, dropout_prob):
       key_grad = tf.matmul(scores_grad, query_again, transpose_a=True)
       return query_grad, key_grad, value_grad
 
-    return context, grad_fn
+    return context(query, key, value), grad_fn
 
   return context_fn(query, key, value)
 
