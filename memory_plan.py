@@ -205,7 +205,7 @@ class Calibration:
 # Fitted to bench/memory.py's allocator peaks on CPU (26 runs: BERT-Large at
 # 512 tokens with batch 2 and 8, BERT-Base at 512 and 128, 4- and 6-layer
 # models; fp32 and bf16; with and without checkpointing) by
-# bench/fit_memory_calibration.py: every estimate within 12.4%
+# bench/fit_memory_calibration.py: every estimate within 12.2%
 # (docs/memory.md).
 CPU_MEASURED = Calibration(state_factor=0.66, linear_factor=0.07,
                            quadratic_factor=0.25, workspace_gb=0.05)

@@ -22,7 +22,10 @@ from absl import app
 from absl import flags
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(BENCH_DIR))
+sys.path.insert(0, BENCH_DIR)
+import memory as memory_bench  # pylint: disable=g-import-not-at-top,wrong-import-position
 import memory_plan  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
@@ -50,9 +53,8 @@ def load_runs(paths):
 
 
 def estimate(run, calibration):
-  return memory_plan.estimate_bytes(
-      run["bert"], run["seq"], run["batch"], run["precision"],
-      run["checkpointing"], calibration=calibration)["total"]
+  """The planner's total for `run`, as bench/memory.py's "planned" column."""
+  return memory_bench.planned_bytes(run, calibration)["total"]
 
 
 def term_matrix(runs, workspace_gb):
