@@ -22,10 +22,7 @@ from absl import app
 from absl import flags
 import numpy as np
 
-BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(BENCH_DIR))
-sys.path.insert(0, BENCH_DIR)
-import memory as memory_bench  # pylint: disable=g-import-not-at-top,wrong-import-position
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import memory_plan  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
@@ -53,8 +50,14 @@ def load_runs(paths):
 
 
 def estimate(run, calibration):
-  """The planner's total for `run`, as bench/memory.py's "planned" column."""
-  return memory_bench.planned_bytes(run, calibration)["total"]
+  """The planner's total for `run`, as bench/memory.py's "planned" column.
+
+  (Not imported from bench/memory.py: its module-level flags would clash
+  with bench/throughput.py's when the tests import both.)
+  """
+  return memory_plan.estimate_bytes(
+      run["bert"], run["seq"], run["batch"], run["precision"],
+      run["checkpointing"], calibration=calibration)["total"]
 
 
 def term_matrix(runs, workspace_gb):
