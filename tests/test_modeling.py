@@ -358,8 +358,7 @@ def _gradients(arrays, gradient_checkpointing):
                           rng.randn(2, 32).astype(np.float32)))
     tvars = tf.compat.v1.trainable_variables()
     grads = [tf.convert_to_tensor(g) for g in tf.gradients(loss, tvars)]
-    num_masks = sum(op.type == "StatelessRandomUniformV2" or
-                    op.type == "StatelessRandomUniform"
+    num_masks = sum(op.type.startswith("StatelessRandomUniform")
                     for op in graph.get_operations())
     with tf.compat.v1.Session() as sess:
       sess.run(tf.compat.v1.global_variables_initializer())
@@ -612,6 +611,26 @@ def test_dropout_mask_is_function_of_site_and_step():
     kept = out[out != 0]
     np.testing.assert_allclose(kept, 1.0 / (1.0 - p), rtol=1e-6)
     assert abs(out.mean() - 1.0) < 0.02
+
+
+def test_dropout_mask_rate_and_independence_of_neighbours():
+  """Each 32-bit random draw gives two 16-bit values: over 2**21 + 1 values
+  (odd, so one draw is half used) the drop rate is p and neighbours drop
+  independently (both dropped with probability p**2), within 5 sigma."""
+  p = 0.1
+  size = 2**21 + 1
+  with tf.Graph().as_default():
+    _add_micro_step(3)
+    keep = modeling._keep_mask_drawer([size], p, "rate")()
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      dropped = ~sess.run(keep)
+  assert dropped.shape == (size,)
+  assert abs(dropped.mean() - p) < 5 * np.sqrt(p * (1 - p) / size)
+  both = dropped[:-1] & dropped[1:]
+  assert abs(both.mean() - p * p) < 5 * np.sqrt(p * p * (1 - p * p) / size)
+  # Pairs from one draw (even index first) as well as across draws.
+  assert abs(both[0::2].mean() - p * p) < 5 * np.sqrt(p * p / (size / 2))
 
 
 def test_dropout_mask_depends_on_graph_seed():
