@@ -569,7 +569,7 @@ def _stateless_uniform_16bit(shape, seed):
     shape: 1-D int Tensor or list of ints / scalar Tensors.
     seed: int64 Tensor [2], the stateless seed.
   """
-  size = tf.reduce_prod(tf.cast(shape, tf.int32))
+  size = tf.reduce_prod(tf.cast(shape, tf.int64))
   bits = tf.random.stateless_uniform([(size + 1) // 2], seed=seed,
                                      minval=None, maxval=None, dtype=tf.uint32)
   # [pairs, 2] -> [2 * pairs]; the slice drops the odd value, if any (it is
