@@ -22,7 +22,9 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # 0.5 MB, [B,S,I] 2 MB, [B,A,S,S] 1 MB. Autodiff of the original's formulas
 # keeps per layer about 12 [B,S,H], 4 [B,S,I] (GELU's input, cube, tanh and
 # output) and 2 [B,A,S,S] plus masks: about 17 MB, 135 MB for 8 layers.
-# modeling.py keeps 8 [B,S,H] (the layer input, query, key, value, context,
+# On its long-sequence path (forced here at 128 tokens by setting
+# modeling._KEEP_FOR_SEQ_LENGTH_AT_MOST to 0), modeling.py keeps 8 [B,S,H]
+# (the layer input, query, key, value, context,
 # two normalized LayerNorm values and the intermediate matmul's input), one
 # [B,S,I] (GELU's input: the output matmul computes GELU again in its
 # backward pass) and the hidden dropout masks, no [B,A,S,S] (attention
@@ -86,7 +88,10 @@ def peak_bytes(checkpointing):
       return tf.config.experimental.get_memory_info("CPU:0")["peak"] - before
 
 
-peaks = {"off": peak_bytes(False), "on": peak_bytes(True)}
+peaks = {"kept": peak_bytes(False)}
+# The long-sequence path (computing again in the backward pass) at 128 tokens.
+modeling._KEEP_FOR_SEQ_LENGTH_AT_MOST = 0
+peaks.update({"off": peak_bytes(False), "on": peak_bytes(True)})
 lean_attention_context = modeling._attention_context
 modeling._attention_context = autodiff_attention_context
 peaks["autodiff_attention"] = peak_bytes(False)
@@ -128,6 +133,14 @@ def test_attention_keeps_no_probabilities_for_its_backward_pass(peaks):
   # Autodiff keeps two float32 [B,A,S,S] (1 MB each) and the bool mask
   # (0.25 MB) per layer; ours computes them again: 18 MB over 8 layers.
   assert peaks["autodiff_attention"] - peaks["off"] > 13e6, peaks
+
+
+def test_short_sequences_keep_probabilities_and_gelu_output(peaks):
+  # At 128 tokens (the default path) attention's probabilities, dropped
+  # probabilities and mask and GELU's output are kept: about 4 MB per layer,
+  # 34 MB in all.
+  assert peaks["kept"] - peaks["off"] > 20e6, peaks
+  assert peaks["kept"] < peaks["autodiff"], peaks
 
 
 def test_gelu_output_is_not_kept_for_the_output_matmul(peaks):

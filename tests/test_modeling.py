@@ -371,28 +371,54 @@ def _gradients(arrays, gradient_checkpointing):
   return names, values, num_masks, len(_executed_matmuls(run_metadata))
 
 
-def test_gradient_checkpointing_gives_identical_gradients():
+@pytest.mark.parametrize("long_sequence_path", [False, True])
+def test_gradient_checkpointing_gives_identical_gradients(
+    monkeypatch, long_sequence_path):
+  if long_sequence_path:
+    # Attention and the output matmul compute again in the backward pass
+    # what the short-sequence path (10 tokens here) keeps.
+    monkeypatch.setattr(modeling, "_KEEP_FOR_SEQ_LENGTH_AT_MOST", 0)
   arrays = _random_weights(_tiny_config(), seed=11)
   names, plain, plain_masks, plain_matmuls = _gradients(arrays, False)
   ckpt_names, recomputed, ckpt_masks, ckpt_matmuls = _gradients(arrays, True)
   assert ckpt_names == names
   # 1 embedding + 3 per layer dropout sites, and 3 for the last layer's
-  # first-token pass (the pooler's); each of the 3 attentions draws its mask
-  # again in its backward pass. Recomputation draws the 3 masks of every
-  # layer but the last (which is not recomputed) again, but the
-  # recomputed attention's backward pass keeps its mask instead of drawing
-  # it a third time.
-  assert plain_masks == 1 + 3 * 2 + 3 + 3
-  assert ckpt_masks == plain_masks + (3 - 1) * 1
-  # A layer's forward pass has 8 matmuls: query, key, value, scores,
-  # context, attention output, intermediate, output; attention's backward
-  # pass computes the scores again. The recomputation of the first layer
-  # runs all but the output matmul, whose result no gradient needs, and its
-  # attention keeps its scores instead: 7 - 1 more.
-  assert ckpt_matmuls == plain_matmuls + 7 - 1, (plain_matmuls, ckpt_matmuls)
+  # first-token pass (the pooler's). Recomputation draws the 3 masks of every
+  # layer but the last (which is not recomputed) again. A layer's forward
+  # pass has 8 matmuls: query, key, value, scores, context, attention
+  # output, intermediate, output. The recomputation of the first layer runs
+  # all but the output matmul, whose result no gradient needs: 7 more.
+  if not long_sequence_path:
+    assert plain_masks == 1 + 3 * 2 + 3
+    assert ckpt_masks == plain_masks + 3 * 1
+    assert ckpt_matmuls == plain_matmuls + 7, (plain_matmuls, ckpt_matmuls)
+  else:
+    # Each of the 3 attentions draws its mask again in its backward pass and
+    # computes its scores again, but the recomputed attention's backward
+    # pass keeps its mask and scores instead of drawing or computing them a
+    # third time.
+    assert plain_masks == 1 + 3 * 2 + 3 + 3
+    assert ckpt_masks == plain_masks + (3 - 1) * 1
+    assert ckpt_matmuls == plain_matmuls + 7 - 1, (plain_matmuls,
+                                                   ckpt_matmuls)
   for (name, _), a, b in zip(names, plain, recomputed):
     assert np.abs(a).max() > 0, name
     np.testing.assert_allclose(b, a, atol=1e-5, rtol=1e-5, err_msg=name)
+
+
+def test_short_sequences_keep_what_long_ones_compute_again(monkeypatch):
+  """At most _KEEP_FOR_SEQ_LENGTH_AT_MOST tokens: the backward pass draws
+  no attention mask again and computes no scores again; one token more and
+  it does both, for each of the 3 attentions."""
+  arrays = _random_weights(_tiny_config(), seed=11)
+  monkeypatch.setattr(modeling, "_KEEP_FOR_SEQ_LENGTH_AT_MOST", 10)
+  _, kept, kept_masks, kept_matmuls = _gradients(arrays, False)
+  monkeypatch.setattr(modeling, "_KEEP_FOR_SEQ_LENGTH_AT_MOST", 9)
+  _, again, again_masks, again_matmuls = _gradients(arrays, False)
+  assert again_masks == kept_masks + 3
+  assert again_matmuls == kept_matmuls + 3
+  for a, b in zip(kept, again):
+    np.testing.assert_allclose(b, a, atol=1e-5, rtol=1e-5)
 
 
 def _pooled_two_ways(arrays, num_layers, gradient_checkpointing=False):
@@ -498,6 +524,9 @@ def test_lean_gelu_attention_and_layer_norm_give_autodiff_gradients(
   """modeling's hand-written GELU, attention, GELU-then-matmul and LayerNorm
   gradients (which keep fewer tensors) equal autodiff of the plain formulas,
   dropout 0.1 on."""
+  # The long-sequence path, which computes attention's probabilities and
+  # GELU's output again in the backward pass.
+  monkeypatch.setattr(modeling, "_KEEP_FOR_SEQ_LENGTH_AT_MOST", 0)
   arrays = _random_weights(_tiny_config(), seed=12)
   names, lean, _, _ = _gradients(arrays, False)
   monkeypatch.setattr(modeling, "gelu", _autodiff_gelu)
