@@ -63,13 +63,19 @@ _KEEP_FOR_SEQ_LENGTH_AT_MOST = 256
 _graph_building = threading.local()
 
 
-def _keeps_for_backward(seq_length):
-  """Whether a training graph of `seq_length` tokens keeps attention's
-  probabilities and GELU's output for the backward pass (see
-  `_KEEP_FOR_SEQ_LENGTH_AT_MOST`); a length unknown when the graph is built
-  counts as long."""
-  return (isinstance(seq_length, int) and
-          seq_length <= _KEEP_FOR_SEQ_LENGTH_AT_MOST)
+def _computes_again_in_backward(seq_length):
+  """Whether the backward pass of the layer being built computes attention's
+  probabilities and mask and GELU's output again instead of keeping them.
+
+  Yes for sequences longer than `_KEEP_FOR_SEQ_LENGTH_AT_MOST` tokens (a
+  length unknown when the graph is built counts as long), except inside a
+  layer's recomputation, whose activations live only during that layer's
+  own backward pass.
+  """
+  if _building_recomputation():
+    return False
+  return not (isinstance(seq_length, int) and
+              seq_length <= _KEEP_FOR_SEQ_LENGTH_AT_MOST)
 
 
 @contextlib.contextmanager
@@ -820,8 +826,8 @@ def _matmul_of_activation(x, kernel, activation):
   computes the activation again, one elementwise pass, and keeps nothing
   else: for a BERT layer's [batch * seq, intermediate_size] GELU output that
   is the largest tensor a layer keeps (16 MiB per layer for BERT-Large at
-  512 tokens and batch 2, in float32). The gradients are the same. Inside a
-  layer's recomputation (gradient checkpointing) autodiff's way is used.
+  512 tokens and batch 2, in float32). The gradients are the same. Used
+  where `_computes_again_in_backward` says so.
 
   Args:
     x: Tensor [batch, in_width] in the compute dtype.
@@ -831,9 +837,6 @@ def _matmul_of_activation(x, kernel, activation):
   Returns:
     Tensor [batch, units].
   """
-  if _building_recomputation():
-    return tf.matmul(activation(x), kernel)
-
   @tf.custom_gradient
   def matmul_fn(x, kernel):
     def grad_fn(output_grad):
@@ -1211,8 +1214,7 @@ def _attention_context(query, key, value, adder, draw_keep, dropout_prob):
     return tf.matmul(dropped_probs(_attention_probs(query, key, adder), keep),
                      value)
 
-  if _building_recomputation() or _keeps_for_backward(
-      get_shape_list(key)[2]):
+  if not _computes_again_in_backward(get_shape_list(key)[2]):
     return context(query, key, value)
 
   @tf.custom_gradient
@@ -1474,11 +1476,12 @@ def _transformer_layer_body(layer_input, attention_mask, hidden_size,
 
   # Evaluation graphs apply their GELU in the intermediate layer, where
   # grappler fuses it with the matmul. Training graphs of long sequences
-  # apply the activation in the output layer, whose backward pass computes
-  # it again instead of keeping its [B*Q, intermediate_size] result.
+  # (outside a recomputation) apply the activation in the output layer, whose
+  # backward pass computes it again instead of keeping its
+  # [B*Q, intermediate_size] result.
   activation_in_output = (
       intermediate_act_fn not in (None, _fusable_gelu) and
-      not _keeps_for_backward(seq_length))
+      _computes_again_in_backward(seq_length))
   with tf.compat.v1.variable_scope("intermediate"):
     # [B*Q, intermediate_size]
     intermediate_output = dense(
