@@ -795,7 +795,7 @@ def dense(x, units, name, activation=None, kernel_initializer=None, *,
 def _bias_add(value, bias):
   """tf.nn.bias_add of `value` [batch, units] and `bias` [units].
 
-  In bfloat16 the bias's gradient is a `reduce_sum` of the incoming
+  In bfloat16 graphs the bias's gradient is a `reduce_sum` of the incoming
   gradient's rows: TensorFlow's BiasAddGrad sums bfloat16 values in
   bfloat16 (measured: off by 5 on a sum of 1,024 standard normal values,
   about 5%); `reduce_sum` sums in float32 and rounds once, and is faster.
