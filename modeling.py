@@ -50,10 +50,10 @@ _LAYER_NORM_EPSILON = 1e-12
 # probabilities and dropout mask and the intermediate GELU output for the
 # backward pass, as autodiff does; longer sequences compute them again there
 # (`_attention_context`, `_matmul_of_activation`). Keeping is faster (bf16
-# training at 128 tokens on CPU: 6% for BERT-Base, 12% for a 4-layer model);
-# computing again is what fits long sequences, where attention's [A, S, S]
-# tensors outgrow the rest of a layer (docs/memory.md).
-_KEEP_FOR_SEQ_LENGTH_AT_MOST = 256
+# BERT-Base training on CPU: 9% at 128 tokens, 17% at 384); computing
+# again is what fits 512 tokens, where attention's [A, S, S] tensors are the
+# largest of a layer (docs/memory.md). 384 is SQuAD's length, 128 GLUE's.
+_KEEP_FOR_SEQ_LENGTH_AT_MOST = 384
 
 # `recomputing` is True while `recompute_grad` builds a layer's recomputation
 # in this thread (tf.distribute builds each replica in a thread of its own).
