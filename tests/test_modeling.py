@@ -541,6 +541,35 @@ def test_lean_gelu_attention_and_layer_norm_give_autodiff_gradients(
     np.testing.assert_allclose(b, a, atol=1e-5, rtol=1e-5, err_msg=name)
 
 
+@pytest.mark.parametrize("compute_dtype", ["bfloat16", "float32"])
+def test_attention_probs_scale_and_mask_in_compute_dtype(compute_dtype):
+  """Scores scaled and masked in the compute dtype (fused into the matmul by
+  grappler) give the softmax of the matmul's rounded scores / 8 plus the
+  mask, computed in float64: masked positions exactly 0."""
+  rng = np.random.RandomState(5)
+  query, key = (rng.standard_normal((2, 3, 16, 64)).astype(np.float32)
+                for _ in range(2))
+  allowed = np.ones((2, 1, 16, 16), np.float32)
+  allowed[0, :, :, 11:] = 0.0
+  allowed[1, :, :, 5:] = 0.0
+  dtype = tf.as_dtype(compute_dtype)
+  with tf.Graph().as_default():
+    q, k = (tf.cast(tf.constant(a), dtype) for a in (query, key))
+    raw = tf.matmul(q, k, transpose_b=True)
+    probs = modeling._attention_probs(  # pylint: disable=protected-access
+        q, k, tf.constant((1.0 - allowed) * -10000.0))
+    with tf.compat.v1.Session() as sess:
+      got, rounded = sess.run([probs, tf.cast(raw, tf.float64)])
+  scores = rounded / 8.0 + (1.0 - allowed) * -10000.0
+  scores -= scores.max(-1, keepdims=True)
+  want = np.exp(scores) / np.exp(scores).sum(-1, keepdims=True)
+  assert got.dtype == np.float32
+  assert np.all(got[np.broadcast_to(allowed, got.shape) == 0] == 0.0)
+  # The reference starts from the plain matmul's rounded scores; oneDNN's
+  # fused matmul accumulates them in the same order.
+  np.testing.assert_allclose(got, want, atol=1e-6)
+
+
 def test_gelu_gradient_matches_finite_differences():
   x = np.linspace(-5, 5, 41)
   with tf.GradientTape() as tape:
