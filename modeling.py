@@ -646,8 +646,12 @@ def _first_token_dropout(first_token, seq_length, dropout_prob):
 def _apply_keep_mask(input_tensor, keep, dropout_prob):
   """Zeroes `input_tensor` where `keep` is False and scales the rest up."""
   scale = tf.cast(1.0 / (1.0 - dropout_prob), input_tensor.dtype)
-  return tf.where(keep, input_tensor * scale,
-                  tf.zeros([], dtype=input_tensor.dtype))
+  return _zero_dropped(input_tensor * scale, keep)
+
+
+def _zero_dropped(input_tensor, keep):
+  """`input_tensor` with 0 where the bool Tensor `keep` is False."""
+  return tf.where(keep, input_tensor, tf.zeros([], dtype=input_tensor.dtype))
 
 
 def _check_dropout_prob(dropout_prob):
@@ -812,7 +816,7 @@ _BIAS_GRADIENT_BY_SUM = "BertBiasAddGradientBySum"
 
 @tf.RegisterGradient(_BIAS_GRADIENT_BY_SUM)
 def _bias_add_gradient_by_sum(op, output_grad):
-  """Gradients of BiasAdd (value [..., units], bias [units]), see `_bias_add`."""
+  """Gradients of BiasAdd (value [..., units], bias [units]); `_bias_add`."""
   del op  # The gradient needs no forward tensor.
   rows = tf.reshape(output_grad, [-1, tf.shape(output_grad)[-1]])
   return output_grad, tf.reduce_sum(rows, axis=0)
@@ -1157,10 +1161,12 @@ def _attention_probs(query, key, adder):
 
   The scaling and the mask addition run in the compute dtype, where grappler
   fuses them into the matmul (bfloat16 BERT-Base at 384 tokens: the scores'
-  forward pass 15 -> 10 ms per layer), and the softmax in float32. In reduced precision the matmul
-  rounds the scores to the compute dtype either way; scaling by a power of
-  two (1/8 for 64-wide heads) and adding 0 change no unmasked score, and a
-  masked one still gets a probability of exactly 0.
+  forward pass 15 -> 10 ms per layer), and the softmax in float32. In
+  reduced precision the matmul rounds the scores to the compute dtype either
+  way; scaling by a power of two (1/8 for 64-wide heads) and adding 0 change
+  no unmasked score, and a masked one still gets a probability of exactly 0.
+  (Other head sizes' scales are rounded to the compute dtype, a relative
+  change below that of the scores' own rounding.)
 
   Args:
     query: Tensor [B, N, F, H] in the compute dtype.
@@ -1220,7 +1226,7 @@ def _attention_context(query, key, value, adder, draw_keep, dropout_prob):
     probs = tf.cast(probs, dtype)
     if keep is None:
       return probs
-    return tf.where(keep, probs, tf.zeros([], dtype))
+    return _zero_dropped(probs, keep)
 
   def context(query, key, value):
     keep = draw_keep() if draw_keep else None
@@ -1243,7 +1249,7 @@ def _attention_context(query, key, value, adder, draw_keep, dropout_prob):
                              transpose_a=True)
       probs_grad = tf.matmul(context_grad, value, transpose_b=True)
       if keep is not None:
-        probs_grad = tf.where(keep, probs_grad, tf.zeros([], dtype))
+        probs_grad = _zero_dropped(probs_grad, keep)
       probs_grad = tf.cast(probs_grad, tf.float32)
       # Softmax Jacobian-vector product p * (g - sum(g * p)), then the
       # scaling, in float32; the matmuls' gradients in the compute dtype.
