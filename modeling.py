@@ -953,8 +953,12 @@ def embedding_postprocessor(input_tensor,
         name=token_type_embedding_name,
         shape=[token_type_vocab_size, width],
         initializer=create_initializer(initializer_range))
-    flat_token_type_ids = tf.reshape(token_type_ids, [-1])
-    token_type_embeddings = tf.gather(token_type_table, flat_token_type_ids)
+    # A one-hot matmul, as in Google's code, rather than a gather: the table's
+    # gradient is then dense, which is how Google's global-norm clip counts
+    # it (a gather's gradient would count every looked-up row).
+    one_hot_ids = tf.one_hot(tf.reshape(token_type_ids, [-1]),
+                             depth=token_type_vocab_size)
+    token_type_embeddings = tf.matmul(one_hot_ids, token_type_table)
     token_type_embeddings = tf.reshape(token_type_embeddings,
                                        [batch_size, seq_length, width])
     output += tf.cast(token_type_embeddings, output.dtype)

@@ -90,8 +90,9 @@ def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps,
   # Variables cannot be created inside a tf.cond branch: make the slots now.
   opt.create_slots(tvars)
 
-  def update(grads_to_apply):
-    return _update(opt, grads_to_apply, tvars, global_step, clip_norm, scaler)
+  def update(grads_to_apply, half_squared_norms=None):
+    return _update(opt, grads_to_apply, tvars, global_step, clip_norm, scaler,
+                   half_squared_norms)
 
   if num_accumulation_steps == 1:
     done = update(_all_reduce_mean(grads, tvars))
@@ -157,7 +158,13 @@ def _make_optimizer(name, learning_rate, weight_decay_rate):
 
 
 def _gradients(loss, tvars, scaler):
-  """Dense float32 gradients of `loss` for the variables it depends on.
+  """float32 gradients of `loss` for the variables it depends on.
+
+  A table looked up with tf.gather (the word embeddings) keeps its gradient
+  as tf.IndexedSlices, one row per looked-up id, as in Google's code: the
+  global-norm clip then counts each row once, duplicate ids unsummed
+  (tf.clip_by_global_norm reads an IndexedSlices' values), and the dense
+  [vocab, width] gradient never exists during the backward pass.
 
   Returns:
     (grads, vars): equal-length lists; variables without a gradient dropped.
@@ -168,23 +175,53 @@ def _gradients(loss, tvars, scaler):
   if not pairs:
     raise ValueError("The loss depends on none of the %d variables to train; "
                      "check the model_fn's loss." % len(tvars))
-  grads = [tf.cast(tf.convert_to_tensor(g), tf.float32) for g, _ in pairs]
+  grads = [_map_values(lambda values: tf.cast(values, tf.float32), g)
+           for g, _ in pairs]
   if scaler is not None:
     grads = scaler.unscale(grads)
   # No variable may change before the whole backward pass and the fetched
   # loss have read it (a recomputed layer reads its weights again).
-  grads = _after(grads + [loss], grads)
+  with tf.control_dependencies([_values(g) for g in grads] + [loss]):
+    grads = [_map_values(tf.identity, g) for g in grads]
   return grads, [v for _, v in pairs]
 
 
-def _update(opt, grads, tvars, global_step, clip_norm, scaler):
+def _values(grad):
+  """The tensor holding `grad`'s numbers: an IndexedSlices' rows, else grad."""
+  return grad.values if isinstance(grad, tf.IndexedSlices) else grad
+
+
+def _map_values(fn, grad):
+  """`fn` applied to `grad`'s numbers, keeping an IndexedSlices' indices."""
+  if isinstance(grad, tf.IndexedSlices):
+    return tf.IndexedSlices(fn(grad.values), grad.indices, grad.dense_shape)
+  return fn(grad)
+
+
+def _half_squared_norm(grad):
+  """float32 scalar ||grad||^2 / 2 as tf.clip_by_global_norm counts it.
+
+  An IndexedSlices counts each of its rows, not the sum of duplicate rows.
+  """
+  return tf.nn.l2_loss(_values(grad))
+
+
+def _update(opt, grads, tvars, global_step, clip_norm, scaler,
+            half_squared_norms=None):
   """One optimizer update with `grads` (skipped if the scaler finds inf/nan).
+
+  Args:
+    half_squared_norms: the clip's ||g||^2 / 2 per gradient, if not those of
+      `grads` themselves (accumulated sparse gradients, see _accumulate).
 
   Returns:
     An op or tensor that has run once the update (or the skip) is complete.
   """
   def apply():
-    scale = None if clip_norm is None else _clip_scale(grads, clip_norm)
+    scale = None
+    if clip_norm is not None:
+      scale = _clip_scale(half_squared_norms or
+                          [_half_squared_norm(g) for g in grads], clip_norm)
     return opt.apply_gradients(zip(grads, tvars), global_step=global_step,
                                grad_scale=scale)
 
@@ -193,14 +230,15 @@ def _update(opt, grads, tvars, global_step, clip_norm, scaler):
   return scaler.apply_if_finite(grads, apply)
 
 
-def _clip_scale(grads, clip_norm):
-  """float32 scalar: tf.clip_by_global_norm's factor for `grads`.
+def _clip_scale(half_squared_norms, clip_norm):
+  """float32 scalar: tf.clip_by_global_norm's factor for the gradients.
 
-  clip_norm / max(global_norm, clip_norm), computed as that function does
-  (NaN if the norm is not finite), so that `g * scale` is its clipped g; the
+  clip_norm / max(global_norm, clip_norm) with global_norm =
+  sqrt(2 * sum(half_squared_norms)), computed as that function does (NaN if
+  the norm is not finite), so that `g * scale` is its clipped g; the
   optimizer applies it within its update instead of in a pass of its own.
   """
-  norm = tf.linalg.global_norm(grads)
+  norm = tf.sqrt(2.0 * tf.reduce_sum(tf.stack(half_squared_norms)))
   scale = clip_norm * tf.minimum(1.0 / norm, tf.constant(1.0) / clip_norm)
   return scale + (norm - norm)
 
@@ -227,42 +265,68 @@ def _accumulate(grads, tvars, num_accumulation_steps, update):
   # replica's sums (the runner saves after whole updates, when all are 0).
   aggregation = (tf.VariableAggregation.ONLY_FIRST_REPLICA
                  if across_processes else tf.VariableAggregation.SUM)
-  accumulators = [
-      tf.compat.v1.get_variable(
-          _variable_name(v) + "/accum_grad", shape=v.shape.as_list(),
-          dtype=tf.float32, trainable=False,
-          initializer=_zeros_initializer,
-          synchronization=tf.VariableSynchronization.ON_READ,
-          aggregation=aggregation) for v in tvars]
+  def accumulator(name, shape):
+    return tf.compat.v1.get_variable(
+        name, shape=shape, dtype=tf.float32, trainable=False,
+        initializer=_zeros_initializer,
+        synchronization=tf.VariableSynchronization.ON_READ,
+        aggregation=aggregation)
+
+  accumulators = [accumulator(_variable_name(v) + "/accum_grad",
+                              v.shape.as_list()) for v in tvars]
+  # One big batch's clip counts every row of a sparse gradient (see
+  # _gradients), which a dense sum no longer shows: such variables also
+  # accumulate their rows' ||g||^2 / 2.
+  sparse = [i for i, g in enumerate(grads) if isinstance(g, tf.IndexedSlices)]
+  row_norms = [accumulator(_variable_name(tvars[i]) +
+                           "/accum_half_squared_norm", []) for i in sparse]
   # A global (checkpointed) counter: a run that stops between updates saves
   # partial sums together with the count they belong to.
   accum_step = tf.compat.v1.get_variable(
       "accum_step", shape=[], dtype=tf.int64, trainable=False,
       initializer=tf.compat.v1.zeros_initializer())
-  adds = [_local(a).assign_add(g, read_value=False)
-          for a, g in zip(accumulators, grads)]
+  adds = [_add_to(_local(a), g) for a, g in zip(accumulators, grads)]
+  adds += [_local(a).assign_add(_half_squared_norm(grads[i]), read_value=False)
+           for a, i in zip(row_norms, sparse)]
   with tf.control_dependencies(adds):
     counted = _local(accum_step).assign_add(1, read_value=False)
   with tf.control_dependencies([counted]):
     count = accum_step.read_value()
-    sums = [a.read_value() for a in accumulators]
+    sums = [a.read_value() for a in accumulators + row_norms]
 
   def apply_mean(totals):
-    done = update([total / float(num_accumulation_steps)
-                   for total in totals])
+    means = [total / float(num_accumulation_steps)
+             for total in totals[:len(tvars)]]
+    half_squared_norms = [_half_squared_norm(mean) for mean in means]
+    # Each row of the big batch is a micro-batch's row / (k * replicas);
+    # the all-reduce averaged the replicas' sums of squares once.
+    rows_per_update = float(num_accumulation_steps**2 * _num_replicas())
+    for i, total in zip(sparse, totals[len(tvars):]):
+      half_squared_norms[i] = total / rows_per_update
+    done = update(means, half_squared_norms)
     with tf.control_dependencies([done]):
       zeroed = [_local(a).assign(tf.zeros_like(a), read_value=False)
-                for a in accumulators]
+                for a in accumulators + row_norms]
     return _after(zeroed, True)
 
+  destinations = tvars + row_norms
   if across_processes:
     tf.compat.v1.add_to_collection(ACCUMULATE_ONLY_COLLECTION, counted)
-    return apply_mean(_all_reduce_mean(sums, tvars))
+    return apply_mean(_all_reduce_mean(sums, destinations))
   applies = tf.equal(count % num_accumulation_steps, 0)
   # The all-reduce (a no-op with one replica) runs only on applying runs.
-  totals = _all_reduce_mean(sums, tvars, applies)
+  totals = _all_reduce_mean(sums, destinations, applies)
   return tf.cond(applies, lambda: apply_mean(totals),
                  lambda: tf.constant(False))
+
+
+def _add_to(accumulator, grad):
+  """Op adding `grad` (a tensor or IndexedSlices) to the float32 variable."""
+  if isinstance(grad, tf.IndexedSlices):
+    return tf.raw_ops.ResourceScatterAdd(
+        resource=accumulator.handle, indices=grad.indices,
+        updates=grad.values)
+  return accumulator.assign_add(grad, read_value=False)
 
 
 def _replicas_in_other_processes():
@@ -397,6 +461,11 @@ def _layer_groups(pairs):
   return list(groups.values())
 
 
+def _has_sparse_gradient(pairs):
+  """Whether a gradient of the (gradient, variable) `pairs` is IndexedSlices."""
+  return any(isinstance(grad, tf.IndexedSlices) for grad, _ in pairs)
+
+
 def _variable_name(param):
   """The variable's name without the ":0" output suffix."""
   match = re.match("^(.*):\\d+$", param.name)
@@ -428,7 +497,8 @@ class _DynamicLossScale(object):
 
   def unscale(self, grads):
     """Gradients of the scaled loss divided by the scale (float32)."""
-    return [g / self._value for g in grads]
+    return [_map_values(lambda values: values / self._value, g)
+            for g in grads]
 
   def apply_if_finite(self, grads, apply_fn):
     """Runs `apply_fn` and maybe grows the scale if every gradient is finite,
@@ -438,7 +508,8 @@ class _DynamicLossScale(object):
       bool scalar tensor, True if the update was applied.
     """
     finite = tf.reduce_all(
-        tf.stack([tf.reduce_all(tf.math.is_finite(g)) for g in grads]))
+        tf.stack([tf.reduce_all(tf.math.is_finite(_values(g)))
+                  for g in grads]))
     return tf.cond(finite, lambda: self._applied(apply_fn), self._skipped)
 
   def _applied(self, apply_fn):
@@ -515,11 +586,20 @@ class AdamWeightDecayOptimizer(tf.compat.v1.train.Optimizer):
       The op that runs all updates.
     """
     step = self._bias_correction_step(global_step)
-    pairs = [(tf.convert_to_tensor(grad), param)
+    pairs = [(grad if isinstance(grad, tf.IndexedSlices)
+              else tf.convert_to_tensor(grad), param)
              for grad, param in grads_and_vars
              if grad is not None and param is not None]
-    updated = [self._apply_group(group, grad_scale, step)
-               for group in _layer_groups(pairs)]
+    groups = _layer_groups(pairs)
+    dense = [group for group in groups if not _has_sparse_gradient(group)]
+    sparse = [group for group in groups if _has_sparse_gradient(group)]
+    updated = [self._apply_group(group, grad_scale, step) for group in dense]
+    # A sparse gradient becomes a dense [vocab, width] tensor in its update:
+    # after the other updates, which free their gradients, the step's peak
+    # memory does not hold both.
+    with tf.control_dependencies(updated):
+      updated += [self._apply_group(group, grad_scale, step)
+                  for group in sparse]
     if global_step is not None:
       with tf.control_dependencies(updated):
         updated.append(_local(global_step).assign_add(1, read_value=False))
@@ -557,7 +637,11 @@ class AdamWeightDecayOptimizer(tf.compat.v1.train.Optimizer):
     """
     for grad, param, (m, v), decay in zip(grads, params, slots, decays):
       if grad_scale is not None:
-        grad = grad * grad_scale
+        grad = _map_values(lambda values: values * grad_scale, grad)
+      if isinstance(grad, tf.IndexedSlices):
+        # Duplicate ids' rows add up, as tf.convert_to_tensor does.
+        grad = tf.math.unsorted_segment_sum(grad.values, grad.indices,
+                                            param.shape[0])
       next_m = self.beta_1 * m.read_value() + (1.0 - self.beta_1) * grad
       next_v = (self.beta_2 * v.read_value() +
                 (1.0 - self.beta_2) * tf.square(grad))

@@ -374,3 +374,111 @@ def test_each_layer_updates_in_one_shared_compiled_kernel():
       update = update + WD * init
     np.testing.assert_allclose(after, init - 0.1 * update, rtol=1e-6,
                                atol=1e-7, err_msg=name)
+
+
+# A lookup table trained through tf.gather, as BERT's word embeddings: ids
+# repeat within a batch, as [CLS], [SEP] and common words do.
+VOCAB, WIDTH = 5, 3
+
+
+def _lookup_batches(num, batch_size, seed=5):
+  """`num` (ids [batch, 4] with repeats, y [batch, 2]) batches."""
+  rng = np.random.RandomState(seed)
+  return [(rng.randint(0, VOCAB, size=(batch_size, 4)).astype(np.int32),
+           (3.0 * rng.normal(size=(batch_size, 2))).astype(np.float32))
+          for _ in range(num)]
+
+
+def _lookup_initial_params():
+  rng = np.random.RandomState(2)
+  return {"embeddings/word_embeddings": rng.normal(0.0, 0.5, (VOCAB, WIDTH)),
+          "output/kernel": rng.normal(0.0, 0.5, (WIDTH, 2))}
+
+
+def _np_lookup_train(batches, init_lr):
+  """NumPy AdamWeightDecay of Google's code for the lookup model.
+
+  The model: f = sum over the 4 positions of table[id], out = f @ kernel,
+  loss = batch mean of 0.5 * ||out - y||^2. Google's clip counts each
+  looked-up row's gradient (tf.clip_by_global_norm of an IndexedSlices reads
+  its values); the update applies the rows summed per id.
+
+  Returns:
+    (params after the run, per update the relative difference of the clip
+    factor 1 / max(norm, 1) to the one of the dense gradient's norm).
+  """
+  p = _lookup_initial_params()
+  m = {k: np.zeros_like(val) for k, val in p.items()}
+  v = {k: np.zeros_like(val) for k, val in p.items()}
+  differs = []
+  for step, (ids, y) in enumerate(batches):
+    lr = init_lr * (1.0 - step / 10.0)
+    f = p["embeddings/word_embeddings"][ids].sum(axis=1)
+    d_out = (f @ p["output/kernel"] - y) / ids.shape[0]
+    d_f = d_out @ p["output/kernel"].T
+    rows = np.repeat(d_f, ids.shape[1], axis=0)  # One per looked-up id.
+    table_grad = np.zeros((VOCAB, WIDTH))
+    np.add.at(table_grad, ids.reshape(-1), rows)
+    g = {"embeddings/word_embeddings": table_grad,
+         "output/kernel": f.T @ d_out}
+    kernel_sq = (g["output/kernel"]**2).sum()
+    norm = math.sqrt((rows**2).sum() + kernel_sq)
+    dense_norm = math.sqrt((table_grad**2).sum() + kernel_sq)
+    differs.append(max(norm, 1.0) / max(dense_norm, 1.0) - 1.0)
+    for k in p:
+      gk = g[k] / max(norm, 1.0)
+      m[k] = B1 * m[k] + (1 - B1) * gk
+      v[k] = B2 * v[k] + (1 - B2) * gk**2
+      r = m[k] / (np.sqrt(v[k]) + EPS) + WD * p[k]
+      p[k] = p[k] - lr * r
+  return p, differs
+
+
+def _lookup_train(batches, **optimizer_kwargs):
+  """The lookup model trained by create_optimizer; final variables."""
+  init = _lookup_initial_params()
+  with tf.Graph().as_default():
+    ids = tf.compat.v1.placeholder(tf.int32, [None, 4])
+    y = tf.compat.v1.placeholder(tf.float32, [None, 2])
+    table, kernel = (tf.compat.v1.get_variable(
+        name, initializer=tf.constant(init[name], tf.float32))
+                     for name in sorted(init))
+    f = tf.reduce_sum(tf.gather(table, ids), axis=1)
+    loss = 0.5 * tf.reduce_mean(
+        tf.reduce_sum(tf.square(tf.matmul(f, kernel) - y), axis=1))
+    train_op = optimization.create_optimizer(
+        loss, init_lr=0.05, num_train_steps=10, num_warmup_steps=0,
+        **optimizer_kwargs)
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      for bx, by in batches:
+        sess.run(train_op, {ids: bx, y: by})
+      return {v.op.name: val for v, val in zip(
+          tf.compat.v1.global_variables(),
+          sess.run(tf.compat.v1.global_variables()))}
+
+
+def test_lookup_table_clip_counts_each_looked_up_row():
+  batches = _lookup_batches(4, 6)
+  got = _lookup_train(batches)
+  want, differs = _np_lookup_train(batches, init_lr=0.05)
+  # Repeated ids make the first clip factor differ from the dense gradient's
+  # by far more than the tolerance, so the test tells the two apart.
+  assert abs(differs[0]) > 0.05
+  for name, value in want.items():
+    np.testing.assert_allclose(got[name], value, rtol=1e-5, atol=1e-7,
+                               err_msg=name)
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_lookup_table_accumulation_matches_one_big_batch(k):
+  micro = 2
+  big = _lookup_batches(3, k * micro, seed=8)
+  small = [(ids[i * micro:(i + 1) * micro], y[i * micro:(i + 1) * micro])
+           for ids, y in big for i in range(k)]
+  want = _lookup_train(big)
+  got = _lookup_train(small, num_accumulation_steps=k)
+  for name in want:
+    np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-7,
+                               err_msg=name)
+  assert got["embeddings/word_embeddings/accum_half_squared_norm"] == 0.0
