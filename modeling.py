@@ -552,8 +552,7 @@ def _keep_mask_drawer(shape, dropout_prob, name):
   if step is None:
     # A bool mask (1 byte) is what the backward pass keeps; the float32
     # uniform values are freed right after the comparison.
-    with _tensorflow_random_kernel():
-      keep = tf.random.uniform(shape) >= dropout_prob
+    keep = tf.random.uniform(shape) >= dropout_prob
 
     def drawn_once(after=None):
       del after  # A stateful mask cannot be drawn again; it is kept.
@@ -564,10 +563,9 @@ def _keep_mask_drawer(shape, dropout_prob, name):
   threshold = tf.constant(_drop_threshold_16bit(dropout_prob), tf.uint16)
 
   def draw(after=None):
-    with _tensorflow_random_kernel():
-      uniform = _stateless_uniform_16bit(
-          shape, seed if after is None else _after(after, seed))
-    return uniform >= threshold
+    return _stateless_keep_mask_16bit(
+        tf.cast(shape, tf.int64), seed if after is None else _after(after, seed),
+        threshold)
 
   return draw
 
@@ -581,25 +579,52 @@ def _drop_threshold_16bit(dropout_prob):
   return int(round(dropout_prob * 65536))
 
 
-def _stateless_uniform_16bit(shape, seed):
-  """uint16 Tensor of `shape`, uniform over [0, 65536), a function of seed.
+# SplitMix64 (Steele, Lea and Flood, 2014; the generator of Java's
+# SplittableRandom): output i of the stream with key k is
+# finalize(k + i * gamma).
+_SPLITMIX64_GAMMA = 0x9E3779B97F4A7C15
+_SPLITMIX64_FINALIZER = ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB),
+                         (31, None))
 
-  Each 32-bit Philox output gives two values: drawing the random bits is
-  most of a dropout mask's cost, and 16 bits resolve a drop rate finely
-  enough (2.6x faster than float32 uniforms for an attention mask of BERT-Base
-  at 128 tokens, batch 8, on CPU).
+
+def _splitmix64_finalize(z):
+  """SplitMix64's output function of uint64 Tensor `z`, elementwise."""
+  for shift, multiplier in _SPLITMIX64_FINALIZER:
+    z = tf.bitwise.bitwise_xor(
+        z, tf.bitwise.right_shift(z, tf.constant(shift, tf.uint64)))
+    if multiplier is not None:
+      z *= tf.constant(multiplier, tf.uint64)
+  return z
+
+
+@tf.function(jit_compile=True, autograph=False)
+def _stateless_keep_mask_16bit(shape, seed, threshold):
+  """bool Tensor of `shape`: uniform 16-bit values >= `threshold`.
+
+  The values are a function of `seed` alone: the SplitMix64 stream keyed
+  by both seed words, each 64-bit output giving four 16-bit values. It is
+  one compiled kernel of integer arithmetic that vectorizes, where
+  TensorFlow's Philox kernel takes 5x as long for the same bits' worth
+  (an attention mask of BERT-Base, 384 tokens, batch 4: 1.8 against 8.8 ms
+  on this project's CPU); compiled, the numbers are the same with and
+  without --use_xla. A drop rate needs no finer resolution than 16 bits.
 
   Args:
-    shape: 1-D int Tensor or list of ints / scalar Tensors.
+    shape: int64 Tensor [rank], the mask's shape (a compile-time constant).
     seed: int64 Tensor [2], the stateless seed.
+    threshold: uint16 scalar Tensor.
   """
-  size = tf.reduce_prod(tf.cast(shape, tf.int64))
-  bits = tf.random.stateless_uniform([(size + 1) // 2], seed=seed,
-                                     minval=None, maxval=None, dtype=tf.uint32)
-  # [pairs, 2] -> [2 * pairs]; the slice drops the odd value, if any (it is
-  # a no-op, without a copy, for an even size).
+  size = tf.reduce_prod(shape)
+  words = tf.bitcast(seed, tf.uint64)
+  key = _splitmix64_finalize(
+      tf.bitwise.bitwise_xor(words[0], _splitmix64_finalize(words[1])))
+  counter = tf.bitcast(tf.range(1, (size + 3) // 4 + 1, dtype=tf.int64),
+                       tf.uint64)
+  bits = _splitmix64_finalize(
+      key + counter * tf.constant(_SPLITMIX64_GAMMA, tf.uint64))
+  # [draws, 4] -> [4 * draws]; the slice drops the unused values, if any.
   values = tf.reshape(tf.bitcast(bits, tf.uint16), [-1])[:size]
-  return tf.reshape(values, shape)
+  return tf.reshape(values >= threshold, shape)
 
 
 def _after(dependency, tensor):
@@ -611,20 +636,6 @@ def _after(dependency, tensor):
   """
   with tf.control_dependencies([dependency]):
     return tf.identity(tensor)
-
-
-def _tensorflow_random_kernel():
-  """Context in which random ops stay TensorFlow kernels under XLA.
-
-  XLA draws other numbers than TensorFlow's kernel from the same seed. A
-  gradient function runs in an XLA scope when its forward op does (TF's
-  gradients copy the forward op's compile attribute), so without this a
-  mask drawn again in the backward pass (attention, a checkpointed layer's
-  recomputation) would differ from the forward pass's under --use_xla.
-  """
-  if tf.executing_eagerly():
-    return contextlib.nullcontext()
-  return tf.xla.experimental.jit_scope(compile_ops=False)
 
 
 def _first_token_dropout(first_token, seq_length, dropout_prob):

@@ -341,6 +341,13 @@ def _training_model(cfg, gradient_checkpointing, graph_seed, micro_step):
       gradient_checkpointing=gradient_checkpointing)
 
 
+def _num_stateless_mask_draws(graph):
+  """Calls of the compiled stateless dropout-mask kernel in `graph`."""
+  return sum(op.type in ("PartitionedCall", "StatefulPartitionedCall") and
+             "_stateless_keep_mask_16bit" in op.get_attr("f").name
+             for op in graph.get_operations())
+
+
 def _gradients(arrays, gradient_checkpointing):
   """Training-mode (dropout 0.1) gradients of a fixed scalar loss.
 
@@ -358,8 +365,7 @@ def _gradients(arrays, gradient_checkpointing):
                           rng.randn(2, 32).astype(np.float32)))
     tvars = tf.compat.v1.trainable_variables()
     grads = [tf.convert_to_tensor(g) for g in tf.gradients(loss, tvars)]
-    num_masks = sum(op.type.startswith("StatelessRandomUniform")
-                    for op in graph.get_operations())
+    num_masks = _num_stateless_mask_draws(graph)
     with tf.compat.v1.Session() as sess:
       sess.run(tf.compat.v1.global_variables_initializer())
       _assign(sess, arrays)
@@ -672,11 +678,12 @@ def test_dropout_mask_is_function_of_site_and_step():
 
 
 def test_dropout_mask_rate_and_independence_of_neighbours():
-  """Each 32-bit random draw gives two 16-bit values: over 2**21 + 1 values
-  (odd, so one draw is half used) the drop rate is p and neighbours drop
-  independently (both dropped with probability p**2), within 5 sigma."""
+  """Each 64-bit random draw gives four 16-bit values: over 2**21 + 3 values
+  (the last draw partly used) the drop rate is p and neighbours drop
+  independently (both dropped with probability p**2), within 5 sigma, at
+  every position within a draw and across draws."""
   p = 0.1
-  size = 2**21 + 1
+  size = 2**21 + 3
   with tf.Graph().as_default():
     _add_micro_step(3)
     keep = modeling._keep_mask_drawer([size], p, "rate")()
@@ -686,9 +693,39 @@ def test_dropout_mask_rate_and_independence_of_neighbours():
   assert dropped.shape == (size,)
   assert abs(dropped.mean() - p) < 5 * np.sqrt(p * (1 - p) / size)
   both = dropped[:-1] & dropped[1:]
-  assert abs(both.mean() - p * p) < 5 * np.sqrt(p * p * (1 - p * p) / size)
-  # Pairs from one draw (even index first) as well as across draws.
-  assert abs(both[0::2].mean() - p * p) < 5 * np.sqrt(p * p / (size / 2))
+  for first in range(4):  # Pairs (4i + first, 4i + first + 1).
+    pairs = both[first::4]
+    assert abs(pairs.mean() - p * p) < 5 * np.sqrt(p * p / pairs.size)
+
+
+def _np_splitmix64_finalize(z):
+  """SplitMix64's output function (Steele et al. 2014), uint64 NumPy."""
+  z = np.asarray(z, np.uint64)
+  z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+  z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+  return z ^ (z >> np.uint64(31))
+
+
+def test_stateless_keep_mask_is_splitmix64_stream():
+  gamma = np.uint64(0x9E3779B97F4A7C15)
+  with np.errstate(over="ignore"):
+    # The published first output of SplitMix64 seeded with 0.
+    assert int(_np_splitmix64_finalize(gamma)) == 0xE220A8397B1DCDAF
+    seed = np.array([(5 << 32) | 0x1234ABCD, 17], np.int64)
+    words = seed.view(np.uint64)
+    key = _np_splitmix64_finalize(words[0] ^ _np_splitmix64_finalize(words[1]))
+    shape = (3, 5, 7)  # 105 values: 27 draws, the last one partly used.
+    draws = _np_splitmix64_finalize(
+        key + np.arange(1, 28, dtype=np.uint64) * gamma)
+  values = draws.astype("<u8").view("<u2")[:105].reshape(shape)
+  with tf.Graph().as_default():
+    keep = modeling._stateless_keep_mask_16bit(
+        tf.constant(shape, tf.int64), tf.constant(seed),
+        tf.constant(6554, tf.uint16))
+    with tf.compat.v1.Session() as sess:
+      got = sess.run(keep)
+  np.testing.assert_array_equal(got, values >= 6554)
+  assert 0 < (~got).sum() < 30
 
 
 def test_dropout_mask_depends_on_graph_seed():
@@ -707,8 +744,7 @@ def test_dropout_falls_back_to_global_step_then_stateful():
   with tf.Graph().as_default():
     global_step = tf.compat.v1.train.get_or_create_global_step()
     y = modeling.dropout(tf.ones([64, 128]), 0.2)
-    assert any(op.type.startswith("StatelessRandomUniform")
-               for op in tf.compat.v1.get_default_graph().get_operations())
+    assert _num_stateless_mask_draws(tf.compat.v1.get_default_graph()) == 1
     with tf.compat.v1.Session() as sess:
       sess.run(tf.compat.v1.global_variables_initializer())
       first, first_again = sess.run(y), sess.run(y)
