@@ -1174,15 +1174,6 @@ def _attention_keep_mask_drawer(probs_shape, dropout_prob,
 def _attention_probs(query, key, adder):
   """float32 softmax(query key^T / sqrt(H) + adder): [B, N, F, T].
 
-  The softmax of `_attention_scores`, in float32.
-  """
-  return tf.nn.softmax(tf.cast(_attention_scores(query, key, adder),
-                               tf.float32))
-
-
-def _attention_scores(query, key, adder):
-  """query key^T / sqrt(H) + adder in the compute dtype: [B, N, F, T].
-
   The scaling and the mask addition run in the compute dtype, where grappler
   fuses them into the matmul (bfloat16 BERT-Base at 384 tokens: the scores'
   forward pass 15 -> 10 ms per layer), and the softmax in float32. In
@@ -1203,66 +1194,7 @@ def _attention_scores(query, key, adder):
   scores *= tf.constant(_score_scale(query), dtype)
   if adder is not None:
     scores += tf.cast(adder, dtype)
-  return scores
-
-
-def _dropped_attention_probs(scores, keep):
-  """softmax(scores), zero where `keep` is False: [B, N, F, T], scores' dtype.
-
-  The softmax runs in float32 (TensorFlow's kernel); the gradient is one
-  compiled pass, `_softmax_dropout_backward`. The kept values are not
-  scaled by 1 / (1 - p): the caller scales the context instead.
-
-  Args:
-    scores: Tensor [B, N, F, T] in the compute dtype.
-    keep: (optional) bool Tensor [B, N, F, T], the attention dropout mask.
-  """
-  @tf.custom_gradient
-  def softmax_and_dropout(scores):
-    probs = tf.nn.softmax(tf.cast(scores, tf.float32))
-    dropped = _cast_and_drop(probs, keep, scores.dtype)
-
-    def grad_fn(dropped_grad):
-      return _softmax_dropout_backward(probs, dropped_grad, keep, 1.0)
-
-    return dropped, grad_fn
-
-  return softmax_and_dropout(scores)
-
-
-def _cast_and_drop(probs, keep, dtype):
-  """`probs` in `dtype`, zero where the bool `keep` (or None) is False."""
-  probs = tf.cast(probs, dtype)
-  return probs if keep is None else _zero_dropped(probs, keep)
-
-
-@tf.function(jit_compile=True, autograph=False)
-def _softmax_dropout_backward(probs, dropped_grad, keep, scale):
-  """The scores' gradient from that of the dropped probabilities.
-
-  scale * p * (g - sum(g * p)) with g the float32 gradient, zero where
-  dropped: the softmax's Jacobian-vector product, as TensorFlow's softmax
-  gradient computes it. Compiled, it is one pass over [B, N, F, T] instead
-  of seven ops, each a pass of its own (select, two casts, multiply, sum,
-  subtract, multiply): in bfloat16 at 384 tokens, batch 4, 12 heads, about
-  a quarter less time per layer on this project's CPU.
-
-  Args:
-    probs: float32 Tensor [B, N, F, T], the softmax.
-    dropped_grad: Tensor [B, N, F, T] in the compute dtype, the gradient of
-      the probabilities after dropout.
-    keep: (optional) bool Tensor [B, N, F, T], the dropout mask.
-    scale: Python float the result is multiplied by, in float32.
-
-  Returns:
-    Tensor [B, N, F, T] in the dtype of `dropped_grad`.
-  """
-  grad = tf.cast(dropped_grad, tf.float32)
-  if keep is not None:
-    grad = _zero_dropped(grad, keep)
-  scores_grad = probs * (grad - tf.reduce_sum(grad * probs, axis=-1,
-                                              keepdims=True))
-  return tf.cast(scores_grad * scale, dropped_grad.dtype)
+  return tf.nn.softmax(tf.cast(scores, tf.float32))
 
 
 def _score_scale(query):
@@ -1279,11 +1211,11 @@ def _attention_context(query, key, value, adder, draw_keep, dropout_prob):
   does. Autodiff would keep the float32 probabilities, the dropped
   probabilities and the mask (for BERT-Large at 512 tokens, 36 MiB per
   layer and example in float32) for one more small matmul and softmax per
-  layer in the backward pass. The gradients are the same. Keeping (the
-  float32 probabilities and the mask, `_dropped_attention_probs`) is used
-  for sequences of at most `_KEEP_FOR_SEQ_LENGTH_AT_MOST` tokens, where it
-  is faster, and inside a layer's recomputation (gradient checkpointing),
-  where those tensors live only during the layer's backward pass.
+  layer in the backward pass. The gradients are the same. Autodiff's way is
+  used for sequences of at most `_KEEP_FOR_SEQ_LENGTH_AT_MOST` tokens, where
+  keeping is faster, and inside a layer's recomputation (gradient
+  checkpointing), where those tensors live only during the layer's backward
+  pass.
 
   Args:
     query: Tensor [B, N, F, H] in the compute dtype.
@@ -1304,10 +1236,17 @@ def _attention_context(query, key, value, adder, draw_keep, dropout_prob):
   keep_scale = (tf.constant(1.0 / (1.0 - dropout_prob), dtype) if draw_keep
                 else None)
 
+  def dropped_probs(probs, keep):
+    """The probabilities in the compute dtype, zero where dropped (unscaled)."""
+    probs = tf.cast(probs, dtype)
+    if keep is None:
+      return probs
+    return _zero_dropped(probs, keep)
+
   def context(query, key, value):
     keep = draw_keep() if draw_keep else None
-    output = tf.matmul(_dropped_attention_probs(
-        _attention_scores(query, key, adder), keep), value)
+    output = tf.matmul(
+        dropped_probs(_attention_probs(query, key, adder), keep), value)
     return output if keep_scale is None else output * keep_scale
 
   if not _computes_again_in_backward(get_shape_list(key)[2]):
@@ -1321,13 +1260,17 @@ def _attention_context(query, key, value, adder, draw_keep, dropout_prob):
       keep = draw_keep(after=context_grad) if draw_keep else None
       if keep_scale is not None:
         context_grad *= keep_scale
-      value_grad = tf.matmul(_cast_and_drop(probs, keep, dtype), context_grad,
+      value_grad = tf.matmul(dropped_probs(probs, keep), context_grad,
                              transpose_a=True)
-      # The softmax's gradient and the scores' scaling in float32; the
-      # matmuls' gradients in the compute dtype.
-      scores_grad = _softmax_dropout_backward(
-          probs, tf.matmul(context_grad, value, transpose_b=True), keep,
-          _score_scale(query))
+      probs_grad = tf.matmul(context_grad, value, transpose_b=True)
+      if keep is not None:
+        probs_grad = _zero_dropped(probs_grad, keep)
+      probs_grad = tf.cast(probs_grad, tf.float32)
+      # Softmax Jacobian-vector product p * (g - sum(g * p)), then the
+      # scaling, in float32; the matmuls' gradients in the compute dtype.
+      scores_grad = probs * (probs_grad - tf.reduce_sum(
+          probs_grad * probs, axis=-1, keepdims=True))
+      scores_grad = tf.cast(scores_grad * _score_scale(query), dtype)
       query_grad = tf.matmul(scores_grad, key)
       key_grad = tf.matmul(scores_grad, query_again, transpose_a=True)
       return query_grad, key_grad, value_grad

@@ -576,42 +576,6 @@ def test_attention_probs_scale_and_mask_in_compute_dtype(compute_dtype):
   np.testing.assert_allclose(got, want, atol=1e-6)
 
 
-@pytest.mark.parametrize("compute_dtype", ["bfloat16", "float32"])
-@pytest.mark.parametrize("with_dropout", [True, False])
-def test_dropped_attention_probs_and_their_gradient(compute_dtype,
-                                                    with_dropout):
-  """softmax then dropout (unscaled) of the scores, and the compiled
-  gradient: the float64 softmax's Jacobian-vector product of the incoming
-  gradient zeroed where dropped, rounded once to the compute dtype."""
-  rng = np.random.RandomState(9)
-  scores = 3.0 * rng.standard_normal((2, 3, 5, 7))
-  upstream = rng.standard_normal((2, 3, 5, 7))
-  keep = rng.rand(2, 3, 5, 7) > 0.3 if with_dropout else np.ones((2, 3, 5, 7),
-                                                                  bool)
-  dtype = tf.as_dtype(compute_dtype)
-  with tf.Graph().as_default():
-    s = tf.cast(tf.constant(scores, tf.float32), dtype)
-    g = tf.cast(tf.constant(upstream, tf.float32), dtype)
-    dropped = modeling._dropped_attention_probs(  # pylint: disable=protected-access
-        s, tf.constant(keep) if with_dropout else None)
-    grad, = tf.gradients(dropped, s, grad_ys=g)
-    with tf.compat.v1.Session() as sess:
-      got, got_grad, s64, g64 = sess.run(
-          [dropped, grad, tf.cast(s, tf.float64), tf.cast(g, tf.float64)])
-  assert got.dtype == got_grad.dtype == dtype.as_numpy_dtype
-  exp = np.exp(s64 - s64.max(-1, keepdims=True))
-  p = exp / exp.sum(-1, keepdims=True)
-  g64 = np.where(keep, g64, 0.0)
-  want_grad = p * (g64 - (g64 * p).sum(-1, keepdims=True))
-  # One rounding to the compute dtype (bfloat16: relative 2**-8).
-  tol = 2.0**-8 if compute_dtype == "bfloat16" else 1e-6
-  np.testing.assert_allclose(got.astype(np.float64), np.where(keep, p, 0.0),
-                             rtol=tol, atol=1e-7)
-  np.testing.assert_allclose(got_grad.astype(np.float64), want_grad,
-                             rtol=tol, atol=tol * np.abs(want_grad).max())
-  assert np.all(got[~keep] == 0)
-
-
 def test_gelu_gradient_matches_finite_differences():
   x = np.linspace(-5, 5, 41)
   with tf.GradientTape() as tape:
