@@ -564,8 +564,8 @@ def _keep_mask_drawer(shape, dropout_prob, name):
 
   def draw(after=None):
     return _stateless_keep_mask_16bit(
-        tf.cast(shape, tf.int64), seed if after is None else _after(after, seed),
-        threshold)
+        tf.cast(shape, tf.int64),
+        seed if after is None else _after(after, seed), threshold)
 
   return draw
 

@@ -740,6 +740,23 @@ def test_dropout_mask_depends_on_graph_seed():
   assert np.mean(masks[0] != masks[1]) > 0.1
 
 
+def test_stateless_dropout_with_a_batch_size_known_only_at_run_time():
+  """The compiled mask kernel takes its shape at run time: each batch size
+  gets a mask of its own shape, the smaller one the start of the larger's
+  stream (same site, same step)."""
+  with tf.Graph().as_default():
+    _add_micro_step(2)
+    x = tf.compat.v1.placeholder(tf.float32, [None, 256])
+    y = modeling.dropout(x, 0.25)
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      small, large = (sess.run(y, {x: np.ones((n, 256), np.float32)})
+                      for n in (3, 40))
+  assert small.shape == (3, 256) and large.shape == (40, 256)
+  np.testing.assert_array_equal(small, large[:3])
+  assert abs(np.mean(large == 0) - 0.25) < 0.03
+
+
 def test_dropout_falls_back_to_global_step_then_stateful():
   with tf.Graph().as_default():
     global_step = tf.compat.v1.train.get_or_create_global_step()
