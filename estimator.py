@@ -276,8 +276,9 @@ def _xla_compiles(node_def):
 
   XLA draws other numbers than TensorFlow's kernels from the same seed
   (measured: stateless_uniform with a seed read from a variable), so random
-  ops stay TensorFlow kernels and dropout masks and initial values do not
-  depend on --use_xla.
+  ops stay TensorFlow kernels and initial values and stateful dropout masks
+  do not depend on --use_xla (stateless masks come from a kernel that is
+  compiled either way, modeling._stateless_keep_mask_16bit).
   """
   return not any(kind in node_def.op for kind in _RANDOM_OP_KINDS)
 
