@@ -181,8 +181,7 @@ def _gradients(loss, tvars, scaler):
     grads = scaler.unscale(grads)
   # No variable may change before the whole backward pass and the fetched
   # loss have read it (a recomputed layer reads its weights again).
-  with tf.control_dependencies([_values(g) for g in grads] + [loss]):
-    grads = [_map_values(tf.identity, g) for g in grads]
+  grads = _after(grads + [loss], grads)
   return grads, [v for _, v in pairs]
 
 
@@ -429,11 +428,12 @@ def _zeros_initializer(shape, dtype=tf.float32, partition_info=None):
 
 
 def _after(deps, values):
-  """Identity of `values` (a tensor or list) computed only after `deps`."""
-  with tf.control_dependencies(deps):
+  """Identity of `values` (a tensor, IndexedSlices or list of them) computed
+  only after `deps` (ops, tensors or IndexedSlices)."""
+  with tf.control_dependencies([_values(dep) for dep in deps]):
     if isinstance(values, list):
-      return [tf.identity(v) for v in values]
-    return tf.identity(values)
+      return [_map_values(tf.identity, v) for v in values]
+    return _map_values(tf.identity, values)
 
 
 def _one_minus_power(beta, step):
