@@ -38,6 +38,9 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
+from tensorflow.core.protobuf import config_pb2
+import host_memory
+
 # Resource variables give well-defined read/write ordering under control
 # dependencies, which the step counters and `recompute_grad` rely on.
 tf.compat.v1.enable_resource_variables()
@@ -212,7 +215,7 @@ class _TrainGraph(collections.namedtuple(
   """
 
 
-def _step_fetches(train_op, loss, micro_step, global_step, strategy):
+def _step_fetches(train_op, loss, micro_step, global_step):
   """(step_op, fetches) of a training run that executes `train_op`.
 
   step_op counts the micro-batch; fetches read the loss, the counters (after
@@ -225,14 +228,41 @@ def _step_fetches(train_op, loss, micro_step, global_step, strategy):
     fetches = {"loss": tf.identity(loss),
                "global_step": global_step.read_value(),
                "micro_step": micro_step.read_value()}
-  for key, collection in (("learning_rate", LEARNING_RATE_COLLECTION),
-                          ("loss_scale", LOSS_SCALE_COLLECTION)):
-    tensors = tf.compat.v1.get_collection(collection)
-    if tensors:
-      # Under a strategy: replica 0's tensor, or the variable's value.
-      fetches[key] = (tensors[0] if strategy is None
-                      else tf.convert_to_tensor(tensors[0]))
+    for key, collection in (("learning_rate", LEARNING_RATE_COLLECTION),
+                            ("loss_scale", LOSS_SCALE_COLLECTION)):
+      tensors = tf.compat.v1.get_collection(collection)
+      if tensors:
+        # A tensor (under a strategy, replica 0's), or a variable's value.
+        fetches[key] = tf.convert_to_tensor(tensors[0])
   return step_op, fetches
+
+
+def make_step_callable(sess, step_op, fetches):
+  """A function that runs `step_op` (an op or tensor) and returns the values
+  of `fetches`, a dict of tensors, as a dict of numpy values.
+
+  `sess.run` builds the executors of a set of fetches (graph optimization,
+  kernels) inside its first run; a callable builds them here, so their
+  scratch memory is handed back to the system (host_memory.py) before the
+  first step allocates its tensors, which lowers that step's peak. (The
+  public `Session.make_callable` builds nothing before its first call.)
+  """
+  keys = sorted(fetches)
+  options = config_pb2.CallableOptions(
+      target=[getattr(step_op, "op", step_op).name],
+      fetch=[fetches[key].name for key in keys])
+  run = sess._make_callable_from_options(options)  # pylint: disable=protected-access
+  return lambda: dict(zip(keys, run()))
+
+
+def _step_fns(sess, built):
+  """(apply, accumulate_only) step functions of `built`; the second is None
+  without gradient accumulation. See `make_step_callable`."""
+  apply_fn = make_step_callable(sess, built.step_op, built.fetches)
+  accumulate_fn = (None if built.accumulate_only is None else
+                   make_step_callable(sess, *built.accumulate_only))
+  host_memory.release_freed_heap()
+  return apply_fn, accumulate_fn
 
 
 def _scalar_summary(values, step, writer):
@@ -407,13 +437,13 @@ class Estimator(object):
         loss, train_op, scaffold = self._replicated_train_spec(
             strategy, iterator.get_next(), params)
       step_op, fetches = _step_fetches(train_op, loss, micro_step,
-                                       global_step, strategy)
+                                       global_step)
       accumulate_ops = tf.compat.v1.get_collection(
           ACCUMULATE_ONLY_COLLECTION)
       accumulate_only = None
       if accumulate_ops:
         accumulate_only = _step_fetches(tf.group(*accumulate_ops), loss,
-                                        micro_step, global_step, strategy)
+                                        micro_step, global_step)
       saver = tf.compat.v1.train.Saver(
           max_to_keep=self._config.keep_checkpoint_max or 0)
     return _TrainGraph(graph, iterator, step_op, fetches, saver, scaffold,
@@ -550,7 +580,8 @@ class Estimator(object):
       writer = (tf.compat.v1.summary.FileWriter(self.model_dir)
                 if self._config.is_chief else None)
       try:
-        self._train_loop(sess, built, writer, max_steps, start_step, skip)
+        self._train_loop(sess, built, _step_fns(sess, built), writer,
+                         max_steps, start_step, skip)
       finally:
         if writer is not None:
           writer.close()
@@ -569,17 +600,19 @@ class Estimator(object):
       built.scaffold.init_fn(sess)
     sess.run(built.iterator.initializer)
 
-  def _run_train_step(self, sess, built, micro_step):
+  def _run_train_step(self, step_fns, micro_step):
     """One micro-batch; returns the fetched values or None at end of data.
 
-    `micro_step` counts the micro-batches run before this one.
+    `step_fns` are (apply, accumulate_only) from `_step_fns`; `micro_step`
+    counts the micro-batches run before this one.
     """
-    step_op, fetches = built.step_op, built.fetches
-    if (built.accumulate_only is not None and
+    apply_fn, accumulate_fn = step_fns
+    run_fn = apply_fn
+    if (accumulate_fn is not None and
         (micro_step + 1) % self._config.num_accumulation_steps):
-      step_op, fetches = built.accumulate_only  # This run does not apply.
+      run_fn = accumulate_fn  # This run does not apply.
     try:
-      return sess.run([step_op, fetches])[1]
+      return run_fn()
     except tf.errors.OutOfRangeError:
       return None
     except tf.errors.ResourceExhaustedError as e:
@@ -629,18 +662,24 @@ class Estimator(object):
         global_step=step, write_meta_graph=False)
     logging.info("Saved checkpoint %s", path)
 
-  def _train_loop(self, sess, built, writer, max_steps, start_step, skip):
+  def _train_loop(self, sess, built, step_fns, writer, max_steps, start_step,
+                  skip):
     """Runs micro-batches; checkpoints, logs and summarizes per update."""
     micro_batch = self._micro_batch_size()
     log_meter, summary_meter = _Meter(), _Meter()
     start_time = time.time()
     step, micro_step = start_step, skip
     saved = (step, micro_step)
+    runs = 0
     while step < max_steps:
-      values = self._run_train_step(sess, built, micro_step)
+      values = self._run_train_step(step_fns, micro_step)
       if values is None:
         logging.info("Input data ended at step %d.", step)
         break
+      runs += 1
+      if runs <= self._config.num_accumulation_steps:
+        # The first run of each step compiled its XLA kernels.
+        host_memory.release_freed_heap()
       micro_step = int(values["micro_step"])
       self._check_finite(values, step + 1, micro_step)
       log_meter.add(values["loss"], micro_batch)

@@ -14,7 +14,8 @@ process. The child reports
   after      RSS after the last step: what the allocator kept of the peak
   heap       glibc's malloc heap after the steps (JSON only): bytes in use
              (graph, session, executors, compiled kernels) and bytes freed
-             but kept by malloc; the tensor allocator's pool is not in it
+             (resident unless handed back, see --release_freed_heap); the
+             tensor allocator's pool is not in it
   process    ru_maxrss of the whole child (what `/usr/bin/time` reports)
   faults     median minor page faults of the steps after the first (memory
              handed back to the system and touched again costs one per
@@ -41,7 +42,6 @@ below `--min_free_gb`. Results: JSON (`--output_json`) and a Markdown table
 (`--output_md`), by default under bench/out/.
 """
 
-import ctypes
 import json
 import os
 import re
@@ -58,6 +58,7 @@ from absl import logging
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 
+import host_memory  # pylint: disable=g-import-not-at-top,wrong-import-position
 import memory_plan  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 GIB = 2**30
@@ -94,6 +95,11 @@ flags.DEFINE_enum("allocator", "bfc", ["bfc", "default"],
                   "the allocator peak) or default (what the training "
                   "scripts get: with oneDNN on, oneDNN's CPU allocator, a "
                   "pool that keeps freed memory; only RSS is measured).")
+flags.DEFINE_bool("release_freed_heap", True,
+                  "Run the steps as the training scripts do: build the "
+                  "step's executors first and hand the heap memory freed by "
+                  "that and by the first step back to the system "
+                  "(host_memory.py). False: plain Session.run.")
 flags.DEFINE_list("child_env", [],
                   "NAME=VALUE pairs added to the children's environment, "
                   "e.g. MALLOC_ARENA_MAX=2.")
@@ -147,24 +153,6 @@ def _proc_status_kib(pid="self"):
     text = f.read()
   return {key: int(value) * 1024 for key, value in
           re.findall(r"^(VmRSS|VmHWM):\s+(\d+) kB", text, re.M)}
-
-
-class _MallInfo2(ctypes.Structure):
-  """glibc's `struct mallinfo2`."""
-  _fields_ = [(name, ctypes.c_size_t) for name in (
-      "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
-      "uordblks", "fordblks", "keepcost")]
-
-
-def _malloc_heap():
-  """{'in_use', 'free'} bytes of glibc's main heap, or {} without glibc."""
-  try:
-    mallinfo2 = ctypes.CDLL("libc.so.6").mallinfo2
-  except (OSError, AttributeError):
-    return {}
-  mallinfo2.restype = _MallInfo2
-  info = mallinfo2()
-  return {"in_use": info.uordblks, "free": info.fordblks}
 
 
 def _mem_available():
@@ -236,6 +224,21 @@ def _session_config(tf, run):
   return config
 
 
+def _step_fn(sess, train_op, loss, release_freed_heap):
+  """A function that runs a training step and returns the loss.
+
+  With `release_freed_heap`, as the training scripts run their steps
+  (estimator.py): the step's executors are built first and the heap memory
+  their construction freed is handed back before the step runs.
+  """
+  if not release_freed_heap:
+    return lambda: sess.run([train_op, loss])[1]
+  import estimator  # pylint: disable=g-import-not-at-top
+  step = estimator.make_step_callable(sess, train_op, {"loss": loss})
+  host_memory.release_freed_heap()
+  return lambda: step()["loss"]
+
+
 def run_child(run):
   """Runs one config in this process; returns the measurements (a dict)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -257,18 +260,21 @@ def run_child(run):
       with open("/proc/self/clear_refs", "w") as f:
         f.write("5")  # Resets VmHWM to the current RSS.
       tf.config.experimental.reset_memory_stats(CPU_DEVICE)
+      step = _step_fn(sess, train_op, loss, run["release_freed_heap"])
       times, losses, faults = [], [], []
       for _ in range(run["steps"]):
         faults_before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         start = time.perf_counter()
-        _, value = sess.run([train_op, loss])
+        value = step()
         times.append(time.perf_counter() - start)
         faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt -
                       faults_before)
         losses.append(float(value))
+        if run["release_freed_heap"] and len(times) == 1:
+          host_memory.release_freed_heap()  # as estimator.py's loop does
       status = _proc_status_kib()
       peak, after = status["VmHWM"], status["VmRSS"]
-      heap = _malloc_heap()
+      heap = host_memory.heap_bytes()
       allocator_peak = _allocator_bytes(tf)["peak"]
   process = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
   gradients = 4 * num_params
@@ -390,7 +396,8 @@ def _runs():
     settings.append(item == "true")
   common = {"steps": FLAGS.steps, "intra_op_threads": FLAGS.intra_op_threads,
             "inter_op_threads": FLAGS.inter_op_threads,
-            "memory_optimization": FLAGS.memory_optimization}
+            "memory_optimization": FLAGS.memory_optimization,
+            "release_freed_heap": FLAGS.release_freed_heap}
   for text in FLAGS.configs:
     try:
       config = parse_config(text, FLAGS.batch)

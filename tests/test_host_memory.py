@@ -1,0 +1,59 @@
+"""host_memory: the heap figures and handing freed pages back, checked
+against the kernel's count of resident memory (/proc/self/status)."""
+
+import ctypes
+import re
+
+import host_memory
+
+MIB = 2**20
+BLOCK = 4096
+NUM_BLOCKS = 16384  # 64 MiB of blocks below malloc's mmap threshold
+
+
+def _rss():
+  with open("/proc/self/status") as f:
+    return int(re.search(r"^VmRSS:\s+(\d+) kB", f.read(), re.M).group(1)) * 1024
+
+
+def _libc():
+  libc = ctypes.CDLL("libc.so.6")
+  libc.malloc.restype = ctypes.c_void_p
+  libc.malloc.argtypes = [ctypes.c_size_t]
+  libc.free.argtypes = [ctypes.c_void_p]
+  return libc
+
+
+def test_heap_bytes_count_what_is_allocated_and_freed():
+  libc = _libc()
+  before = host_memory.heap_bytes()
+  blocks = [libc.malloc(BLOCK) for _ in range(NUM_BLOCKS)]
+  allocated = host_memory.heap_bytes()
+  for block in blocks:
+    libc.free(block)
+  freed = host_memory.heap_bytes()
+  size = NUM_BLOCKS * BLOCK
+  # Each block carries malloc's 16-byte header; Python allocates a little too.
+  assert size <= allocated["in_use"] - before["in_use"] < size + 2 * MIB
+  assert size - 2 * MIB < allocated["in_use"] - freed["in_use"] < size + 2 * MIB
+
+
+def test_release_freed_heap_hands_freed_pages_back():
+  libc = _libc()
+  blocks = [libc.malloc(BLOCK) for _ in range(NUM_BLOCKS)]
+  for block in blocks:
+    ctypes.memset(block, 1, BLOCK)  # resident
+  # A block above them keeps the heap's top in use, so glibc's own trimming
+  # of the top cannot return the freed blocks: they stay resident, as the
+  # runtime's scratch memory does among its live objects.
+  pin = libc.malloc(BLOCK)
+  try:
+    resident = _rss()
+    for block in blocks:
+      libc.free(block)
+    kept = _rss()
+    assert resident - kept < 16 * MIB
+    assert host_memory.release_freed_heap() is True
+    assert kept - _rss() > 48 * MIB
+  finally:
+    libc.free(pin)
