@@ -427,6 +427,31 @@ def test_init_checkpoint_and_init_fn_only_on_fresh_start(tmp_path):
   assert values["b"] == 5.0
 
 
+@pytest.mark.parametrize("target", ["tensor", "op"])
+def test_step_callable_runs_the_step_and_reads_after_it(target):
+  """Each call runs the step once; fetches see the step's writes."""
+  with tf.Graph().as_default():
+    counter = tf.compat.v1.get_variable(
+        "counter", shape=[], dtype=tf.int64,
+        initializer=tf.compat.v1.zeros_initializer())
+    total = tf.compat.v1.get_variable(
+        "total", shape=[], dtype=tf.float32,
+        initializer=tf.compat.v1.zeros_initializer())
+    step_op = counter.assign_add(1)
+    if target == "op":
+      step_op = tf.group(step_op, total.assign_add(0.5))
+    with tf.control_dependencies([step_op]):
+      fetches = {"counter": counter.read_value(),
+                 "twice": 2 * counter.read_value()}
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      step = estimator.make_step_callable(sess, step_op, fetches)
+      assert sess.run(counter) == 0  # building the callable runs nothing
+      assert step() == {"counter": 1, "twice": 2}
+      assert step() == {"counter": 2, "twice": 4}
+      assert sess.run(total) == (1.0 if target == "op" else 0.0)
+
+
 def test_spec_rejects_scaffold_and_scaffold_fn():
   with pytest.raises(ValueError, match="scaffold or scaffold_fn"):
     estimator.EstimatorSpec(estimator.ModeKeys.TRAIN,
