@@ -678,7 +678,8 @@ class Estimator(object):
         break
       runs += 1
       if runs <= self._config.num_accumulation_steps:
-        # The first run of each step compiled its XLA kernels.
+        # The first runs of the applying and the accumulate-only step compiled
+        # their XLA kernels; the compilers' scratch memory goes back.
         host_memory.release_freed_heap()
       micro_step = int(values["micro_step"])
       self._check_finite(values, step + 1, micro_step)
