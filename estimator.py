@@ -242,17 +242,29 @@ def make_step_callable(sess, step_op, fetches):
   of `fetches`, a dict of tensors, as a dict of numpy values.
 
   `sess.run` builds the executors of a set of fetches (graph optimization,
-  kernels) inside its first run; a callable builds them here, so their
-  scratch memory is handed back to the system (host_memory.py) before the
-  first step allocates its tensors, which lowers that step's peak. (The
-  public `Session.make_callable` builds nothing before its first call.)
+  kernels) inside its first run; a callable builds them here. The heap
+  memory that construction freed goes back to the system (host_memory.py)
+  before the first step allocates its tensors, which lowers that step's
+  peak, and again after the first run, which compiled the step's XLA
+  kernels. (The public `Session.make_callable` builds nothing before its
+  first call.)
   """
   keys = sorted(fetches)
   options = config_pb2.CallableOptions(
       target=[getattr(step_op, "op", step_op).name],
       fetch=[fetches[key].name for key in keys])
   run = sess._make_callable_from_options(options)  # pylint: disable=protected-access
-  return lambda: dict(zip(keys, run()))
+  host_memory.release_freed_heap()
+  ran = []
+
+  def step():
+    values = run()
+    if not ran:
+      ran.append(True)
+      host_memory.release_freed_heap()
+    return dict(zip(keys, values))
+
+  return step
 
 
 def _step_fns(sess, built):
@@ -261,7 +273,6 @@ def _step_fns(sess, built):
   apply_fn = make_step_callable(sess, built.step_op, built.fetches)
   accumulate_fn = (None if built.accumulate_only is None else
                    make_step_callable(sess, *built.accumulate_only))
-  host_memory.release_freed_heap()
   return apply_fn, accumulate_fn
 
 
@@ -670,17 +681,11 @@ class Estimator(object):
     start_time = time.time()
     step, micro_step = start_step, skip
     saved = (step, micro_step)
-    runs = 0
     while step < max_steps:
       values = self._run_train_step(step_fns, micro_step)
       if values is None:
         logging.info("Input data ended at step %d.", step)
         break
-      runs += 1
-      if runs <= self._config.num_accumulation_steps:
-        # The first runs of the applying and the accumulate-only step compiled
-        # their XLA kernels; the compilers' scratch memory goes back.
-        host_memory.release_freed_heap()
       micro_step = int(values["micro_step"])
       self._check_finite(values, step + 1, micro_step)
       log_meter.add(values["loss"], micro_batch)

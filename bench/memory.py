@@ -246,14 +246,14 @@ def _step_fn(sess, train_op, loss, release_freed_heap):
   """A function that runs a training step and returns the loss.
 
   With `release_freed_heap`, as the training scripts run their steps
-  (estimator.py): the step's executors are built first and the heap memory
-  their construction freed is handed back before the step runs.
+  (estimator.make_step_callable): the step's executors are built first, and
+  the heap memory their construction and the first run freed is handed
+  back.
   """
   if not release_freed_heap:
     return lambda: sess.run([train_op, loss])[1]
   import estimator  # pylint: disable=g-import-not-at-top
   step = estimator.make_step_callable(sess, train_op, {"loss": loss})
-  host_memory.release_freed_heap()
   return lambda: step()["loss"]
 
 
@@ -288,8 +288,6 @@ def run_child(run):
         faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt -
                       faults_before)
         losses.append(float(value))
-        if run["release_freed_heap"] and len(times) == 1:
-          host_memory.release_freed_heap()  # as estimator.py's loop does
       status = _proc_status_kib()
       peak, after = status["VmHWM"], status["VmRSS"]
       heap = host_memory.heap_bytes()
