@@ -12,6 +12,8 @@ Additions, all keyword arguments with defaults:
     layer but the last in the backward pass (`recompute_grad`) to save memory.
   * `BertModel(..., compute_dtype=tf.float16 | tf.bfloat16)` runs matmuls and
     activations in reduced precision while the variables stay float32.
+  * `BertModel(..., skip_padding=True)` runs the feed-forward layers on the
+    non-padding positions only (the pooled output is unchanged).
   * `dropout` is stateless: its mask depends only on (graph seed, dropout
     site, step), see docs/architecture.md "Dropout randomness".
 """
@@ -215,7 +217,8 @@ class BertModel(object):
                scope=None,
                *,
                gradient_checkpointing=False,
-               compute_dtype=tf.float32):
+               compute_dtype=tf.float32,
+               skip_padding=False):
     """Constructor for BertModel.
 
     Args:
@@ -232,6 +235,16 @@ class BertModel(object):
         in the backward pass instead of keeping its activations.
       compute_dtype: tf.float32, tf.float16 or tf.bfloat16; the dtype of the
         matmuls, activations and outputs. Variables stay float32.
+      skip_padding: run the encoder's feed-forward layers, LayerNorms and
+        dropout on the positions where `input_mask` is 1 (and each first
+        position) only; attention still runs over all positions, masked as
+        always. The pooled output and the encoder layers' values at those
+        positions are the same as without it (dropout masks included); the
+        encoder layers are 0 at the other positions, where Google's model
+        has values no head should read. An example that is all padding is
+        computed whole. Needs a batch with padding to gain
+        anything (GLUE's often has half or more); costs a gather and a
+        scatter per layer.
 
     Raises:
       ValueError: The config is invalid or one of the input tensor shapes
@@ -283,19 +296,20 @@ class BertModel(object):
         attention_mask = create_attention_mask_from_input_mask(
             input_ids, input_mask)
 
-        self.all_encoder_layers = transformer_model(
-            input_tensor=self.embedding_output,
-            attention_mask=attention_mask,
-            hidden_size=config.hidden_size,
-            num_hidden_layers=config.num_hidden_layers,
-            num_attention_heads=config.num_attention_heads,
-            intermediate_size=config.intermediate_size,
-            intermediate_act_fn=intermediate_act_fn,
-            hidden_dropout_prob=config.hidden_dropout_prob,
-            attention_probs_dropout_prob=config.attention_probs_dropout_prob,
-            initializer_range=config.initializer_range,
-            do_return_all_layers=True,
-            gradient_checkpointing=gradient_checkpointing)
+        layout = (_RealTokens(input_mask, batch_size, seq_length)
+                  if skip_padding else
+                  _AllPositions(batch_size, seq_length))
+        embedding_rows = layout.pack(reshape_to_matrix(self.embedding_output))
+        all_layer_rows = _encoder_layer_rows(
+            embedding_rows, layout, attention_mask, config.hidden_size,
+            config.num_hidden_layers, config.num_attention_heads,
+            config.intermediate_size, intermediate_act_fn,
+            config.hidden_dropout_prob, config.attention_probs_dropout_prob,
+            config.initializer_range, gradient_checkpointing)
+        self.all_encoder_layers = [
+            tf.reshape(layout.unpack(rows),
+                       [batch_size, seq_length, config.hidden_size])
+            for rows in all_layer_rows]
 
         # The pooler reads the first token's final hidden state only. It is
         # computed by its own first-token pass through the last layer, so a
@@ -303,10 +317,10 @@ class BertModel(object):
         # that layer's query, attention output and feed-forward for one
         # position instead of all; TensorFlow prunes the full layer's unused
         # ops. The values, dropout masks included, are the full layer's.
-        last_layer_input = ([self.embedding_output] +
-                            self.all_encoder_layers)[-2]
+        last_layer_rows = ([embedding_rows] + all_layer_rows)[-2]
         first_token_tensor = _first_token_of_last_layer(
-            last_layer_input, attention_mask, config, intermediate_act_fn)
+            last_layer_rows, layout, attention_mask, config,
+            intermediate_act_fn)
 
       self.sequence_output = self.all_encoder_layers[-1]
       # The pooler maps the first token's ([CLS]) final hidden state to a
@@ -1038,7 +1052,9 @@ def attention_layer(from_tensor,
                     from_seq_length=None,
                     to_seq_length=None,
                     *,
-                    dropout_from_seq_length=None):
+                    dropout_from_seq_length=None,
+                    from_layout=None,
+                    to_layout=None):
   """Multi-headed scaled dot-product attention from `from_tensor` to
   `to_tensor` ("Attention Is All You Need").
 
@@ -1068,6 +1084,10 @@ def attention_layer(from_tensor,
       for this many query positions and use its first `from_seq_length`
       rows: with the first positions of a sequence as `from_tensor`, the
       result is those rows of the whole sequence's, dropout included.
+    from_layout: (optional) with 2D inputs, `_RealTokens` whose rows
+      `from_tensor` holds instead of all `batch_size * from_seq_length`
+      positions; the result then has the same rows.
+    to_layout: (optional) likewise for `to_tensor`.
 
   Returns:
     Tensor [batch_size, from_seq_length, num_attention_heads *
@@ -1108,6 +1128,12 @@ def attention_layer(from_tensor,
                     kernel_initializer=initializer)
   value_layer = dense(to_tensor_2d, width, "value", activation=value_act,
                       kernel_initializer=initializer)
+  # Attention itself runs on all positions, padding included (masked).
+  if from_layout is not None:
+    query_layer = from_layout.unpack(query_layer)
+  if to_layout is not None:
+    key_layer = to_layout.unpack(key_layer)
+    value_layer = to_layout.unpack(value_layer)
 
   # [B, N, F, H], [B, N, T, H], [B, N, T, H]
   query_layer = _transpose_for_scores(query_layer, batch_size,
@@ -1145,8 +1171,10 @@ def attention_layer(from_tensor,
 
   if do_return_2d_tensor:
     # [B*F, N*H]
-    return tf.reshape(context_layer,
-                      [batch_size * from_seq_length, width])
+    context_layer = tf.reshape(context_layer,
+                               [batch_size * from_seq_length, width])
+    return (context_layer if from_layout is None
+            else from_layout.pack(context_layer))
   # [B, F, N*H]
   return tf.reshape(context_layer, [batch_size, from_seq_length, width])
 
@@ -1280,7 +1308,7 @@ def _attention_context(query, key, value, adder, draw_keep, dropout_prob):
   return context_fn(query, key, value)
 
 
-def _first_token_of_last_layer(layer_input, attention_mask, config,
+def _first_token_of_last_layer(layer_rows, layout, attention_mask, config,
                                intermediate_act_fn):
   """[batch_size, hidden_size]: the last encoder layer's first position.
 
@@ -1289,8 +1317,9 @@ def _first_token_of_last_layer(layer_input, attention_mask, config,
   values still cover every position, the rest is one row per example.
 
   Args:
-    layer_input: Tensor [batch_size, seq_length, hidden_size], the last
-      layer's input.
+    layer_rows: Tensor [rows, hidden_size], the last layer's input at the
+      positions `layout` holds.
+    layout: `_AllPositions` or `_RealTokens`.
     attention_mask: float32 Tensor [batch_size, seq_length, seq_length].
     config: the model's `BertConfig` (dropout already off in eval mode).
     intermediate_act_fn: the activation the full layer uses.
@@ -1298,13 +1327,100 @@ def _first_token_of_last_layer(layer_input, attention_mask, config,
   with tf.compat.v1.variable_scope(
       "layer_%d" % (config.num_hidden_layers - 1), reuse=True):
     residual_sum = _transformer_layer_body(
-        layer_input, attention_mask, config.hidden_size,
+        layer_rows, layout, attention_mask, config.hidden_size,
         config.num_attention_heads, config.intermediate_size,
         intermediate_act_fn, config.hidden_dropout_prob,
         config.attention_probs_dropout_prob, config.initializer_range,
         first_token_only=True)
     with tf.compat.v1.variable_scope("output"):
       return layer_norm(residual_sum)
+
+
+class _AllPositions(object):
+  """Rows of a layer's 2-D activations: every position of the batch.
+
+  A layer's [batch_size * seq_length, width] activations, in row-major
+  order of (example, position), as in Google's model. `_RealTokens` holds
+  the non-padding positions alone; both offer the same methods, so a layer
+  is built the same way for either.
+  """
+
+  def __init__(self, batch_size, seq_length):
+    self.batch_size = batch_size
+    self.seq_length = seq_length
+
+  def pack(self, padded):
+    """[batch_size * seq_length, width] -> this layout's rows."""
+    return padded
+
+  def unpack(self, rows):
+    """This layout's rows -> [batch_size * seq_length, width]."""
+    return rows
+
+  def first_rows(self, rows):
+    """[batch_size, width]: each example's first position (its [CLS])."""
+    width = get_shape_list(rows, expected_rank=2)[1]
+    return tf.reshape(rows, [self.batch_size, self.seq_length, width])[:, 0]
+
+  def dropout(self, rows, dropout_prob):
+    """`dropout` of rows, with the mask `dropout` draws for all positions."""
+    return dropout(rows, dropout_prob)
+
+
+class _RealTokens(_AllPositions):
+  """Rows of a layer's 2-D activations: the batch's non-padding positions.
+
+  The rows are [num_tokens, width], in row-major order of (example,
+  position). Each example's first position is a row even where its mask
+  is 0, so that the pooler has one row per example; an example that is all
+  padding (one that fills up the last batch) has all its positions as
+  rows, since Google's model lets each of them attend to all.
+
+  Each row's values are those of the same position in a layer of all
+  positions: the feed-forward layers, LayerNorms and dropout work on each
+  position alone, with the masks drawn for all positions, and attention
+  runs in the padded layout (`unpack`), where padding positions are
+  masked out as keys (their probability is exactly 0) and their queries'
+  results are dropped.
+  """
+
+  def __init__(self, input_mask, batch_size, seq_length):
+    super(_RealTokens, self).__init__(batch_size, seq_length)
+    is_real = tf.not_equal(input_mask, 0)
+    first_position = tf.equal(tf.range(seq_length), 0)
+    all_padding = tf.logical_not(
+        tf.reduce_any(is_real, axis=1, keepdims=True))
+    # [batch_size, seq_length] bool, True for the positions that are rows.
+    is_row = tf.logical_or(tf.logical_or(is_real, first_position),
+                           all_padding)
+    # [num_tokens, 1] int64 indices into all positions' rows.
+    self._positions = tf.where(tf.reshape(is_row, [-1]))
+    rows_per_example = tf.reduce_sum(tf.cast(is_row, tf.int64), axis=1)
+    # [batch_size, 1]: the row of each example's first position.
+    self._first_rows = tf.expand_dims(
+        tf.cumsum(rows_per_example, exclusive=True), 1)
+
+  def pack(self, padded):
+    return tf.gather_nd(padded, self._positions)
+
+  def unpack(self, rows):
+    """Rows -> [batch_size * seq_length, width], zero at padding."""
+    width = get_shape_list(rows, expected_rank=2)[1]
+    shape = tf.cast(
+        tf.stack([self.batch_size * self.seq_length, width]), tf.int64)
+    return tf.scatter_nd(self._positions, rows, shape)
+
+  def first_rows(self, rows):
+    return tf.gather_nd(rows, self._first_rows)
+
+  def dropout(self, rows, dropout_prob):
+    if not _check_dropout_prob(dropout_prob):
+      return rows
+    width = get_shape_list(rows, expected_rank=2)[1]
+    keep = _dropout_keep_mask(
+        rows, dropout_prob, None,
+        draw_shape=[self.batch_size * self.seq_length, width])
+    return _apply_keep_mask(rows, self.pack(keep), dropout_prob)
 
 
 def _transpose_for_scores(input_tensor, batch_size, num_attention_heads,
@@ -1357,22 +1473,54 @@ def transformer_model(input_tensor,
   Raises:
     ValueError: A Tensor shape or parameter is invalid.
   """
+  batch_size, seq_length, _ = get_shape_list(input_tensor, expected_rank=3)
+  layout = _AllPositions(batch_size, seq_length)
+  all_layer_rows = _encoder_layer_rows(
+      reshape_to_matrix(input_tensor), layout, attention_mask, hidden_size,
+      num_hidden_layers, num_attention_heads, intermediate_size,
+      intermediate_act_fn, hidden_dropout_prob, attention_probs_dropout_prob,
+      initializer_range, gradient_checkpointing)
+  all_layer_outputs = [
+      tf.reshape(rows, [batch_size, seq_length, hidden_size])
+      for rows in all_layer_rows]
+  if do_return_all_layers:
+    return all_layer_outputs
+  return all_layer_outputs[-1]
+
+
+def _encoder_layer_rows(input_rows, layout, attention_mask, hidden_size,
+                        num_hidden_layers, num_attention_heads,
+                        intermediate_size, intermediate_act_fn,
+                        hidden_dropout_prob, attention_probs_dropout_prob,
+                        initializer_range, gradient_checkpointing):
+  """`transformer_model` on the rows of `layout`.
+
+  Args:
+    input_rows: Tensor [rows, hidden_size], the encoder's input at the
+      positions `layout` holds.
+    layout: `_AllPositions` or `_RealTokens`.
+    (the rest as `transformer_model`)
+
+  Returns:
+    list of num_hidden_layers Tensors [rows, hidden_size], each layer's
+    output.
+  """
   if hidden_size % num_attention_heads != 0:
     raise ValueError(
         "The hidden size (%d) is not a multiple of the number of attention "
         "heads (%d)" % (hidden_size, num_attention_heads))
 
-  input_width = get_shape_list(input_tensor, expected_rank=3)[2]
+  input_width = get_shape_list(input_rows, expected_rank=2)[1]
   # The residual connections add the input to every layer's output, so the
   # widths must agree.
   if input_width != hidden_size:
     raise ValueError("The width of the input tensor (%d) != hidden size (%d)" %
                      (input_width, hidden_size))
 
-  def layer_body(layer_input):
+  def layer_body(layer_rows):
     """One layer up to the sum that its last LayerNorm normalizes."""
     return _transformer_layer_body(
-        layer_input, attention_mask, hidden_size, num_attention_heads,
+        layer_rows, layout, attention_mask, hidden_size, num_attention_heads,
         intermediate_size, intermediate_act_fn, hidden_dropout_prob,
         attention_probs_dropout_prob, initializer_range)
 
@@ -1389,7 +1537,7 @@ def transformer_model(input_tensor,
     # scope and must find the variables the forward pass created.
     reuse = tf.compat.v1.AUTO_REUSE
 
-  prev_output = input_tensor
+  prev_output = input_rows
   all_layer_outputs = []
   for layer_idx in range(num_hidden_layers):
     # The last layer's backward pass runs right after the head's, so
@@ -1399,13 +1547,9 @@ def transformer_model(input_tensor,
     with tf.compat.v1.variable_scope("layer_%d" % layer_idx, reuse=reuse):
       residual_sum = (layer_body if last else checkpointed_body)(prev_output)
       with tf.compat.v1.variable_scope("output"):
-        layer_output = layer_norm(residual_sum)
-      prev_output = tf.reshape(layer_output, get_shape_list(prev_output))
+        prev_output = layer_norm(residual_sum)
       all_layer_outputs.append(prev_output)
-
-  if do_return_all_layers:
-    return all_layer_outputs
-  return all_layer_outputs[-1]
+  return all_layer_outputs
 
 
 def recompute_grad(layer_fn):
@@ -1449,7 +1593,7 @@ def recompute_grad(layer_fn):
   return recomputed
 
 
-def _transformer_layer_body(layer_input, attention_mask, hidden_size,
+def _transformer_layer_body(layer_rows, layout, attention_mask, hidden_size,
                             num_attention_heads, intermediate_size,
                             intermediate_act_fn, hidden_dropout_prob,
                             attention_probs_dropout_prob, initializer_range,
@@ -1458,30 +1602,29 @@ def _transformer_layer_body(layer_input, attention_mask, hidden_size,
   feed-forward, each with a residual connection (the first also with its
   LayerNorm).
 
-  Shapes are taken from `layer_input` itself so that, under
-  `recompute_grad`, nothing outside the layer is captured.
-
   Args:
-    layer_input: Tensor [batch_size, seq_length, hidden_size].
+    layer_rows: Tensor [rows, hidden_size], the layer's input at the
+      positions `layout` holds.
+    layout: `_AllPositions` or `_RealTokens`.
     (the rest as `transformer_model`)
     first_token_only: compute the first position's output alone (attending
       to all positions), with the dropout masks of the whole layer's.
 
   Returns:
-    Tensor [batch_size * seq_length, hidden_size] ([batch_size, hidden_size]
-    with `first_token_only`), dtype of `layer_input`: the feed-forward output
+    Tensor [rows, hidden_size] ([batch_size, hidden_size] with
+    `first_token_only`), dtype of `layer_rows`: the feed-forward output
     plus its residual, which the caller normalizes with the LayerNorm in
     variable scope "output".
   """
-  batch_size, seq_length, _ = get_shape_list(layer_input, expected_rank=3)
-  layer_input_2d = reshape_to_matrix(layer_input)
+  batch_size, seq_length = layout.batch_size, layout.seq_length
   initializer = create_initializer(initializer_range)
-  # The query positions: all, or the first alone.
-  query_input, query_length = layer_input_2d, seq_length
-  hidden_dropout = functools.partial(dropout,
+  # The query positions: all of the layout's, or the first alone.
+  query_input, query_length, query_layout = layer_rows, seq_length, layout
+  hidden_dropout = functools.partial(layout.dropout,
                                      dropout_prob=hidden_dropout_prob)
   if first_token_only:
-    query_input, query_length = layer_input[:, 0, :], 1
+    query_input, query_length = layout.first_rows(layer_rows), 1
+    query_layout = None
     if attention_mask is not None:
       attention_mask = attention_mask[:, 0:1, :]
     hidden_dropout = functools.partial(
@@ -1490,10 +1633,10 @@ def _transformer_layer_body(layer_input, attention_mask, hidden_size,
 
   with tf.compat.v1.variable_scope("attention"):
     with tf.compat.v1.variable_scope("self"):
-      # [B*Q, H] for Q query positions
+      # [rows, H], or [B, H] for the first position alone
       attention_output = attention_layer(
           from_tensor=query_input,
-          to_tensor=layer_input_2d,
+          to_tensor=layer_rows,
           attention_mask=attention_mask,
           num_attention_heads=num_attention_heads,
           size_per_head=hidden_size // num_attention_heads,
@@ -1503,7 +1646,9 @@ def _transformer_layer_body(layer_input, attention_mask, hidden_size,
           batch_size=batch_size,
           from_seq_length=query_length,
           to_seq_length=seq_length,
-          dropout_from_seq_length=seq_length if first_token_only else None)
+          dropout_from_seq_length=seq_length if first_token_only else None,
+          from_layout=query_layout,
+          to_layout=layout)
 
     with tf.compat.v1.variable_scope("output"):
       attention_output = dense(attention_output, hidden_size, "dense",
@@ -1515,12 +1660,12 @@ def _transformer_layer_body(layer_input, attention_mask, hidden_size,
   # grappler fuses it with the matmul. Training graphs of long sequences
   # (outside a recomputation) apply the activation in the output layer, whose
   # backward pass computes it again instead of keeping its
-  # [B*Q, intermediate_size] result.
+  # [rows, intermediate_size] result.
   activation_in_output = (
       intermediate_act_fn not in (None, _fusable_gelu) and
       _computes_again_in_backward(seq_length))
   with tf.compat.v1.variable_scope("intermediate"):
-    # [B*Q, intermediate_size]
+    # [rows, intermediate_size]
     intermediate_output = dense(
         attention_output, intermediate_size, "dense",
         activation=None if activation_in_output else intermediate_act_fn,

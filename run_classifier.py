@@ -53,6 +53,13 @@ def define_flags(flag_values=flags.FLAGS):
                     flag_values=flag_values)
   flags.DEFINE_integer("eval_batch_size", 8, "Examples per eval batch.",
                        flag_values=flag_values)
+  flags.DEFINE_bool(
+      "skip_padding", True,
+      "Run the encoder's feed-forward layers, LayerNorms and dropout on the "
+      "real (non-padding) tokens of each batch only; attention still covers "
+      "all positions. The same results, faster the more padding a batch "
+      "has. Off with --use_xla, which compiles graphs of fixed shapes.",
+      flag_values=flag_values)
 
 
 # Bumped whenever the TFRecord layout written here changes, so feature files
@@ -670,8 +677,13 @@ def file_based_input_fn_builder(input_file, seq_length, is_training,
 
 def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
                  labels, num_labels, use_one_hot_embeddings, *,
-                 gradient_checkpointing=False, compute_dtype=tf.float32):
+                 gradient_checkpointing=False, compute_dtype=tf.float32,
+                 skip_padding=False):
   """A classifier (or regressor) head on BertModel's pooled [CLS] vector.
+
+  With `skip_padding`, the encoder's feed-forward layers run on the
+  non-padding tokens only (`modeling.BertModel`); the head reads the pooled
+  vector alone, so the results are the same.
 
   Args:
     input_ids, input_mask, segment_ids: int32 Tensors [batch, seq_length].
@@ -692,7 +704,8 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
       token_type_ids=segment_ids,
       use_one_hot_embeddings=use_one_hot_embeddings,
       gradient_checkpointing=gradient_checkpointing,
-      compute_dtype=compute_dtype)
+      compute_dtype=compute_dtype,
+      skip_padding=skip_padding)
 
   # The head is tiny; float32 keeps its softmax and loss exact when the
   # encoder runs in half precision.
@@ -733,18 +746,28 @@ def _log_trainable_variables(initialized_variable_names):
                  init_string)
 
 
+def _skip_padding(flag_obj):
+  """Whether the model skips padding: --skip_padding, unless --use_xla."""
+  if flag_obj.skip_padding and flag_obj.use_xla:
+    logging.info("--skip_padding is off with --use_xla: XLA compiles the "
+                 "graph for fixed shapes, and the number of real tokens "
+                 "changes from batch to batch.")
+    return False
+  return flag_obj.skip_padding
+
+
 def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
                      num_train_steps, num_warmup_steps, use_tpu,
                      use_one_hot_embeddings, *, num_accumulation_steps=1,
                      optimizer="adamw", is_regression=False,
                      official_metrics=(), gradient_checkpointing=False,
-                     compute_dtype=tf.float32):
+                     compute_dtype=tf.float32, skip_padding=False):
   """Builds the model_fn(features, labels, mode, params) the runner calls.
 
   `official_metrics` names the classification metrics ("f1", "mcc") to add
   to accuracy and loss; regression ignores it and always reports the loss
   (mean squared error), Pearson and Spearman. float16 activations train with
-  dynamic loss scaling.
+  dynamic loss scaling. `skip_padding`: see `create_model`.
   """
 
   def model_fn(features, labels, mode, params):  # pylint: disable=unused-argument
@@ -764,7 +787,7 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
         bert_config, is_training, input_ids, input_mask, segment_ids,
         label_ids, 1 if is_regression else num_labels,
         use_one_hot_embeddings, gradient_checkpointing=gradient_checkpointing,
-        compute_dtype=compute_dtype)
+        compute_dtype=compute_dtype, skip_padding=skip_padding)
 
     initialized_variable_names = {}
     if init_checkpoint:
@@ -1020,7 +1043,8 @@ def main(_):
       is_regression=processor.is_regression,
       official_metrics=processor.official_metrics,
       gradient_checkpointing=memory.gradient_checkpointing,
-      compute_dtype=memory.compute_dtype)
+      compute_dtype=memory.compute_dtype,
+      skip_padding=_skip_padding(FLAGS))
 
   estimator = estimator_lib.Estimator(
       model_fn=model_fn,

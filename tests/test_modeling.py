@@ -934,3 +934,146 @@ def test_shape_helpers():
       value = sess.run(mask)
   np.testing.assert_array_equal(
       value, np.broadcast_to(MASK[:, None, :], (2, 10, 10)))
+
+
+# ---------------------------------------------------------------------------
+# skip_padding: the feed-forward layers on the non-padding positions alone.
+
+# Four examples: full, padded after 7, padded after 3, and all padding (as
+# the examples that fill up a last batch are).
+PADDED_IDS = np.concatenate([IDS, IDS[1:] * 0 + 5, IDS[1:] * 0], 0)
+PADDED_MASK = np.array([[1] * 10, [1] * 7 + [0] * 3, [1] * 3 + [0] * 7,
+                        [0] * 10], np.int32)
+PADDED_IDS[2, :3] = [2, 17, 3]
+PADDED_TYPES = np.concatenate([TYPES, np.zeros((2, 10), np.int32)], 0)
+REAL_EXAMPLES = 3
+
+
+def test_skip_padding_matches_numpy_rederivation():
+  """The pooled output and the layers at real positions are the model's;
+  the layers are 0 at padding positions. The all-padding example is
+  computed whole, as the model does."""
+  cfg = _tiny_config()
+  arrays = _random_weights(cfg, seed=3)
+  layers, pooled = _run_tiny(arrays, ids=PADDED_IDS, mask=PADDED_MASK,
+                             types=PADDED_TYPES, skip_padding=True)
+  ref_layers, ref_pooled = _np_bert(arrays, cfg, PADDED_IDS, PADDED_MASK,
+                                    PADDED_TYPES)
+  real = PADDED_MASK[:REAL_EXAMPLES, :, None] == 1
+  for got, want in zip(layers, ref_layers):
+    got, want = got[:REAL_EXAMPLES], want[:REAL_EXAMPLES]
+    np.testing.assert_allclose(np.where(real, got, 0.0),
+                               np.where(real, want, 0.0), atol=1e-5, rtol=0)
+    assert not got[~np.broadcast_to(real, got.shape)].any()
+  np.testing.assert_allclose(pooled[:REAL_EXAMPLES],
+                             ref_pooled[:REAL_EXAMPLES], atol=1e-5, rtol=0)
+  # The all-padding example against the model without skip_padding: every
+  # score is off by -10000 there, so float32 rounds the scores to ~1e-3,
+  # which the float64 reference does not.
+  all_layers, all_pooled = _run_tiny(arrays, ids=PADDED_IDS,
+                                     mask=PADDED_MASK, types=PADDED_TYPES)
+  np.testing.assert_allclose(pooled[REAL_EXAMPLES:],
+                             all_pooled[REAL_EXAMPLES:], atol=1e-6, rtol=0)
+  for got, want in zip(layers, all_layers):
+    np.testing.assert_allclose(got[REAL_EXAMPLES:], want[REAL_EXAMPLES:],
+                               atol=1e-6, rtol=0)
+
+
+def test_skip_padding_runs_the_feed_forward_on_real_tokens_only():
+  """Every encoder matmul but attention's own has one row per real token
+  and per position of the all-padding example: 10 + 7 + 3 + 10 rows, not
+  4 * 10."""
+  with tf.Graph().as_default() as graph:
+    model = modeling.BertModel(
+        _tiny_config(), is_training=False,
+        input_ids=tf.constant(PADDED_IDS),
+        input_mask=tf.constant(PADDED_MASK),
+        token_type_ids=tf.constant(PADDED_TYPES), skip_padding=True)
+    matmuls = [op.outputs[0] for op in graph.get_operations()
+               if op.type == "MatMul" and
+               op.name.startswith("bert/encoder/layer_0/")]
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      shapes = [value.shape for value in
+                sess.run(matmuls + [model.get_pooled_output()])]
+  # query, key, value, attention output, intermediate, output
+  assert len(matmuls) == 6
+  assert all(shape[0] == 30 for shape in shapes[:-1]), shapes
+  assert shapes[-1] == (4, 32)
+
+
+def _skip_padding_gradients(skip_padding, gradient_checkpointing,
+                            compute_dtype=tf.float32):
+  """Training-mode (dropout 0.1) pooled output and gradients of a loss on it
+  and on the last layer's real positions, for the padded batch."""
+  cfg = _tiny_config()
+  with tf.Graph().as_default():
+    tf.compat.v1.set_random_seed(77)
+    _add_micro_step(5)
+    model = modeling.BertModel(
+        cfg, is_training=True, input_ids=tf.constant(PADDED_IDS),
+        input_mask=tf.constant(PADDED_MASK),
+        token_type_ids=tf.constant(PADDED_TYPES),
+        gradient_checkpointing=gradient_checkpointing,
+        compute_dtype=compute_dtype, skip_padding=skip_padding)
+    rng = np.random.RandomState(8)
+    # The positions that are rows: the real ones, and all of the last
+    # example's (all padding).
+    rows = np.maximum(PADDED_MASK, np.arange(4)[:, None] >= REAL_EXAMPLES)
+    pooled = tf.cast(model.get_pooled_output(), tf.float32)
+    loss = (tf.reduce_sum(tf.cast(model.get_sequence_output(), tf.float32) *
+                          rng.randn(4, 10, 32).astype(np.float32) *
+                          rows[:, :, None].astype(np.float32)) +
+            tf.reduce_sum(pooled * rng.randn(4, 32).astype(np.float32)))
+    tvars = tf.compat.v1.trainable_variables()
+    grads = [tf.convert_to_tensor(g) for g in tf.gradients(loss, tvars)]
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      _assign(sess, _random_weights(cfg, seed=9))
+      return sess.run([pooled] + grads), [v.op.name for v in tvars]
+
+
+@pytest.mark.parametrize("checkpointing", [False, True])
+def test_skip_padding_gives_the_same_gradients_with_dropout(checkpointing):
+  """Dropout 0.1 on: same masks, so the same pooled output and gradients
+  (the loss reads the positions that are rows: padding positions differ)."""
+  (pooled, *grads), names = _skip_padding_gradients(False, checkpointing)
+  (skip_pooled, *skip_grads), _ = _skip_padding_gradients(True,
+                                                          checkpointing)
+  np.testing.assert_allclose(skip_pooled, pooled, atol=1e-6, rtol=0)
+  for name, a, b in zip(names, grads, skip_grads):
+    assert np.abs(a).max() > 0, name
+    np.testing.assert_allclose(b, a, atol=1e-5, rtol=1e-5, err_msg=name)
+  # Dropout was on: an eval-mode pass gives another pooled output.
+  cfg = _tiny_config()
+  _, eval_pooled = _run_tiny(_random_weights(cfg, seed=9), ids=PADDED_IDS,
+                             mask=PADDED_MASK, types=PADDED_TYPES)
+  assert np.abs(eval_pooled - pooled).max() > 1e-3
+
+
+@pytest.mark.parametrize("dtype", [tf.bfloat16, tf.float16])
+def test_skip_padding_in_reduced_precision(dtype):
+  """Gather and scatter keep the compute dtype: the same pooled output as
+  all positions in that dtype, to its rounding."""
+  (pooled, *_), _ = _skip_padding_gradients(False, False, dtype)
+  (skip_pooled, *_), _ = _skip_padding_gradients(True, False, dtype)
+  np.testing.assert_allclose(skip_pooled, pooled, atol=2e-2, rtol=0)
+
+
+def test_skip_padding_with_a_batch_size_known_only_at_run_time():
+  cfg = _tiny_config()
+  arrays = _random_weights(cfg, seed=3)
+  with tf.Graph().as_default():
+    ids, mask, types = (tf.compat.v1.placeholder(tf.int32, [None, 10])
+                        for _ in range(3))
+    model = modeling.BertModel(cfg, is_training=False, input_ids=ids,
+                               input_mask=mask, token_type_ids=types,
+                               skip_padding=True)
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      _assign(sess, arrays)
+      pooled = sess.run(model.get_pooled_output(), {
+          ids: PADDED_IDS, mask: PADDED_MASK, types: PADDED_TYPES})
+  _, ref_pooled = _np_bert(arrays, cfg, PADDED_IDS, PADDED_MASK, PADDED_TYPES)
+  np.testing.assert_allclose(pooled[:REAL_EXAMPLES],
+                             ref_pooled[:REAL_EXAMPLES], atol=1e-5, rtol=0)
