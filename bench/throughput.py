@@ -53,6 +53,10 @@ flags.DEFINE_list("xla", ["off", "on"],
 flags.DEFINE_list("checkpointing", ["off", "on"],
                   "Gradient checkpointing for ours and hf in training: off, "
                   "on (tfm has none).")
+flags.DEFINE_list("skip_padding", ["on"],
+                  "Ours with skip_padding (feed-forward layers on the real "
+                  "tokens only, as run_classifier runs): on, off. Off under "
+                  "XLA, as in run_classifier.")
 flags.DEFINE_integer("rounds", 3, "Rounds over all runs; medians are taken "
                      "over the rounds.")
 flags.DEFINE_integer("steps", None,
@@ -153,16 +157,30 @@ def flops_per_example(model, seq_length, training):
 # -------------------------------------------------------------- workers ----
 
 
-def _synthetic_inputs(seq_length, batch_size):
-  """Fixed random int32 numpy inputs: ids, mask (with padding), types, labels.
-
-  Every example is padded from a random length in [seq/2, seq] on, so the
-  attention mask is not all ones (the mask add is real work in all three).
-  """
+def _synthetic_draws(seq_length, batch_size):
+  """(rng, ids [batch, seq], lengths [batch]) of the fixed inputs."""
   import numpy as np  # pylint: disable=g-import-not-at-top
   rng = np.random.RandomState(12345)
   ids = rng.randint(1000, VOCAB_SIZE, size=(batch_size, seq_length))
   lengths = rng.randint(seq_length // 2, seq_length + 1, size=batch_size)
+  return rng, ids, lengths
+
+
+def synthetic_lengths(seq_length, batch_size):
+  """The real (non-padding) length of each example of the fixed inputs."""
+  return [int(n) for n in _synthetic_draws(seq_length, batch_size)[2]]
+
+
+def _synthetic_inputs(seq_length, batch_size):
+  """Fixed random int32 numpy inputs: ids, mask (with padding), types, labels.
+
+  Every example is padded from a random length in [seq/2, seq] on, as
+  GLUE's examples are padded to --max_seq_length: the attention mask is not
+  all ones (the mask add is real work in all three), and ours skips the
+  padding in its feed-forward layers unless --skip_padding=off.
+  """
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  rng, ids, lengths = _synthetic_draws(seq_length, batch_size)
   mask = (np.arange(seq_length)[None, :] < lengths[:, None]).astype(np.int32)
   types = (np.arange(seq_length)[None, :] >= (lengths // 2)[:, None])
   return dict(input_ids=(ids * mask).astype(np.int32), input_mask=mask,
@@ -205,7 +223,7 @@ def _ours_step_fn(spec):
         config, training, batch["input_ids"], batch["input_mask"],
         batch["segment_ids"], batch["label_ids"], NUM_LABELS, False,
         gradient_checkpointing=spec["checkpointing"],
-        compute_dtype=compute_dtype)
+        compute_dtype=compute_dtype, skip_padding=spec["skip_padding"])
     if training:
       train_op = optimization.create_optimizer(
           loss, 2e-5, num_train_steps=10000, num_warmup_steps=1000)
@@ -465,10 +483,12 @@ def plan_runs():
   """
   if FLAGS.quick:
     configs, xla, checkpointing = ["small-s128-b32-train"], [False], [False]
+    skip_padding = [True]
   else:
     configs = FLAGS.configs or DEFAULT_CONFIGS
     xla = _on_off("xla", FLAGS.xla)
     checkpointing = _on_off("checkpointing", FLAGS.checkpointing)
+    skip_padding = _on_off("skip_padding", FLAGS.skip_padding)
   _check_choice("configs", configs, list(CONFIGS))
   _check_choice("only", FLAGS.only, IMPLS)
   _check_choice("dtypes", FLAGS.dtypes, ("fp32", "bf16"))
@@ -481,14 +501,21 @@ def plan_runs():
     for impl in FLAGS.only:
       impl_xla = xla if impl != "hf" else [False]
       impl_ckpt = (checkpointing if training and impl != "tfm" else [False])
+      impl_skip = skip_padding if impl == "ours" else [False]
+      combos = []
+      for dtype, x, c, s in itertools.product(
+          FLAGS.dtypes, sorted(set(impl_xla)), sorted(set(impl_ckpt)),
+          sorted(set(impl_skip))):
+        combo = (dtype, x, c, s and not x)  # XLA runs never skip padding.
+        if combo not in combos:
+          combos.append(combo)
       per_impl.append([
           dict(config=name, impl=impl, model=model, seq_length=seq_length,
                batch_size=batch_size, training=training, dtype=dtype,
-               xla=x, checkpointing=c, threads=FLAGS.threads,
-               steps=FLAGS.steps or steps,
+               xla=x, checkpointing=c, skip_padding=s,
+               threads=FLAGS.threads, steps=FLAGS.steps or steps,
                warmup_steps=1 if FLAGS.quick else FLAGS.warmup_steps)
-          for dtype, x, c in itertools.product(
-              FLAGS.dtypes, sorted(set(impl_xla)), sorted(set(impl_ckpt)))])
+          for dtype, x, c, s in combos])
     for group in itertools.zip_longest(*per_impl):
       runs.extend(spec for spec in group if spec is not None)
   return runs
@@ -497,7 +524,7 @@ def plan_runs():
 def run_key(spec):
   """Identifies a run across rounds."""
   return (spec["config"], spec["impl"], spec["dtype"], spec["xla"],
-          spec["checkpointing"])
+          spec["checkpointing"], spec["skip_padding"])
 
 
 def summarize(results, peaks):
@@ -515,8 +542,8 @@ def summarize(results, peaks):
   for result in results:
     row = rows.setdefault(run_key(result), dict(
         (k, result[k]) for k in ("config", "impl", "dtype", "xla",
-                                 "checkpointing", "model", "seq_length",
-                                 "batch_size", "training")))
+                                 "checkpointing", "skip_padding", "model",
+                                 "seq_length", "batch_size", "training")))
     row.setdefault("examples_per_sec", [])
     row.setdefault("errors", [])
     row.setdefault("xla_compiled", [])
@@ -531,13 +558,21 @@ def summarize(results, peaks):
       continue
     row["median"] = statistics.median(rates)
     row["min"], row["max"] = min(rates), max(rates)
-    flops = flops_per_example(MODELS[row["model"]], row["seq_length"],
-                              row["training"])
-    row["flops_per_example"] = flops
+    model = MODELS[row["model"]]
+    row["flops_per_example"] = flops_per_example(model, row["seq_length"],
+                                                 row["training"])
+    row["real_token_flops_per_example"] = statistics.mean(
+        flops_per_example(model, length, row["training"]) for length in
+        synthetic_lengths(row["seq_length"], row["batch_size"]))
     if row["dtype"] in peak:
-      row["mfu"] = row["median"] * flops / (peak[row["dtype"]] * 1e9)
+      peak_flops = peak[row["dtype"]] * 1e9
+      row["mfu"] = row["median"] * row["real_token_flops_per_example"] / (
+          peak_flops)
+      row["mfu_all_positions"] = (row["median"] * row["flops_per_example"] /
+                                  peak_flops)
   for row in rows.values():
-    base = rows.get((row["config"], BASELINE_IMPL, "fp32", False, False))
+    base = rows.get((row["config"], BASELINE_IMPL, "fp32", False, False,
+                     False))
     if base and "median" in base and "median" in row:
       row["vs_baseline"] = row["median"] / base["median"]
   return list(rows.values())
@@ -549,23 +584,28 @@ def markdown_table(rows, peaks):
   lines = ["Peak TF matmul (2048^3, %d threads): %s" % (
       FLAGS.threads, ", ".join("%s %.0f GFLOP/s" % (k, v)
                                for k, v in sorted(peak.items()))), "",
-           "| config | impl | dtype | XLA | ckpt | ex/s median (min-max) | "
-           "MFU | vs %s fp32 |" % BASELINE_IMPL,
-           "|---|---|---|---|---|---|---|---|"]
+           "MFU counts the model FLOPs of the real tokens; MFU all: of all "
+           "positions, padding included.", "",
+           "| config | impl | dtype | XLA | ckpt | skip pad | "
+           "ex/s median (min-max) | MFU | MFU all | vs %s fp32 |" %
+           BASELINE_IMPL,
+           "|---|---|---|---|---|---|---|---|---|---|"]
   for row in rows:
     xla = "on" if row["xla"] else "off"
     if row["xla"] and row["xla_compiled"] and not all(row["xla_compiled"]):
       xla = "on (NOT compiled)"
     if "median" not in row:
       rate = "failed: %s" % row["errors"][-1].splitlines()[-1][:80]
-      mfu = ratio = "-"
+      mfu = mfu_all = ratio = "-"
     else:
       rate = "%.2f (%.2f-%.2f)" % (row["median"], row["min"], row["max"])
-      mfu = "%.0f%%" % (100 * row["mfu"]) if "mfu" in row else "-"
+      mfu, mfu_all = ("%.0f%%" % (100 * row[key]) if key in row else "-"
+                      for key in ("mfu", "mfu_all_positions"))
       ratio = ("%.2fx" % row["vs_baseline"]) if "vs_baseline" in row else "-"
-    lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+    lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
         row["config"], row["impl"], row["dtype"], xla,
-        "on" if row["checkpointing"] else "off", rate, mfu, ratio))
+        "on" if row["checkpointing"] else "off",
+        "on" if row["skip_padding"] else "off", rate, mfu, mfu_all, ratio))
   return "\n".join(lines)
 
 

@@ -6,6 +6,8 @@ Pure arithmetic; nothing is timed.
 import importlib.util
 import os
 
+import pytest
+
 _PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
     __file__))), "bench", "throughput.py")
 _SPEC = importlib.util.spec_from_file_location("bench_throughput", _PATH)
@@ -61,3 +63,22 @@ def test_small_model_flops_by_hand():
   head = 256 * 256 + 256 + 256 * 2 + 2
   assert throughput.flops_per_example(small, 128, True) == (
       6 * (4 * layer * 128 + head) + 12 * 4 * 128 * 128 * 256)
+
+
+def test_real_token_accounting_uses_the_inputs_real_lengths():
+  """The lengths the MFU counts are the inputs' mask sums, and MFU counts
+  the mean of the examples' FLOPs at those lengths."""
+  lengths = throughput.synthetic_lengths(128, 8)
+  mask = throughput._synthetic_inputs(128, 8)["input_mask"]
+  assert lengths == [int(n) for n in mask.sum(axis=1)]
+  assert all(64 <= n <= 128 for n in lengths) and min(lengths) < 128
+  result = dict(config="base-s128-b8-train", impl="ours", dtype="fp32",
+                xla=False, checkpointing=False, skip_padding=True,
+                model="base", seq_length=128, batch_size=8, training=True,
+                examples_per_sec=2.0, xla_compiled=False)
+  (row,) = throughput.summarize([result], {"fp32": [1000.0], "bf16": []})
+  by_length = [throughput.flops_per_example(BASE, n, True) for n in lengths]
+  assert row["mfu"] == pytest.approx(2.0 * (sum(by_length) / 8) / 1e12)
+  assert row["mfu_all_positions"] == pytest.approx(
+      2.0 * throughput.flops_per_example(BASE, 128, True) / 1e12)
+  assert row["mfu"] < row["mfu_all_positions"]
