@@ -238,13 +238,16 @@ def _build_model(bert_config, seq_length, layer_indexes, init_checkpoint,
       name: tf.compat.v1.placeholder(tf.int32, [None, seq_length], name=name)
       for name in ("input_ids", "input_mask", "input_type_ids")
   }
+  # Only the real tokens' values are written, and those skip_padding leaves
+  # unchanged.
   model = modeling.BertModel(
       config=bert_config,
       is_training=False,
       input_ids=inputs["input_ids"],
       input_mask=inputs["input_mask"],
       token_type_ids=inputs["input_type_ids"],
-      use_one_hot_embeddings=use_one_hot_embeddings)
+      use_one_hot_embeddings=use_one_hot_embeddings,
+      skip_padding=True)
   tvars = tf.compat.v1.trainable_variables()
   assignment_map, initialized = modeling.get_assignment_map_from_checkpoint(
       tvars, init_checkpoint)
