@@ -14,7 +14,9 @@ rounds. Run it in the benchmark environment (bench/setup_bench_env.sh):
   bench/.venv/bin/python bench/throughput.py            # default grid
   bench/.venv/bin/python bench/throughput.py --quick    # ~2 min smoke run
 
-Prints a markdown table and writes bench/out/throughput-<date>.json.
+Prints a markdown table and writes bench/out/throughput-<date>.json. MFU
+counts the model FLOPs of the inputs' real tokens (each example at its
+unpadded length); "MFU all" counts all positions, padding included.
 
 Inputs are synthetic random ids, fixed for a run and made once: ours takes
 them from a `tf.data.Dataset.from_tensors(...).repeat()` iterator, as its

@@ -757,6 +757,17 @@ def test_skip_padding_gives_the_same_results(tmp_path):
                                atol=1e-7, err_msg=name)
 
 
+@pytest.mark.parametrize("skip_padding,use_xla,expected", [
+    (True, False, True), (False, False, False), (True, True, False)])
+def test_skip_padding_flag_is_off_under_xla(skip_padding, use_xla, expected):
+  flag_values = flags.FlagValues()
+  run_classifier.define_flags(flag_values)
+  flag_values(["run_classifier.py",
+               "--%sskip_padding" % ("" if skip_padding else "no"),
+               "--%suse_xla" % ("" if use_xla else "no")])
+  assert run_classifier._skip_padding(flag_values) is expected
+
+
 def test_stsb_regression_end_to_end(tmp_path):
   data_dir = str(tmp_path / "data")
   scores = np.array(_write_stsb_data(data_dir, seed=5))
