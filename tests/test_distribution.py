@@ -1,8 +1,8 @@
 """Data-parallel training (--distribution) against single-device training.
 
-A tiny BERT classifier (2 layers, hidden 32, dropout 0) is trained for three
-updates with the same global batch on one device and on two replicas; the
-trained variables must agree. Each scenario runs in a subprocess (this file
+A tiny BERT classifier (2 layers, hidden 32, dropout 0, skipping padding as
+run_classifier does) is trained for three updates with the same global batch
+on one device and on two replicas; the trained variables must agree. Each scenario runs in a subprocess (this file
 run as a script) because devices must be configured before TensorFlow starts:
 mirrored splits the CPU into /cpu:0 and /cpu:1; multi_worker starts two
 processes on 127.0.0.1 with TF_CONFIG.
@@ -41,9 +41,15 @@ def _bert_config():
 
 
 def _input_fn(params):
-  """The same 32 examples, repeated, in batches of params["batch_size"]."""
+  """The same 32 examples, repeated, in batches of params["batch_size"].
+
+  Every other example is padded after 5 of its 8 positions, so replicas
+  hold different numbers of real tokens.
+  """
   features = synthetic.classifier_features(32, SEQ_LENGTH, VOCAB_SIZE, 7,
                                           two_segments=True)
+  features["input_mask"][1::2, 5:] = 0
+  features["input_ids"] *= features["input_mask"]
   return tf.data.Dataset.from_tensor_slices(features).repeat().batch(
       params["batch_size"], drop_remainder=True)
 
@@ -58,7 +64,7 @@ def _classifier_loss(features):
   model = modeling.BertModel(
       config=_bert_config(), is_training=True,
       input_ids=features["input_ids"], input_mask=features["input_mask"],
-      token_type_ids=features["segment_ids"])
+      token_type_ids=features["segment_ids"], skip_padding=True)
   pooled = model.get_pooled_output()
   output_weights = tf.compat.v1.get_variable(
       "output_weights", [2, pooled.shape[-1]],
