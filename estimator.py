@@ -15,6 +15,8 @@ with a plain `tf.compat.v1.Session` loop, so every step is easy to follow:
   * `evaluate` runs the streaming metric update ops over the data and returns
     the metric values.
   * `predict` yields one dict of numpy values per example.
+  * `export_saved_model` writes the prediction graph with the latest
+    checkpoint's weights as a SavedModel for serving.
 
 With `RunConfig(distribution=strategy)` training is data parallel: each
 global micro-batch is split evenly over the strategy's replicas, the model_fn
@@ -113,6 +115,16 @@ class EstimatorSpec(collections.namedtuple("EstimatorSpec", _SPEC_FIELDS)):
     if self.scaffold_fn is not None:
       return self.scaffold_fn()
     return self.scaffold
+
+
+class ServingInputReceiver(collections.namedtuple(
+    "ServingInputReceiver", ["features", "receiver_tensors"])):
+  """What a `serving_input_receiver_fn` returns, as in TF1's Estimator.
+
+  features: dict of the Tensors the model_fn reads.
+  receiver_tensors: dict of the placeholders a served request feeds, by the
+    names the SavedModel's signature gives them.
+  """
 
 
 class RunConfig(object):
@@ -823,6 +835,59 @@ class Estimator(object):
     finally:
       sess.close()
 
+  # ------------------------------------------------------------------ export
+
+  def export_saved_model(self, export_dir_base, serving_input_receiver_fn,
+                         checkpoint_path=None):
+    """Writes a SavedModel of the PREDICT graph; returns its directory.
+
+    The model is `export_dir_base/<unix time>`, with the tag "serve" and a
+    "serving_default" signature from the receiver's placeholders to the
+    model_fn's predictions. It is written under a temporary name and renamed
+    when complete, so no half-written model is ever found there.
+
+    Args:
+      export_dir_base: directory to create the model's directory in.
+      serving_input_receiver_fn: callable () -> `ServingInputReceiver`,
+        called in the export graph.
+      checkpoint_path: weights to export; default the latest checkpoint of
+        model_dir.
+
+    Raises:
+      ValueError: there is no checkpoint, or the predictions are not a dict.
+    """
+    checkpoint = checkpoint_path or self.latest_checkpoint()
+    if not checkpoint:
+      raise ValueError(
+          "Nothing to export: no checkpoint in %s. Train first (--do_train) "
+          "or point --output_dir at a finished run." % self.model_dir)
+    graph = self._new_graph()
+    with graph.as_default():
+      tf.compat.v1.train.get_or_create_global_step()
+      receiver = serving_input_receiver_fn()
+      spec = self._call_model_fn(receiver.features, ModeKeys.PREDICT,
+                                 self._params_with_batch_size(None))
+      if not isinstance(spec.predictions, dict):
+        raise ValueError("export_saved_model needs the model_fn's PREDICT "
+                         "predictions as a dict of named Tensors.")
+      signature = tf.compat.v1.saved_model.predict_signature_def(
+          inputs=receiver.receiver_tensors, outputs=spec.predictions)
+      export_dir = _new_export_dir(export_dir_base)
+      temporary_dir = export_dir + ".incomplete"
+      if tf.io.gfile.exists(temporary_dir):  # Left by an interrupted export.
+        tf.io.gfile.rmtree(temporary_dir)
+      with self._session(graph) as sess:
+        _restore(tf.compat.v1.train.Saver(), sess, checkpoint)
+        builder = tf.compat.v1.saved_model.Builder(temporary_dir)
+        builder.add_meta_graph_and_variables(
+            sess, [tf.compat.v1.saved_model.SERVING],
+            signature_def_map={"serving_default": signature},
+            strip_default_attrs=True)
+        builder.save()
+    os.rename(temporary_dir, export_dir)
+    logging.info("Exported %s as a SavedModel to %s", checkpoint, export_dir)
+    return export_dir
+
   def _restore_or_initialize(self, sess, scaffold, checkpoint_path, what):
     """Restores the checkpoint, or else keeps the initialized variables.
 
@@ -844,6 +909,14 @@ class Estimator(object):
     if scaffold is not None and scaffold.init_fn is not None:
       scaffold.init_fn(sess)
     return "the initialized variables"
+
+
+def _new_export_dir(export_dir_base):
+  """export_dir_base/<unix time>, one second later if that exists."""
+  seconds = int(time.time())
+  while tf.io.gfile.exists(os.path.join(export_dir_base, str(seconds))):
+    seconds += 1
+  return os.path.join(export_dir_base, str(seconds))
 
 
 def _split_batch(batch):

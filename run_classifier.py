@@ -53,6 +53,13 @@ def define_flags(flag_values=flags.FLAGS):
                     flag_values=flag_values)
   flags.DEFINE_integer("eval_batch_size", 8, "Examples per eval batch.",
                        flag_values=flag_values)
+  flags.DEFINE_string(
+      "export_dir", None,
+      "Write the fine-tuned model (the latest checkpoint in --output_dir) "
+      "as a SavedModel for serving into <export_dir>/<unix time>: inputs "
+      "input_ids, input_mask, segment_ids (int32 [batch, max_seq_length]), "
+      "output probabilities (predictions for regression).",
+      flag_values=flag_values)
   flags.DEFINE_bool(
       "skip_padding", True,
       "Run the encoder's feed-forward layers, LayerNorms and dropout on the "
@@ -746,6 +753,30 @@ def _log_trainable_variables(initialized_variable_names):
                  init_string)
 
 
+def serving_input_receiver_fn_builder(seq_length, is_regression=False):
+  """The serving input of an exported classifier.
+
+  A request feeds int32 "input_ids", "input_mask" and "segment_ids" of shape
+  [batch, seq_length], as `convert_single_example` makes them; the labels
+  the model_fn also reads are placeholders' stand-ins (0) that no
+  prediction uses.
+  """
+
+  def serving_input_receiver_fn():
+    receiver_tensors = {
+        name: tf.compat.v1.placeholder(tf.int32, [None, seq_length],
+                                       name=name)
+        for name in ("input_ids", "input_mask", "segment_ids")}
+    batch_size = tf.shape(receiver_tensors["input_ids"])[0]
+    features = dict(receiver_tensors)
+    features["label_ids"] = tf.zeros(
+        [batch_size], tf.float32 if is_regression else tf.int32)
+    features["is_real_example"] = tf.ones([batch_size], tf.int32)
+    return estimator_lib.ServingInputReceiver(features, receiver_tensors)
+
+  return serving_input_receiver_fn
+
+
 def _skip_padding(flag_obj):
   """Whether the model skips padding: --skip_padding, unless --use_xla."""
   if flag_obj.skip_padding and flag_obj.use_xla:
@@ -864,9 +895,10 @@ def check_output_dir(output_dir, run_info):
 
 def _check_flags():
   """Validates the flags that need no file; raises ValueError."""
-  if not FLAGS.do_train and not FLAGS.do_eval and not FLAGS.do_predict:
+  if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict or
+          FLAGS.export_dir):
     raise ValueError("Nothing to do: pass at least one of --do_train, "
-                     "--do_eval and --do_predict.")
+                     "--do_eval, --do_predict and --export_dir.")
   runner_flags.check_tpu_flags(FLAGS)
   if not os.path.isdir(FLAGS.data_dir):
     raise ValueError("--data_dir=%s is not a directory; point it at the "
@@ -1073,6 +1105,10 @@ def main(_):
     _evaluate(estimator, processor, label_list, tokenizer)
   if FLAGS.do_predict:
     _predict(estimator, processor, label_list, tokenizer)
+  if FLAGS.export_dir:
+    estimator.export_saved_model(
+        FLAGS.export_dir, serving_input_receiver_fn_builder(
+            FLAGS.max_seq_length, processor.is_regression))
 
 
 if __name__ == "__main__":

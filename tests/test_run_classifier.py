@@ -631,11 +631,14 @@ def mrpc_run(tmp_path_factory):
     return _command("MRPC", data_dir, vocab_file, config_file, out,
                     MRPC_EPOCHS, actions)
 
-  _run(command(output_dir, ["do_train", "do_eval", "do_predict"]),
+  export_dir = os.path.join(root, "export")
+  _run(command(output_dir, ["do_train", "do_eval", "do_predict",
+                            "export_dir=" + export_dir]),
        os.path.join(root, "run.log"))
   return {"root": root, "data_dir": data_dir, "vocab_file": vocab_file,
           "config_file": config_file, "output_dir": output_dir,
-          "dev_labels": dev_labels, "command": command}
+          "dev_labels": dev_labels, "command": command,
+          "export_dir": export_dir}
 
 
 def test_mrpc_end_to_end_outputs(mrpc_run):
@@ -677,6 +680,49 @@ def test_mrpc_end_to_end_outputs(mrpc_run):
   for name in ("train", "eval", "predict"):
     assert os.path.exists(os.path.join(output_dir,
                                        name + ".tf_record.meta.json"))
+
+
+def _predict_records(path, count):
+  """The first `count` records of a predict.tf_record, as int32 arrays."""
+  columns = {"input_ids": [], "input_mask": [], "segment_ids": []}
+  for record in list(tf.data.TFRecordDataset(path).take(count)):
+    example = tf.train.Example.FromString(record.numpy())
+    for name, values in columns.items():
+      values.append(example.features.feature[name].int64_list.value)
+  return {name: np.array(values, np.int32)
+          for name, values in columns.items()}
+
+
+def test_exported_saved_model_serves_the_predictions(mrpc_run):
+  """--export_dir: a SavedModel whose serving signature gives
+  test_results.tsv's probabilities, for a batch and for one example."""
+  (model_dir,) = os.listdir(mrpc_run["export_dir"])
+  assert model_dir.isdigit()  # no ".incomplete" left behind
+  loaded = tf.saved_model.load(os.path.join(mrpc_run["export_dir"],
+                                            model_dir))
+  serve = loaded.signatures["serving_default"]
+  assert sorted(serve.structured_input_signature[1]) == [
+      "input_ids", "input_mask", "segment_ids"]
+  inputs = _predict_records(
+      os.path.join(mrpc_run["output_dir"], "predict.tf_record"), 10)
+  expected = np.array(_read_rows(os.path.join(mrpc_run["output_dir"],
+                                              "test_results.tsv")),
+                      dtype=np.float64)
+  served = serve(**{k: tf.constant(v) for k, v in inputs.items()})
+  np.testing.assert_allclose(served["probabilities"].numpy(), expected,
+                             atol=1e-5)
+  one = serve(**{k: tf.constant(v[3:4]) for k, v in inputs.items()})
+  np.testing.assert_allclose(one["probabilities"].numpy(), expected[3:4],
+                             atol=1e-5)
+
+
+def test_export_without_a_checkpoint_names_the_fix(tmp_path):
+  import estimator  # pylint: disable=import-outside-toplevel
+  est = estimator.Estimator(lambda *args: None,
+                            estimator.RunConfig(str(tmp_path / "empty")))
+  with pytest.raises(ValueError, match="no checkpoint in .*Train first"):
+    est.export_saved_model(str(tmp_path / "export"), None)
+  assert not os.path.exists(str(tmp_path / "export"))
 
 
 def _checkpoint_step(output_dir):
