@@ -24,6 +24,7 @@ import memory_flags
 import modeling
 import optimization
 import runner_flags
+import serving_input
 import tfrecord_input
 import tokenization
 
@@ -53,13 +54,6 @@ def define_flags(flag_values=flags.FLAGS):
                     flag_values=flag_values)
   flags.DEFINE_integer("eval_batch_size", 8, "Examples per eval batch.",
                        flag_values=flag_values)
-  flags.DEFINE_string(
-      "export_dir", None,
-      "Write the fine-tuned model (the latest checkpoint in --output_dir) "
-      "as a SavedModel for serving into <export_dir>/<unix time>: inputs "
-      "input_ids, input_mask, segment_ids (int32 [batch, max_seq_length]), "
-      "output probabilities (predictions for regression).",
-      flag_values=flag_values)
   flags.DEFINE_bool(
       "skip_padding", True,
       "Run the encoder's feed-forward layers, LayerNorms and dropout on the "
@@ -754,27 +748,14 @@ def _log_trainable_variables(initialized_variable_names):
 
 
 def serving_input_receiver_fn_builder(seq_length, is_regression=False):
-  """The serving input of an exported classifier.
+  """The serving input of an exported classifier (see serving_input.py).
 
   A request feeds int32 "input_ids", "input_mask" and "segment_ids" of shape
-  [batch, seq_length], as `convert_single_example` makes them; the labels
-  the model_fn also reads are placeholders' stand-ins (0) that no
-  prediction uses.
+  [batch, seq_length], as `convert_single_example` makes them.
   """
-
-  def serving_input_receiver_fn():
-    receiver_tensors = {
-        name: tf.compat.v1.placeholder(tf.int32, [None, seq_length],
-                                       name=name)
-        for name in ("input_ids", "input_mask", "segment_ids")}
-    batch_size = tf.shape(receiver_tensors["input_ids"])[0]
-    features = dict(receiver_tensors)
-    features["label_ids"] = tf.zeros(
-        [batch_size], tf.float32 if is_regression else tf.int32)
-    features["is_real_example"] = tf.ones([batch_size], tf.int32)
-    return estimator_lib.ServingInputReceiver(features, receiver_tensors)
-
-  return serving_input_receiver_fn
+  return serving_input.receiver_fn_builder(seq_length, {
+      "label_ids": tf.float32 if is_regression else tf.int32,
+      "is_real_example": tf.int32})
 
 
 def _skip_padding(flag_obj):

@@ -59,6 +59,7 @@ import memory_flags
 import modeling
 import optimization
 import runner_flags
+import serving_input
 import squad_evaluate
 import tfrecord_input
 import tokenization
@@ -832,6 +833,18 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
   return model_fn
 
 
+def serving_input_receiver_fn_builder(seq_length):
+  """The serving input of an exported SQuAD model (see serving_input.py).
+
+  A request feeds int32 "input_ids", "input_mask" and "segment_ids" of shape
+  [batch, seq_length], as `convert_examples_to_features` makes them; the
+  outputs are "start_logits" and "end_logits" [batch, seq_length] (and
+  "unique_ids", 0: ids are the caller's to keep).
+  """
+  return serving_input.receiver_fn_builder(seq_length,
+                                           {"unique_ids": tf.int32})
+
+
 # ------------------------------------------------------------ predictions --
 
 _PrelimPrediction = collections.namedtuple(
@@ -1139,9 +1152,9 @@ def validate_flags_or_throw(bert_config, flag_obj=FLAGS):
   """
   tokenization.validate_case_matches_checkpoint(flag_obj.do_lower_case,
                                                 flag_obj.init_checkpoint)
-  if not flag_obj.do_train and not flag_obj.do_predict:
-    raise ValueError("At least one of --do_train or --do_predict must be "
-                     "True.")
+  if not (flag_obj.do_train or flag_obj.do_predict or flag_obj.export_dir):
+    raise ValueError("At least one of --do_train, --do_predict or "
+                     "--export_dir must be given.")
   if flag_obj.do_train and not flag_obj.train_file:
     raise ValueError("--do_train needs --train_file (a SQuAD json file).")
   if flag_obj.do_predict and not flag_obj.predict_file:
@@ -1324,6 +1337,10 @@ def main(_):
     return
   if FLAGS.do_predict:
     _predict(estimator, tokenizer)
+  if FLAGS.export_dir:
+    estimator.export_saved_model(FLAGS.export_dir,
+                                 serving_input_receiver_fn_builder(
+                                     FLAGS.max_seq_length))
 
 
 if __name__ == "__main__":

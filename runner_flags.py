@@ -129,6 +129,15 @@ def _define_new_flags(fv):
       "log_step_count_steps", 100,
       "Log a progress line (step, loss, examples/sec, time left) every this "
       "many updates.", flag_values=fv)
+  flags.DEFINE_string(
+      "export_dir", None,
+      "After the other actions, write the fine-tuned model (the latest "
+      "checkpoint in --output_dir) as a SavedModel for serving into "
+      "<export_dir>/<unix time>. Its serving_default signature takes int32 "
+      "input_ids, input_mask and segment_ids [batch, max_seq_length] and "
+      "returns the predictions (classifier: probabilities, or predictions "
+      "for regression; SQuAD: start_logits and end_logits).",
+      flag_values=fv)
 
 
 def _define_memory_flags(fv):

@@ -557,7 +557,7 @@ def _flags(**overrides):
   values = dict(do_lower_case=True, init_checkpoint=None, do_train=True,
                 do_predict=False, train_file="t.json", predict_file=None,
                 max_seq_length=384, max_query_length=64, doc_stride=128,
-                n_best_size=20, max_answer_length=30)
+                n_best_size=20, max_answer_length=30, export_dir=None)
   values.update(overrides)
   return types.SimpleNamespace(**values)
 
@@ -658,6 +658,34 @@ def _run_squad(args):
   assert proc.returncode == 0, proc.stderr[-3000:]
 
 
+def _check_exported_logits(export_dir, bert_config, checkpoint):
+  """The SavedModel's logits equal create_model's with the checkpoint's
+  weights, for a padded batch."""
+  (model_dir,) = os.listdir(export_dir)
+  serve = tf.saved_model.load(
+      str(export_dir / model_dir)).signatures["serving_default"]
+  rng = np.random.RandomState(0)
+  inputs = {"input_ids": rng.randint(1000, 30522, (3, 32)).astype(np.int32),
+            "input_mask": np.ones((3, 32), np.int32),
+            "segment_ids": np.zeros((3, 32), np.int32)}
+  inputs["input_mask"][1:, 20:] = 0
+  inputs["segment_ids"][:, 10:20] = 1
+  served = serve(**{k: tf.constant(v) for k, v in inputs.items()})
+  with tf.Graph().as_default():
+    start, end = run_squad.create_model(
+        bert_config, False, tf.constant(inputs["input_ids"]),
+        tf.constant(inputs["input_mask"]), tf.constant(inputs["segment_ids"]),
+        False)
+    with tf.compat.v1.Session() as sess:
+      tf.compat.v1.train.Saver(tf.compat.v1.trainable_variables()).restore(
+          sess, checkpoint)
+      want_start, want_end = sess.run((start, end))
+  np.testing.assert_allclose(served["start_logits"].numpy(), want_start,
+                             atol=1e-5)
+  np.testing.assert_allclose(served["end_logits"].numpy(), want_end,
+                             atol=1e-5)
+
+
 def test_end_to_end_train_predict_evaluate(tmp_path, vocab_file):
   config = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2,
                 num_attention_heads=2, intermediate_size=64,
@@ -687,9 +715,13 @@ def test_end_to_end_train_predict_evaluate(tmp_path, vocab_file):
     dataset = json.load(f)["data"]
   assert results == pytest.approx(squad_evaluate.evaluate(dataset,
                                                           predictions))
-  # Predicting again as SQuAD 2.0 from the trained checkpoint.
+  # Predicting again as SQuAD 2.0 from the trained checkpoint, and exporting.
+  export = tmp_path / "export"
   _run_squad(["--do_predict", "--version_2_with_negative",
-              "--predict_file=%s" % data] + common)
+              "--predict_file=%s" % data, "--export_dir=%s" % export] +
+             common)
+  _check_exported_logits(export, modeling.BertConfig.from_dict(config),
+                         tf.train.latest_checkpoint(str(out)))
   with open(out / "null_odds.json") as f:
     odds = json.load(f)
   with open(out / "eval_results.json") as f:
