@@ -884,7 +884,7 @@ class Estimator(object):
             signature_def_map={"serving_default": signature},
             strip_default_attrs=True)
         builder.save()
-    os.rename(temporary_dir, export_dir)
+    tf.io.gfile.rename(temporary_dir, export_dir)
     logging.info("Exported %s as a SavedModel to %s", checkpoint, export_dir)
     return export_dir
 
