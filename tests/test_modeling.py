@@ -330,15 +330,17 @@ def _executed_matmuls(run_metadata, prefix=""):
           "MatMul" in node.timeline_label.split("(")[0].split(" = ")[-1]]
 
 
-def _training_model(cfg, gradient_checkpointing, graph_seed, micro_step):
+def _training_model(cfg, gradient_checkpointing, graph_seed, micro_step,
+                    ids=IDS, mask=MASK, types=TYPES, **kwargs):
   """A training-mode (dropout on) BertModel of the fixed inputs, built in the
-  default graph with stateless dropout keyed on `micro_step`."""
+  default graph with stateless dropout keyed on `micro_step`; `kwargs` go
+  to BertModel."""
   tf.compat.v1.set_random_seed(graph_seed)
   _add_micro_step(micro_step)
   return modeling.BertModel(
-      cfg, is_training=True, input_ids=tf.constant(IDS),
-      input_mask=tf.constant(MASK), token_type_ids=tf.constant(TYPES),
-      gradient_checkpointing=gradient_checkpointing)
+      cfg, is_training=True, input_ids=tf.constant(ids),
+      input_mask=tf.constant(mask), token_type_ids=tf.constant(types),
+      gradient_checkpointing=gradient_checkpointing, **kwargs)
 
 
 def _num_stateless_mask_draws(graph):
@@ -1008,14 +1010,9 @@ def _skip_padding_gradients(skip_padding, gradient_checkpointing,
   and on the last layer's real positions, for the padded batch."""
   cfg = _tiny_config()
   with tf.Graph().as_default():
-    tf.compat.v1.set_random_seed(77)
-    _add_micro_step(5)
-    model = modeling.BertModel(
-        cfg, is_training=True, input_ids=tf.constant(PADDED_IDS),
-        input_mask=tf.constant(PADDED_MASK),
-        token_type_ids=tf.constant(PADDED_TYPES),
-        gradient_checkpointing=gradient_checkpointing,
-        compute_dtype=compute_dtype, skip_padding=skip_padding)
+    model = _training_model(
+        cfg, gradient_checkpointing, 77, 5, PADDED_IDS, PADDED_MASK,
+        PADDED_TYPES, compute_dtype=compute_dtype, skip_padding=skip_padding)
     rng = np.random.RandomState(8)
     # The positions that are rows: the real ones, and all of the last
     # example's (all padding).
