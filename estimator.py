@@ -267,12 +267,13 @@ def make_step_callable(sess, step_op, fetches):
       fetch=[fetches[key].name for key in keys])
   run = sess._make_callable_from_options(options)  # pylint: disable=protected-access
   host_memory.release_freed_heap()
-  ran = []
+  first_run = True
 
   def step():
+    nonlocal first_run
     values = run()
-    if not ran:
-      ran.append(True)
+    if first_run:
+      first_run = False
       host_memory.release_freed_heap()
     return dict(zip(keys, values))
 
