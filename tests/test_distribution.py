@@ -2,8 +2,9 @@
 
 A tiny BERT classifier (2 layers, hidden 32, dropout 0, skipping padding as
 run_classifier does) is trained for three updates with the same global batch
-on one device and on two replicas; the trained variables must agree. Each scenario runs in a subprocess (this file
-run as a script) because devices must be configured before TensorFlow starts:
+on one device and on two replicas; the trained variables must agree. Each
+scenario runs in a subprocess (this file run as a script) because devices
+must be configured before TensorFlow starts:
 mirrored splits the CPU into /cpu:0 and /cpu:1; multi_worker starts two
 processes on 127.0.0.1 with TF_CONFIG.
 """
