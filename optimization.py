@@ -429,8 +429,16 @@ def _zeros_initializer(shape, dtype=tf.float32, partition_info=None):
 
 def _after(deps, values):
   """Identity of `values` (a tensor, IndexedSlices or list of them) computed
-  only after `deps` (ops, tensors or IndexedSlices)."""
+  only after `deps` (ops, tensors or IndexedSlices).
+
+  The identities wait on one op that waits on `deps`: n identities each
+  waiting on n gradients directly would put n^2 edges in the graph (150 k
+  for BERT-Large, 20 MB of GraphDef, copied by every graph the session
+  builds from it).
+  """
   with tf.control_dependencies([_values(dep) for dep in deps]):
+    barrier = tf.no_op()
+  with tf.control_dependencies([barrier]):
     if isinstance(values, list):
       return [_map_values(tf.identity, v) for v in values]
     return _map_values(tf.identity, values)

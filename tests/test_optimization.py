@@ -376,6 +376,20 @@ def test_each_layer_updates_in_one_shared_compiled_kernel():
                                atol=1e-7, err_msg=name)
 
 
+def test_graph_size_is_linear_in_the_number_of_variables():
+  # The update waits for the whole backward pass; n gradients each waiting
+  # on all n directly would make the graph quadratic in n (150 k edges for
+  # BERT-Large's 393 variables), copied into every graph a session makes.
+  def control_edges(num_layers):
+    graph, values = _layered_update(num_layers)
+    return len(values), sum(len(op.control_inputs)
+                            for op in graph.get_operations())
+
+  few_vars, few_edges = control_edges(num_layers=4)
+  many_vars, many_edges = control_edges(num_layers=16)
+  assert many_edges / few_edges < 1.5 * many_vars / few_vars
+
+
 # A lookup table trained through tf.gather, as BERT's word embeddings: ids
 # repeat within a batch, as [CLS], [SEP] and common words do.
 VOCAB, WIDTH = 5, 3
