@@ -400,17 +400,45 @@ def _at_least_float32(x):
   return x
 
 
+def _compiled_kernel(fn):
+  """`fn` as an XLA-compiled tf.function whose call sites share one trace.
+
+  A tf.function traces a new function, which XLA compiles anew, for each
+  colocation context it is called in, and autodiff builds each gradient op
+  colocated with its forward op: the kernels that backward passes call
+  would be traced and compiled once per layer (100 compilations for
+  BERT-Large with checkpointing, 7 s of its first step, each executable
+  kept). A call here leaves the colocation context and places the call on
+  the device the colocation gives it, which is the same placement.
+  """
+  compiled = tf.function(fn, jit_compile=True, autograph=False)
+
+  @functools.wraps(fn)
+  def call(*args):
+    if tf.executing_eagerly():
+      return compiled(*args)
+    graph = tf.compat.v1.get_default_graph()
+    colocated_with = list(graph._colocation_stack.peek_objs())  # pylint: disable=protected-access
+    if not colocated_with:
+      return compiled(*args)
+    with graph.colocate_with(None, ignore_existing=True):
+      with graph.device(colocated_with[0].device):
+        return compiled(*args)
+
+  return call
+
+
 # The two kernels compute float16 / bfloat16 inputs in float32 and round once
 # at the end: rounding after every op would cost XLA a conversion per op, and
 # is less precise.
-@tf.function(jit_compile=True, autograph=False)
+@_compiled_kernel
 def _gelu_forward(x):
   """0.5 x (1 + tanh(...)), shape and dtype of `x`."""
   wide = _at_least_float32(x)
   return tf.cast(wide * (0.5 * (1.0 + _gelu_tanh(wide))), x.dtype)
 
 
-@tf.function(jit_compile=True, autograph=False)
+@_compiled_kernel
 def _gelu_backward(x, output_grad):
   """output_grad * d gelu(x) / dx, shape and dtype of `x`."""
   wide = _at_least_float32(x)
@@ -611,7 +639,7 @@ def _splitmix64_finalize(z):
   return z
 
 
-@tf.function(jit_compile=True, autograph=False)
+@_compiled_kernel
 def _stateless_keep_mask_16bit(shape, seed, threshold):
   """bool Tensor of `shape`: uniform 16-bit values >= `threshold`.
 

@@ -429,6 +429,34 @@ def test_short_sequences_keep_what_long_ones_compute_again(monkeypatch):
     np.testing.assert_allclose(b, a, atol=1e-5, rtol=1e-5)
 
 
+def _compiled_calls_of_training_graph(num_layers, device):
+  """(compiled function calls, their distinct functions) in the gradients
+  graph of a checkpointed training-mode model built on `device`."""
+  with tf.Graph().as_default() as graph, tf.device(device):
+    model = _training_model(_tiny_config(num_hidden_layers=num_layers), True,
+                            1234, 7)
+    tf.gradients(tf.reduce_sum(model.get_sequence_output()),
+                 tf.compat.v1.trainable_variables())
+  calls = [op for op in graph.get_operations()
+           if op.type in ("PartitionedCall", "StatefulPartitionedCall")
+           and op.get_attr("_XlaMustCompile")]
+  return calls, {op.get_attr("f").name for op in calls}
+
+
+def test_compiled_kernels_are_traced_once_for_all_layers(monkeypatch):
+  """GELU and dropout-mask kernels called in backward passes, which build
+  each gradient colocated with its forward op, share one traced (so one
+  XLA-compiled) function per shape, however deep the model, and stay on
+  the forward op's device."""
+  monkeypatch.setattr(modeling, "_KEEP_FOR_SEQ_LENGTH_AT_MOST", 0)
+  device = "/device:CPU:1"
+  shallow_calls, shallow = _compiled_calls_of_training_graph(2, device)
+  deep_calls, deep = _compiled_calls_of_training_graph(6, device)
+  assert len(deep_calls) > len(shallow_calls)
+  assert len(deep) == len(shallow), (sorted(shallow), sorted(deep))
+  assert {op.device for op in deep_calls} == {device}
+
+
 def _pooled_two_ways(arrays, num_layers, gradient_checkpointing=False):
   """Training-mode (dropout 0.1) pooled output and the gradients of a loss on
   it, computed (a) by the model and (b) by the pooler formula applied to the
