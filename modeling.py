@@ -406,8 +406,8 @@ def _compiled_kernel(fn):
   A tf.function traces a new function, which XLA compiles anew, for each
   colocation context it is called in, and autodiff builds each gradient op
   colocated with its forward op: the kernels that backward passes call
-  would be traced and compiled once per layer (100 compilations for
-  BERT-Large with checkpointing, 7 s of its first step, each executable
+  would be traced and compiled once per layer (about 100 compilations for
+  BERT-Large with checkpointing, 4-7 s of its first step, each executable
   kept). A call here leaves the colocation context and places the call on
   the device the colocation gives it, which is the same placement.
   """
