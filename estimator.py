@@ -844,8 +844,10 @@ class Estimator(object):
 
     The model is `export_dir_base/<unix time>`, with the tag "serve" and a
     "serving_default" signature from the receiver's placeholders to the
-    model_fn's predictions. It is written under a temporary name and renamed
-    when complete, so no half-written model is ever found there.
+    model_fn's predictions (less those that only pass on a feature the
+    receiver makes up rather than takes from the request). It is written
+    under a temporary name and renamed when complete, so no half-written
+    model is ever found there.
 
     Args:
       export_dir_base: directory to create the model's directory in.
@@ -872,7 +874,8 @@ class Estimator(object):
         raise ValueError("export_saved_model needs the model_fn's PREDICT "
                          "predictions as a dict of named Tensors.")
       signature = tf.compat.v1.saved_model.predict_signature_def(
-          inputs=receiver.receiver_tensors, outputs=spec.predictions)
+          inputs=receiver.receiver_tensors,
+          outputs=_served_predictions(spec.predictions, receiver))
       export_dir = _new_export_dir(export_dir_base)
       temporary_dir = export_dir + ".incomplete"
       if tf.io.gfile.exists(temporary_dir):  # Left by an interrupted export.
@@ -910,6 +913,18 @@ class Estimator(object):
     if scaffold is not None and scaffold.init_fn is not None:
       scaffold.init_fn(sess)
     return "the initialized variables"
+
+
+def _served_predictions(predictions, receiver):
+  """`predictions` less those that only pass on a feature no request feeds.
+
+  A model_fn may return a feature among its predictions (run_squad's
+  "unique_ids"); served, it would be the receiver's stand-in, not an answer.
+  """
+  stand_ins = [tensor for name, tensor in receiver.features.items()
+               if name not in receiver.receiver_tensors]
+  return {name: tensor for name, tensor in predictions.items()
+          if not any(tensor is stand_in for stand_in in stand_ins)}
 
 
 def _new_export_dir(export_dir_base):

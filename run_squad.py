@@ -838,8 +838,9 @@ def serving_input_receiver_fn_builder(seq_length):
 
   A request feeds int32 "input_ids", "input_mask" and "segment_ids" of shape
   [batch, seq_length], as `convert_examples_to_features` makes them; the
-  outputs are "start_logits" and "end_logits" [batch, seq_length] (and
-  "unique_ids", 0: ids are the caller's to keep).
+  outputs are "start_logits" and "end_logits" [batch, seq_length]. The
+  model_fn's "unique_ids" prediction is left out of the signature: a
+  request's ids are the caller's to keep.
   """
   return serving_input.receiver_fn_builder(seq_length,
                                            {"unique_ids": tf.int32})

@@ -671,6 +671,8 @@ def _check_exported_logits(export_dir, bert_config, checkpoint):
   inputs["input_mask"][1:, 20:] = 0
   inputs["segment_ids"][:, 10:20] = 1
   served = serve(**{k: tf.constant(v) for k, v in inputs.items()})
+  # The model_fn's "unique_ids" would serve the receiver's zeros.
+  assert sorted(served) == ["end_logits", "start_logits"]
   with tf.Graph().as_default():
     start, end = run_squad.create_model(
         bert_config, False, tf.constant(inputs["input_ids"]),
