@@ -415,8 +415,6 @@ def _compiled_kernel(fn):
 
   @functools.wraps(fn)
   def call(*args):
-    if tf.executing_eagerly():
-      return compiled(*args)
     graph = tf.compat.v1.get_default_graph()
     colocated_with = list(graph._colocation_stack.peek_objs())  # pylint: disable=protected-access
     if not colocated_with:
