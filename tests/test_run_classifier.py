@@ -684,13 +684,10 @@ def test_mrpc_end_to_end_outputs(mrpc_run):
 
 def _predict_records(path, count):
   """The first `count` records of a predict.tf_record, as int32 arrays."""
-  columns = {"input_ids": [], "input_mask": [], "segment_ids": []}
-  for record in list(tf.data.TFRecordDataset(path).take(count)):
-    example = tf.train.Example.FromString(record.numpy())
-    for name, values in columns.items():
-      values.append(example.features.feature[name].int64_list.value)
-  return {name: np.array(values, np.int32)
-          for name, values in columns.items()}
+  records = _read_records(path)[:count]
+  return {name: np.array([record[name].int64_list.value
+                          for record in records], np.int32)
+          for name in ("input_ids", "input_mask", "segment_ids")}
 
 
 def test_exported_saved_model_serves_the_predictions(mrpc_run):
