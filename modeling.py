@@ -1259,17 +1259,23 @@ def _score_scale(query):
 def _attention_context(query, key, value, adder, draw_keep, dropout_prob):
   """matmul(dropout(softmax(query key^T / sqrt(H) + adder)), value).
 
-  The backward pass keeps query, key and value, which the matmuls' own
-  gradients need anyway, and nothing of size [B, N, F, T]: it computes the
-  probabilities again and draws the dropout mask again, as FlashAttention
-  does. Autodiff would keep the float32 probabilities, the dropped
-  probabilities and the mask (for BERT-Large at 512 tokens, 36 MiB per
-  layer and example in float32) for one more small matmul and softmax per
-  layer in the backward pass. The gradients are the same. Autodiff's way is
-  used for sequences of at most `_KEEP_FOR_SEQ_LENGTH_AT_MOST` tokens, where
-  keeping is faster, and inside a layer's recomputation (gradient
-  checkpointing), where those tensors live only during the layer's backward
-  pass.
+  Three ways to the same gradients, by what the layer can afford to keep:
+
+  * Sequences of at most `_KEEP_FOR_SEQ_LENGTH_AT_MOST` tokens: autodiff,
+    which keeps the float32 probabilities, the dropped probabilities and
+    the mask, the fastest.
+  * Longer sequences: the backward pass keeps query, key and value, which
+    the matmuls' own gradients need anyway, and nothing of size
+    [B, N, F, T]: it computes the probabilities again and draws the dropout
+    mask again, as FlashAttention does. Autodiff would keep, for BERT-Large
+    at 512 tokens, 36 MiB per layer and example in float32.
+  * A layer's recomputation (gradient checkpointing), whose activations
+    live only during that layer's backward pass: the backward pass keeps
+    the probabilities and the mask, but neither the dropped probabilities
+    nor anything else of size [B, N, F, T], and takes the softmax's row
+    sums from the context instead (FlashAttention's sum(dO * O)). At its
+    peak it holds two [B, N, F, T] tensors where autodiff holds four: this
+    is where a checkpointed model's peak comes (docs/memory.md).
 
   Args:
     query: Tensor [B, N, F, H] in the compute dtype.
@@ -1297,39 +1303,66 @@ def _attention_context(query, key, value, adder, draw_keep, dropout_prob):
       return probs
     return _zero_dropped(probs, keep)
 
-  def context(query, key, value):
+  def forward(query, key, value):
+    """(context, float32 probabilities, keep mask or None)."""
     keep = draw_keep() if draw_keep else None
-    output = tf.matmul(
-        dropped_probs(_attention_probs(query, key, adder), keep), value)
-    return output if keep_scale is None else output * keep_scale
+    probs = _attention_probs(query, key, adder)
+    output = tf.matmul(dropped_probs(probs, keep), value)
+    if keep_scale is not None:
+      output *= keep_scale
+    return output, probs, keep
 
-  if not _computes_again_in_backward(get_shape_list(key)[2]):
-    return context(query, key, value)
+  keeps_probs = _building_recomputation()
+  if not keeps_probs and not _computes_again_in_backward(
+      get_shape_list(key)[2]):
+    return forward(query, key, value)[0]
 
   @tf.custom_gradient
   def context_fn(query, key, value):
+    output, kept_probs, kept_keep = forward(query, key, value)
+
     def grad_fn(context_grad):
-      query_again = _after(context_grad, query)
-      probs = _attention_probs(query_again, key, adder)
-      keep = draw_keep(after=context_grad) if draw_keep else None
-      if keep_scale is not None:
-        context_grad *= keep_scale
-      value_grad = tf.matmul(dropped_probs(probs, keep), context_grad,
-                             transpose_a=True)
-      probs_grad = tf.matmul(context_grad, value, transpose_b=True)
+      if keeps_probs:
+        query_again = query
+        probs, keep = kept_probs, kept_keep
+      else:
+        query_again = _after(context_grad, query)
+        probs = _attention_probs(query_again, key, adder)
+        keep = draw_keep(after=context_grad) if draw_keep else None
+      scaled_grad = (context_grad if keep_scale is None
+                     else context_grad * keep_scale)
+      # The dropped probabilities exist only for the value's gradient, and
+      # the probabilities' gradient waits for it, so that the two [B, N, F,
+      # T] tensors are never alive at once.
+      value_grad = tf.matmul(
+          dropped_probs(_after(context_grad, probs), keep), scaled_grad,
+          transpose_a=True)
+      probs_grad = tf.matmul(_after(value_grad, scaled_grad), value,
+                             transpose_b=True)
       if keep is not None:
         probs_grad = _zero_dropped(probs_grad, keep)
       probs_grad = tf.cast(probs_grad, tf.float32)
       # Softmax Jacobian-vector product p * (g - sum(g * p)), then the
       # scaling, in float32; the matmuls' gradients in the compute dtype.
-      scores_grad = probs * (probs_grad - tf.reduce_sum(
-          probs_grad * probs, axis=-1, keepdims=True))
-      scores_grad = tf.cast(scores_grad * _score_scale(query), dtype)
-      query_grad = tf.matmul(scores_grad, key)
-      key_grad = tf.matmul(scores_grad, query_again, transpose_a=True)
+      if keeps_probs:
+        # sum(g * p) over the keys is sum(context_grad * context) over the
+        # head's width: a [B, N, F, H] product instead of a [B, N, F, T] one.
+        row_sums = tf.reduce_sum(
+            tf.cast(context_grad, tf.float32) * tf.cast(output, tf.float32),
+            axis=-1, keepdims=True)
+      else:
+        row_sums = tf.reduce_sum(probs_grad * probs, axis=-1, keepdims=True)
+      scores_grad = tf.cast(probs * (probs_grad - row_sums), dtype)
+      # The scores' scale multiplies the [B, N, F, H] gradients, not the
+      # [B, N, F, T] one: grappler would push a constant factor of the
+      # product down to the probabilities, computing a scaled copy of them
+      # as soon as they exist.
+      scale = tf.constant(_score_scale(query), dtype)
+      query_grad = tf.matmul(scores_grad, key) * scale
+      key_grad = tf.matmul(scores_grad, query_again, transpose_a=True) * scale
       return query_grad, key_grad, value_grad
 
-    return context(query, key, value), grad_fn
+    return output, grad_fn
 
   return context_fn(query, key, value)
 
