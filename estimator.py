@@ -257,9 +257,11 @@ def make_step_callable(sess, step_op, fetches):
   kernels) inside its first run; a callable builds them here. The heap
   memory that construction freed goes back to the system (host_memory.py)
   before the first step allocates its tensors, which lowers that step's
-  peak, and again after the first run, which compiled the step's XLA
-  kernels. (The public `Session.make_callable` builds nothing before its
-  first call.)
+  peak. The first run compiles the step's XLA kernels (the optimizer's
+  after the backward pass, when the gradients are all alive) and creates
+  oneDNN's primitives, whose scratch memory goes back every second while it
+  runs, and once more after it. (The public `Session.make_callable` builds
+  nothing before its first call.)
   """
   keys = sorted(fetches)
   options = config_pb2.CallableOptions(
@@ -271,10 +273,12 @@ def make_step_callable(sess, step_op, fetches):
 
   def step():
     nonlocal first_run
-    values = run()
-    if first_run:
-      first_run = False
-      host_memory.release_freed_heap()
+    if not first_run:
+      return dict(zip(keys, run()))
+    first_run = False
+    with host_memory.releasing_freed_heap(interval_seconds=1.0):
+      values = run()
+    host_memory.release_freed_heap()
     return dict(zip(keys, values))
 
   return step

@@ -19,7 +19,9 @@ from __future__ import absolute_import
 from __future__ import division
 from __future__ import print_function
 
+import contextlib
 import ctypes
+import threading
 
 
 def _glibc():
@@ -61,3 +63,25 @@ def release_freed_heap():
     return None
   malloc_trim.argtypes = [ctypes.c_size_t]
   return bool(malloc_trim(0))
+
+
+@contextlib.contextmanager
+def releasing_freed_heap(interval_seconds=1.0):
+  """Context in which a thread calls `release_freed_heap` every
+  `interval_seconds`, for work that frees scratch memory on the heap while
+  it goes on (a first training step compiles kernels, then allocates the
+  step's largest tensors)."""
+  done = threading.Event()
+
+  def release_until_done():
+    while not done.wait(interval_seconds):
+      release_freed_heap()
+
+  thread = threading.Thread(target=release_until_done, daemon=True,
+                            name="release_freed_heap")
+  thread.start()
+  try:
+    yield
+  finally:
+    done.set()
+    thread.join()

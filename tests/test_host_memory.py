@@ -3,6 +3,8 @@ against the kernel's count of resident memory (/proc/self/status)."""
 
 import ctypes
 import re
+import threading
+import time
 
 import host_memory
 
@@ -57,3 +59,24 @@ def test_release_freed_heap_hands_freed_pages_back():
     assert kept - _rss() > 48 * MIB
   finally:
     libc.free(pin)
+
+
+def test_releasing_freed_heap_hands_pages_back_while_work_goes_on():
+  libc = _libc()
+  with host_memory.releasing_freed_heap(interval_seconds=0.05):
+    blocks = [libc.malloc(BLOCK) for _ in range(NUM_BLOCKS)]
+    for block in blocks:
+      ctypes.memset(block, 1, BLOCK)
+    pin = libc.malloc(BLOCK)  # See the test above.
+    try:
+      resident = _rss()
+      for block in blocks:
+        libc.free(block)
+      deadline = time.monotonic() + 5
+      while resident - _rss() < 48 * MIB and time.monotonic() < deadline:
+        time.sleep(0.05)
+      assert resident - _rss() > 48 * MIB
+    finally:
+      libc.free(pin)
+  assert not any(thread.name == "release_freed_heap"
+                 for thread in threading.enumerate())
