@@ -9,9 +9,10 @@ for a BERT-Large training graph about 0.2 GiB that later steps never need
 (docs/memory.md). `release_freed_heap` returns those pages to the operating
 system; memory still in use is untouched, so nothing is slower afterwards.
 Tensors do not live on this heap (TensorFlow's CPU allocator keeps its own
-pool), so this is safe to call at any time between runs.
+pool), so this is safe to call at any time, also from another thread while a
+run goes on (`releasing_freed_heap`; malloc_trim takes each arena's lock).
 
-Both functions do nothing (and return None or {}) where the C library is not
+The functions do nothing (and return None or {}) where the C library is not
 glibc.
 """
 
