@@ -278,7 +278,6 @@ def make_step_callable(sess, step_op, fetches):
     first_run = False
     with host_memory.releasing_freed_heap(interval_seconds=1.0):
       values = run()
-    host_memory.release_freed_heap()
     return dict(zip(keys, values))
 
   return step

@@ -69,9 +69,9 @@ def release_freed_heap():
 @contextlib.contextmanager
 def releasing_freed_heap(interval_seconds=1.0):
   """Context in which a thread calls `release_freed_heap` every
-  `interval_seconds`, for work that frees scratch memory on the heap while
-  it goes on (a first training step compiles kernels, then allocates the
-  step's largest tensors)."""
+  `interval_seconds`, and once more when the block ends, for work that
+  frees scratch memory on the heap while it goes on (a first training step
+  compiles kernels, then allocates the step's largest tensors)."""
   done = threading.Event()
 
   def release_until_done():
@@ -86,3 +86,4 @@ def releasing_freed_heap(interval_seconds=1.0):
   finally:
     done.set()
     thread.join()
+    release_freed_heap()

@@ -80,3 +80,19 @@ def test_releasing_freed_heap_hands_pages_back_while_work_goes_on():
       libc.free(pin)
   assert not any(thread.name == "release_freed_heap"
                  for thread in threading.enumerate())
+
+
+def test_releasing_freed_heap_hands_pages_back_when_the_block_ends():
+  libc = _libc()
+  blocks = [libc.malloc(BLOCK) for _ in range(NUM_BLOCKS)]
+  for block in blocks:
+    ctypes.memset(block, 1, BLOCK)
+  pin = libc.malloc(BLOCK)  # See test_release_freed_heap_hands_freed_pages_back.
+  try:
+    with host_memory.releasing_freed_heap(interval_seconds=3600):
+      for block in blocks:
+        libc.free(block)
+      kept = _rss()
+    assert kept - _rss() > 48 * MIB
+  finally:
+    libc.free(pin)
