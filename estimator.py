@@ -34,6 +34,7 @@ import collections
 import contextlib
 import datetime
 import os
+import re
 import time
 
 from absl import logging
@@ -310,6 +311,56 @@ def _format_left(seconds):
   return str(datetime.timedelta(seconds=int(round(seconds))))
 
 
+def _saver(**kwargs):
+  """A Saver whose `checkpoint` file names checkpoints relative to their
+  folder, so the folder can be moved or copied and still resume."""
+  return tf.compat.v1.train.Saver(save_relative_paths=True, **kwargs)
+
+
+def _checkpoint_step(prefix):
+  """The step in a prefix like .../model.ckpt-120, or -1 if it has none."""
+  match = re.search(r"-(\d+)$", prefix)
+  return int(match.group(1)) if match else -1
+
+
+def checkpoints_in(model_dir):
+  """Prefixes of the checkpoints stored in `model_dir`, oldest first.
+
+  The folder's `checkpoint` file may name its checkpoints by absolute paths
+  (written by an older run, or before the folder was copied or moved), and
+  those paths may point at another folder. Only the base names are taken
+  from it, and only checkpoints whose files are in `model_dir` count; when
+  the file names none of them, the `model.ckpt-<step>` files found there do.
+  """
+  if not model_dir or not tf.io.gfile.isdir(model_dir):
+    return []
+  names = []
+  state = tf.train.get_checkpoint_state(model_dir)
+  if state is not None:
+    names = [os.path.basename(path) for path in
+             list(state.all_model_checkpoint_paths) +
+             [state.model_checkpoint_path] if path]
+  if not names:
+    names = sorted(
+        (os.path.basename(path)[:-len(".index")] for path in
+         tf.io.gfile.glob(os.path.join(model_dir,
+                                       _CHECKPOINT_BASENAME + "-*.index"))),
+        key=_checkpoint_step)
+  prefixes = []
+  for name in names:
+    prefix = os.path.join(model_dir, name)
+    if prefix not in prefixes and tf.io.gfile.exists(prefix + ".index"):
+      prefixes.append(prefix)
+  return prefixes
+
+
+def latest_checkpoint(model_dir):
+  """The newest checkpoint stored in `model_dir` (see `checkpoints_in`), or
+  None."""
+  prefixes = checkpoints_in(model_dir)
+  return prefixes[-1] if prefixes else None
+
+
 def _restore(saver, sess, checkpoint):
   """Restores `checkpoint`, explaining a checkpoint of a different model."""
   try:
@@ -381,7 +432,7 @@ class Estimator(object):
 
   def latest_checkpoint(self):
     """Path prefix of the newest checkpoint in `model_dir`, or None."""
-    return tf.train.latest_checkpoint(self.model_dir)
+    return latest_checkpoint(self.model_dir)
 
   # ---------------------------------------------------------------- building
 
@@ -471,8 +522,7 @@ class Estimator(object):
       if accumulate_ops:
         accumulate_only = _step_fetches(tf.group(*accumulate_ops), loss,
                                         micro_step, global_step)
-      saver = tf.compat.v1.train.Saver(
-          max_to_keep=self._config.keep_checkpoint_max or 0)
+      saver = _saver(max_to_keep=self._config.keep_checkpoint_max or 0)
     return _TrainGraph(graph, iterator, step_op, fetches, saver, scaffold,
                        accumulate_only)
 
@@ -621,8 +671,9 @@ class Estimator(object):
       logging.info("Resuming from %s; skipping %d batches already consumed.",
                    checkpoint, skip)
       _restore(built.saver, sess, checkpoint)
-      state = tf.train.get_checkpoint_state(self.model_dir)
-      built.saver.recover_last_checkpoints(state.all_model_checkpoint_paths)
+      # Only this folder's own files: the saver deletes the oldest of them
+      # as it writes new ones.
+      built.saver.recover_last_checkpoints(checkpoints_in(self.model_dir))
     elif built.scaffold is not None and built.scaffold.init_fn is not None:
       built.scaffold.init_fn(sess)
     sess.run(built.iterator.initializer)
@@ -884,7 +935,7 @@ class Estimator(object):
       if tf.io.gfile.exists(temporary_dir):  # Left by an interrupted export.
         tf.io.gfile.rmtree(temporary_dir)
       with self._session(graph) as sess:
-        _restore(tf.compat.v1.train.Saver(), sess, checkpoint)
+        _restore(_saver(), sess, checkpoint)
         builder = tf.compat.v1.saved_model.Builder(temporary_dir)
         builder.add_meta_graph_and_variables(
             sess, [tf.compat.v1.saved_model.SERVING],
@@ -908,7 +959,7 @@ class Estimator(object):
     _run_initializers(sess)
     checkpoint = checkpoint_path or self.latest_checkpoint()
     if checkpoint:
-      _restore(tf.compat.v1.train.Saver(), sess, checkpoint)
+      _restore(_saver(), sess, checkpoint)
       return checkpoint
     logging.warning("%s: no checkpoint in %s; using the initialized "
                     "variables (init_checkpoint, if the model_fn applies "

@@ -384,7 +384,7 @@ def check_required_files(flag_obj, do_train):
                       "weights, not from a pre-trained model.")
     return
   if not init_checkpoint and not (
-      flag_obj.output_dir and tf.train.latest_checkpoint(flag_obj.output_dir)):
+      estimator.latest_checkpoint(flag_obj.output_dir)):
     raise ValueError(
         "Nothing to evaluate or predict with: --output_dir=%s holds no "
         "checkpoint and --init_checkpoint is not set. Add --do_train, point "

@@ -6,6 +6,7 @@ the runner and checked against a NumPy re-derivation of the same SGD steps.
 import glob
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -319,6 +320,63 @@ def test_checkpoint_interval_and_max_kept(tmp_path):
   state = tf.train.get_checkpoint_state(model_dir)
   assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == [
       "model.ckpt-8", "model.ckpt-10"]
+
+
+def _write_absolute_checkpoint_state(model_dir):
+  """Rewrites `checkpoint` with absolute paths, as savers used to write it."""
+  prefixes = [os.path.join(model_dir, "model.ckpt-%d" % step)
+              for step in _ckpt_steps(model_dir)]
+  tf.compat.v1.train.update_checkpoint_state(
+      model_dir, prefixes[-1], all_model_checkpoint_paths=prefixes)
+  state = tf.train.get_checkpoint_state(model_dir)
+  assert state.model_checkpoint_path == prefixes[-1]
+
+
+@pytest.mark.parametrize("absolute_state", [False, True])
+def test_copied_and_moved_dirs_resume_from_their_own_checkpoints(
+    tmp_path, absolute_state):
+  x, y = make_data()
+  original = str(tmp_path / "original")
+  make_estimator(original, save_checkpoints_steps=1,
+                 keep_checkpoint_max=2).train(make_input_fn(x, y, True),
+                                              max_steps=3)
+  if absolute_state:
+    _write_absolute_checkpoint_state(original)
+  else:  # What this runner writes: names relative to the folder.
+    with open(os.path.join(original, "checkpoint")) as f:
+      assert "\"model.ckpt-3\"" in f.read()
+  original_files = sorted(os.listdir(original))
+  copy = str(tmp_path / "copy")
+  shutil.copytree(original, copy)
+  est = make_estimator(copy, save_checkpoints_steps=1, keep_checkpoint_max=2)
+  assert est.latest_checkpoint() == os.path.join(copy, "model.ckpt-3")
+  est.train(make_input_fn(x, y, True), max_steps=5)
+  # The copy resumed at step 3 (no retraining from step 0) and rotated only
+  # its own checkpoints; the original is untouched.
+  assert _ckpt_steps(copy) == [4, 5]
+  assert sorted(os.listdir(original)) == original_files
+  assert _ckpt_steps(original) == [2, 3]
+  w_ref, b_ref, _ = numpy_sgd(x, y, batch=4, steps=5)
+  np.testing.assert_allclose(ckpt_values(est.latest_checkpoint())["w"], w_ref,
+                             rtol=1e-5)
+  moved = str(tmp_path / "moved")
+  shutil.move(original, moved)
+  assert estimator.latest_checkpoint(moved) == os.path.join(
+      moved, "model.ckpt-3")
+  assert estimator.checkpoints_in(moved) == [
+      os.path.join(moved, "model.ckpt-2"), os.path.join(moved, "model.ckpt-3")]
+
+
+def test_checkpoints_found_without_a_state_file(tmp_path):
+  x, y = make_data()
+  model_dir = str(tmp_path)
+  make_estimator(model_dir, save_checkpoints_steps=5).train(
+      make_input_fn(x, y, True), max_steps=10)
+  os.remove(os.path.join(model_dir, "checkpoint"))
+  assert estimator.checkpoints_in(model_dir) == [
+      os.path.join(model_dir, "model.ckpt-5"),
+      os.path.join(model_dir, "model.ckpt-10")]
+  assert estimator.latest_checkpoint(str(tmp_path / "missing")) is None
 
 
 @pytest.mark.parametrize("k", [1, 2])
