@@ -465,6 +465,17 @@ def _fusable_gelu(x):
   return tf.nn.gelu(x, approximate=True)
 
 
+def gelu_exact(x):
+  """GELU with the exact normal CDF: x * (1 + erf(x / sqrt(2))) / 2.
+
+  Google's configs say "gelu" for the tanh approximation (`gelu`); models
+  trained with the erf form (Hugging Face's "gelu", e.g. MiniLM) name this
+  one "gelu_exact" in their bert_config.json. The two differ by up to about
+  1e-3 per value.
+  """
+  return tf.nn.gelu(tf.convert_to_tensor(x), approximate=False)
+
+
 def _activation(activation_string, is_training):
   """`get_activation`, with the fusable GELU when not training."""
   activation = get_activation(activation_string)
@@ -492,7 +503,7 @@ def get_activation(activation_string):
     return None
   act = activation_string.lower()
   activations = {"linear": None, "relu": tf.nn.relu, "gelu": gelu,
-                 "tanh": tf.tanh}
+                 "gelu_exact": gelu_exact, "tanh": tf.tanh}
   if act not in activations:
     raise ValueError("Unsupported activation: %s (hidden_act in the BERT "
                      "config must be one of %s)"

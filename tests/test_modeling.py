@@ -919,6 +919,18 @@ def test_gelu_and_activations():
     modeling.get_activation("swish7")
 
 
+def test_exact_gelu_is_the_erf_form():
+  x = np.linspace(-5, 5, 41)
+  reference = np.array([v * (1.0 + math.erf(v / math.sqrt(2.0))) / 2.0
+                        for v in x])
+  assert modeling.get_activation("gelu_exact") is modeling.gelu_exact
+  got = modeling.gelu_exact(tf.constant(x, tf.float32)).numpy()
+  np.testing.assert_allclose(got, reference, rtol=1e-6, atol=1e-6)
+  # It is a different function from Google's "gelu" (the tanh form).
+  approximate = modeling.gelu(tf.constant(x, tf.float32)).numpy()
+  assert 1e-4 < np.max(np.abs(approximate - reference)) < 1e-2
+
+
 def test_config_round_trip(tmp_path):
   cfg = _tiny_config(hidden_act="relu", hidden_dropout_prob=0.2)
   path = tmp_path / "bert_config.json"
