@@ -41,8 +41,8 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-from tensorflow.core.protobuf import config_pb2
 import host_memory
+import tf_internals
 
 # Resource variables give well-defined read/write ordering under control
 # dependencies, which the step counters and `recompute_grad` rely on.
@@ -265,10 +265,8 @@ def make_step_callable(sess, step_op, fetches):
   nothing before its first call.)
   """
   keys = sorted(fetches)
-  options = config_pb2.CallableOptions(
-      target=[getattr(step_op, "op", step_op).name],
-      fetch=[fetches[key].name for key in keys])
-  run = sess._make_callable_from_options(options)  # pylint: disable=protected-access
+  run = tf_internals.prepared_callable(sess, step_op,
+                                       [fetches[key] for key in keys])
   host_memory.release_freed_heap()
   first_run = True
 

@@ -15,12 +15,10 @@ import contextlib
 
 from absl import logging
 import tensorflow as tf
-# The public tf.config API reports a GPU's current and peak use but not its
-# size; device_lib lists the memory TensorFlow's allocator may use.
-from tensorflow.python.client import device_lib  # pylint: disable=g-direct-tensorflow-import
 
 import estimator
 import memory_plan
+import tf_internals
 
 AUTO = "auto"
 GIB = memory_plan.GIB
@@ -154,16 +152,15 @@ def available_ram(meminfo_path=MEMINFO):
 
 def _smallest_gpu_memory():
   """The GPU with the least memory bounds what every replica may use."""
-  gpus = [device for device in device_lib.list_local_devices()
-          if device.device_type == "GPU"]
-  if not gpus:
+  limits = tf_internals.gpu_memory_limits()
+  if not limits:
     return None
-  smallest = min(gpus, key=lambda device: device.memory_limit)
+  name = min(limits, key=limits.get)
   return DeviceMemory(
-      int(smallest.memory_limit),
+      limits[name],
       "GPU %s, the memory TensorFlow may allocate on it%s" % (
-          smallest.name, " (the smallest of %d GPUs)" % len(gpus)
-          if len(gpus) > 1 else ""))
+          name, " (the smallest of %d GPUs)" % len(limits)
+          if len(limits) > 1 else ""))
 
 
 def device_memory(device_memory_gb=None):
