@@ -41,6 +41,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
+import graph_keys
 import host_memory
 import tf_internals
 
@@ -48,12 +49,6 @@ import tf_internals
 # dependencies, which the step counters and `recompute_grad` rely on.
 tf.compat.v1.enable_resource_variables()
 
-MICRO_STEP_COLLECTION = "micro_step"
-LEARNING_RATE_COLLECTION = "learning_rate"
-LOSS_SCALE_COLLECTION = "loss_scale"
-# Ops that only accumulate a micro-batch (see optimization.py); when present,
-# the loop runs them instead of the train op on the runs that do not apply.
-ACCUMULATE_ONLY_COLLECTION = "accumulate_only_train_op"
 _CHECKPOINT_BASENAME = "model.ckpt"
 # Substrings of the op types that draw random numbers (RandomUniform,
 # StatelessRandomUniformV2, TruncatedNormal, Multinomial, ...).
@@ -231,18 +226,21 @@ class _TrainGraph(collections.namedtuple(
 def _step_fetches(train_op, loss, micro_step, global_step):
   """(step_op, fetches) of a training run that executes `train_op`.
 
-  step_op counts the micro-batch; fetches read the loss, the counters (after
-  the update, so the loop sees the new values) and the learning rate and
-  loss scale when the graph has them.
+  A train op of optimization.create_optimizer advances micro_step itself
+  (graph_keys.MICRO_STEP_ADVANCES); after any other, step_op does. The
+  fetches read the loss, the counters (after the run, so the loop sees the
+  new values) and the learning rate and loss scale when the graph has them.
   """
-  with tf.control_dependencies([train_op]):
-    step_op = micro_step.assign_add(1)
+  step_op = train_op
+  if not tf.compat.v1.get_collection(graph_keys.MICRO_STEP_ADVANCES):
+    with tf.control_dependencies([train_op]):
+      step_op = micro_step.assign_add(1)
   with tf.control_dependencies([step_op]):
     fetches = {"loss": tf.identity(loss),
                "global_step": global_step.read_value(),
                "micro_step": micro_step.read_value()}
-    for key, collection in (("learning_rate", LEARNING_RATE_COLLECTION),
-                            ("loss_scale", LOSS_SCALE_COLLECTION)):
+    for key, collection in (("learning_rate", graph_keys.LEARNING_RATE),
+                            ("loss_scale", graph_keys.LOSS_SCALE)):
       tensors = tf.compat.v1.get_collection(collection)
       if tensors:
         # A tensor (under a strategy, replica 0's), or a variable's value.
@@ -380,11 +378,10 @@ def _run_initializers(sess):
 def _xla_compiles(node_def):
   """Whether the jit scope compiles this op: all but random number ops.
 
-  XLA draws other numbers than TensorFlow's kernels from the same seed
-  (measured: stateless_uniform with a seed read from a variable), so random
-  ops stay TensorFlow kernels and initial values and stateful dropout masks
-  do not depend on --use_xla (stateless masks come from a kernel that is
-  compiled either way, modeling._stateless_keep_mask_16bit).
+  XLA draws other numbers than TensorFlow's kernels from the same seed, so
+  random ops stay TensorFlow kernels and initial values do not depend on
+  --use_xla (dropout masks come from a kernel that is compiled either way,
+  xla_kernels.keep_mask_16bit).
   """
   return not any(kind in node_def.op for kind in _RANDOM_OP_KINDS)
 
@@ -498,12 +495,8 @@ class Estimator(object):
     scope = (strategy.scope() if strategy is not None
              else contextlib.nullcontext())
     with graph.as_default(), scope:
-      global_step = tf.compat.v1.train.get_or_create_global_step()
-      micro_step = tf.compat.v1.get_variable(
-          "micro_step", shape=[], dtype=tf.int64,
-          initializer=tf.compat.v1.zeros_initializer(), trainable=False,
-          collections=[tf.compat.v1.GraphKeys.GLOBAL_VARIABLES,
-                       MICRO_STEP_COLLECTION])
+      global_step = graph_keys.get_or_create_global_step()
+      micro_step = graph_keys.get_or_create_micro_step()
       dataset = _call_input_fn(input_fn, params, skip_batches)
       iterator = tf.compat.v1.data.make_initializable_iterator(dataset)
       if strategy is None:
@@ -515,7 +508,7 @@ class Estimator(object):
       step_op, fetches = _step_fetches(train_op, loss, micro_step,
                                        global_step)
       accumulate_ops = tf.compat.v1.get_collection(
-          ACCUMULATE_ONLY_COLLECTION)
+          graph_keys.ACCUMULATE_ONLY)
       accumulate_only = None
       if accumulate_ops:
         accumulate_only = _step_fetches(tf.group(*accumulate_ops), loss,

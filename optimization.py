@@ -22,6 +22,8 @@ import re
 
 import tensorflow as tf
 
+import graph_keys
+
 # Reads and writes of resource variables follow control dependencies; the
 # ordering guarantees below rely on that.
 tf.compat.v1.enable_resource_variables()
@@ -29,10 +31,6 @@ tf.compat.v1.enable_resource_variables()
 OPTIMIZERS = ("adamw", "lamb")
 EXCLUDE_FROM_WEIGHT_DECAY = ["LayerNorm", "layer_norm", "bias"]
 INITIAL_LOSS_SCALE = 2.0**15
-# Graph collection of the op that only accumulates a micro-batch's gradients
-# when the train op cannot choose between accumulating and applying itself
-# (multi-worker); estimator.py runs it on the runs that do not apply.
-ACCUMULATE_ONLY_COLLECTION = "accumulate_only_train_op"
 
 
 def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps,
@@ -76,10 +74,10 @@ def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps,
   del use_tpu  # There is no TPU path; CPU and GPU share the code below.
   _check_arguments(num_train_steps, num_warmup_steps, num_accumulation_steps,
                    optimizer, loss_scale, loss_scale_growth_interval)
-  global_step = tf.compat.v1.train.get_or_create_global_step()
+  global_step = graph_keys.get_or_create_global_step()
   learning_rate = _learning_rate(global_step, init_lr, num_train_steps,
                                  num_warmup_steps)
-  tf.compat.v1.add_to_collection("learning_rate", learning_rate)
+  tf.compat.v1.add_to_collection(graph_keys.LEARNING_RATE, learning_rate)
   opt = _make_optimizer(optimizer, learning_rate, weight_decay_rate)
   if tvars is None:
     tvars = tf.compat.v1.trainable_variables()
@@ -95,10 +93,22 @@ def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps,
                    half_squared_norms)
 
   if num_accumulation_steps == 1:
-    done = update(_all_reduce_mean(grads, tvars))
+    done = [update(_all_reduce_mean(grads, tvars)), _advance_micro_step(grads)]
   else:
     done = _accumulate(grads, tvars, num_accumulation_steps, update)
   return tf.group(done, name="train_op")
+
+
+def _advance_micro_step(after):
+  """Op adding 1 to this replica's micro_step once `after` (tensors or
+  ops) exist, i.e. after every read of it in the forward and backward
+  passes (dropout masks). Recorded in graph_keys.MICRO_STEP_ADVANCES, so the
+  runner does not count the run a second time."""
+  micro_step = graph_keys.get_or_create_micro_step()
+  with tf.control_dependencies([_values(dep) for dep in after]):
+    advanced = _local(micro_step).assign_add(1, read_value=False)
+  tf.compat.v1.add_to_collection(graph_keys.MICRO_STEP_ADVANCES, advanced)
+  return advanced
 
 
 def _check_arguments(num_train_steps, num_warmup_steps, num_accumulation_steps,
@@ -250,7 +260,7 @@ def _accumulate(grads, tvars, num_accumulation_steps, update):
   (MultiWorkerMirroredStrategy), TF 2.21 graph-mode sessions abort a
   collective inside a tf.cond ("Delete called on non-empty BufRendezvous"):
   there the returned op always all-reduces and applies, and the op that only
-  accumulates goes to the graph collection ACCUMULATE_ONLY_COLLECTION, which
+  accumulates goes to the graph collection graph_keys.ACCUMULATE_ONLY, which
   the runner (estimator.py) runs on the k - 1 runs of an update that do not
   apply.
 
@@ -279,18 +289,14 @@ def _accumulate(grads, tvars, num_accumulation_steps, update):
   sparse = [i for i, g in enumerate(grads) if isinstance(g, tf.IndexedSlices)]
   row_norms = [accumulator(_variable_name(tvars[i]) +
                            "/accum_half_squared_norm", []) for i in sparse]
-  # A global (checkpointed) counter: a run that stops between updates saves
-  # partial sums together with the count they belong to.
-  accum_step = tf.compat.v1.get_variable(
-      "accum_step", shape=[], dtype=tf.int64, trainable=False,
-      initializer=tf.compat.v1.zeros_initializer())
   adds = [_add_to(_local(a), g) for a, g in zip(accumulators, grads)]
   adds += [_local(a).assign_add(_half_squared_norm(grads[i]), read_value=False)
            for a, i in zip(row_norms, sparse)]
-  with tf.control_dependencies(adds):
-    counted = _local(accum_step).assign_add(1, read_value=False)
+  # micro_step is checkpointed: a run that stops between updates saves the
+  # partial sums together with the count they belong to.
+  counted = _advance_micro_step(adds)
   with tf.control_dependencies([counted]):
-    count = accum_step.read_value()
+    count = graph_keys.get_micro_step().read_value()
     sums = [a.read_value() for a in accumulators + row_norms]
 
   def apply_mean(totals):
@@ -310,7 +316,7 @@ def _accumulate(grads, tvars, num_accumulation_steps, update):
 
   destinations = tvars + row_norms
   if across_processes:
-    tf.compat.v1.add_to_collection(ACCUMULATE_ONLY_COLLECTION, counted)
+    tf.compat.v1.add_to_collection(graph_keys.ACCUMULATE_ONLY, counted)
     return apply_mean(_all_reduce_mean(sums, destinations))
   applies = tf.equal(count % num_accumulation_steps, 0)
   # The all-reduce (a no-op with one replica) runs only on applying runs.
@@ -495,7 +501,7 @@ class _DynamicLossScale(object):
     self.good_steps = tf.compat.v1.get_variable(
         "loss_scale_good_steps", shape=[], dtype=tf.int64, trainable=False,
         initializer=tf.compat.v1.zeros_initializer())
-    tf.compat.v1.add_to_collection("loss_scale", self.scale)
+    tf.compat.v1.add_to_collection(graph_keys.LOSS_SCALE, self.scale)
     # One read per run, used to scale and unscale: both see the same value.
     self._value = self.scale.read_value()
 

@@ -213,24 +213,15 @@ def _ours_step_fn(spec):
     dataset = tf.data.Dataset.from_tensors(features).repeat()
     batch = tf.compat.v1.data.make_one_shot_iterator(dataset).get_next()
     training = spec["training"]
-    if training:
-      # As the runner does: dropout masks are keyed on micro_step.
-      tf.compat.v1.train.get_or_create_global_step()
-      micro_step = tf.compat.v1.get_variable(
-          "micro_step", shape=[], dtype=tf.int64, trainable=False,
-          initializer=tf.compat.v1.zeros_initializer(),
-          collections=[tf.compat.v1.GraphKeys.GLOBAL_VARIABLES,
-                       modeling.MICRO_STEP_COLLECTION])
     (loss, _, logits, _) = run_classifier.create_model(
         config, training, batch["input_ids"], batch["input_mask"],
         batch["segment_ids"], batch["label_ids"], NUM_LABELS, False,
         gradient_checkpointing=spec["checkpointing"],
         compute_dtype=compute_dtype, skip_padding=spec["skip_padding"])
     if training:
-      train_op = optimization.create_optimizer(
+      # The train op advances micro_step, on which dropout masks depend.
+      fetch = optimization.create_optimizer(
           loss, 2e-5, num_train_steps=10000, num_warmup_steps=1000)
-      with tf.control_dependencies([train_op]):
-        fetch = micro_step.assign_add(1)
     else:
       fetch = logits
     init = tf.compat.v1.global_variables_initializer()

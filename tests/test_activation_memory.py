@@ -22,34 +22,41 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # 0.5 MB, [B,S,I] 2 MB, [B,A,S,S] 1 MB. Autodiff of the original's formulas
 # keeps per layer about 12 [B,S,H], 4 [B,S,I] (GELU's input, cube, tanh and
 # output) and 2 [B,A,S,S] plus masks: about 17 MB, 135 MB for 8 layers.
-# On its long-sequence path (forced here at 128 tokens by setting
-# modeling._KEEP_FOR_SEQ_LENGTH_AT_MOST to 0), modeling.py keeps 8 [B,S,H]
-# (the layer input, query, key, value, context,
-# two normalized LayerNorm values and the intermediate matmul's input), one
-# [B,S,I] (GELU's input: the output matmul computes GELU again in its
-# backward pass) and the hidden dropout masks, no [B,A,S,S] (attention
-# computes its probabilities again): about 6.5 MB per layer, 52 MB in all.
-# Checkpointing keeps, per recomputed layer, its input and the input of its
-# last LayerNorm (2 x 0.5 MB), the whole last layer, and the activations of
-# the layer being recomputed.
+# With keep_activations_up_to=0 (the long-sequence path, here at 128
+# tokens) modeling.py keeps 8 [B,S,H] (the layer input, query, key, value,
+# context, two normalized LayerNorm values and the intermediate matmul's
+# input), one [B,S,I] (GELU's input: the output matmul computes GELU again
+# in its backward pass) and the hidden dropout masks, no [B,A,S,S]
+# (attention computes its probabilities again): about 6.5 MB per layer,
+# 52 MB in all. Checkpointing keeps, per recomputed layer, its input and the
+# input of its last LayerNorm (2 x 0.5 MB), the whole last layer, and the
+# activations of the layer being recomputed.
+#
+# Each lean piece of lean_gradients.py is also measured against autodiff of
+# the plain formula inside the same 8-layer encoder (`encoder_peak`), built
+# here from either.
 _CHILD = r"""
 import json, math, sys
 import tensorflow as tf
+import dropout_masks
+import lean_gradients
 import modeling
 
 CONFIG = modeling.BertConfig(
     vocab_size=64, hidden_size=128, num_hidden_layers=8,
     num_attention_heads=2, intermediate_size=512,
     max_position_embeddings=128)
+B, S, H, A, I = 8, 128, 128, 2, 512
 
 
-def autodiff_gelu(x):
+def plain_gelu(x):
   return x * 0.5 * (1.0 + tf.tanh(math.sqrt(2.0 / math.pi) *
                                   (x + 0.044715 * tf.pow(x, 3))))
 
 
-def autodiff_attention_context(query, key, value, adder, draw_keep,
-                               dropout_prob):
+def plain_attention_context(query, key, value, adder, draw_keep,
+                            dropout_prob, policy):
+  del policy
   scores = tf.matmul(query, key, transpose_b=True) * (
       1.0 / math.sqrt(float(query.shape[-1]))) + adder
   probs = tf.nn.softmax(scores)
@@ -58,11 +65,7 @@ def autodiff_attention_context(query, key, value, adder, draw_keep,
   return tf.matmul(dropped, value)
 
 
-def autodiff_matmul_of_activation(x, kernel, activation):
-  return tf.matmul(activation(x), kernel)
-
-
-def autodiff_normalize(x, gamma, beta):
+def plain_normalize(x, gamma, beta):
   mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
   return tf.nn.batch_normalization(x, mean, variance, beta, gamma, 1e-12)
 
@@ -77,59 +80,114 @@ def measured_peak(sess, fetch):
   return tf.config.experimental.get_memory_info("CPU:0")["peak"] - before
 
 
-# Forward and backward pass of one attention as a checkpointed layer's
-# recomputation builds it: [B,A,S,S] 4 MiB, [B,A,S,H] 0.5 MiB.
-def recomputed_attention_peak_bytes():
-  with tf.Graph().as_default():
-    tf.compat.v1.train.get_or_create_global_step()
-    query, key, value = [tf.random.uniform([8, 8, 128, 16], seed=seed)
-                         for seed in range(3)]
-    adder = tf.zeros([8, 1, 128, 128])
-    draw_keep = modeling._attention_keep_mask_drawer([8, 8, 128, 128], 0.1)
-    with modeling._recomputation():
-      context = modeling._attention_context(query, key, value, adder,
-                                            draw_keep, 0.1)
-    grads = tf.gradients(tf.reduce_sum(tf.square(context)),
-                         [query, key, value])
-    total = tf.add_n([tf.reduce_sum(g) for g in grads])
-    with tf.compat.v1.Session() as sess:
-      sess.run(tf.compat.v1.global_variables_initializer())
-      return measured_peak(sess, total)
-
-
-def peak_bytes(checkpointing):
+def gradient_peak(loss_fn):
   with tf.Graph().as_default():
     tf.compat.v1.set_random_seed(1)
-    tf.compat.v1.train.get_or_create_global_step()
-    ids = tf.random.uniform([8, 128], maxval=64, dtype=tf.int32, seed=1)
-    model = modeling.BertModel(CONFIG, is_training=True, input_ids=ids,
-                               gradient_checkpointing=checkpointing)
-    loss = tf.reduce_mean(tf.square(model.get_sequence_output()))
+    dropout_masks.ensure_counters()
+    loss = loss_fn()
     grads = tf.gradients(loss, tf.compat.v1.trainable_variables())
-    # One scalar out, so the gradients die as soon as they are summed (the
-    # pooler, unused here, has none).
+    # One scalar out, so the gradients die as soon as they are summed.
     total = tf.add_n([tf.reduce_sum(g) for g in grads if g is not None])
     with tf.compat.v1.Session() as sess:
       sess.run(tf.compat.v1.global_variables_initializer())
       return measured_peak(sess, total)
 
 
-peaks = {"kept": peak_bytes(False)}
-# The long-sequence path (computing again in the backward pass) at 128 tokens.
-modeling._KEEP_FOR_SEQ_LENGTH_AT_MOST = 0
-peaks.update({"off": peak_bytes(False), "on": peak_bytes(True)})
-lean_attention_context = modeling._attention_context
-modeling._attention_context = autodiff_attention_context
-peaks["autodiff_attention"] = peak_bytes(False)
-peaks["recomputed_autodiff_attention"] = recomputed_attention_peak_bytes()
-modeling._attention_context = lean_attention_context
-peaks["recomputed_attention"] = recomputed_attention_peak_bytes()
-modeling._matmul_of_activation = autodiff_matmul_of_activation
-peaks["autodiff_gelu_output"] = peak_bytes(False)
-modeling.gelu = autodiff_gelu
-modeling._attention_context = autodiff_attention_context
-modeling._normalize = autodiff_normalize
-peaks["autodiff"] = peak_bytes(False)
+def model_loss(**kwargs):
+  ids = tf.random.uniform([B, S], maxval=64, dtype=tf.int32, seed=1)
+  model = modeling.BertModel(CONFIG, is_training=True, input_ids=ids,
+                             **kwargs)
+  return tf.reduce_mean(tf.square(model.get_sequence_output()))
+
+
+def dense(x, width, name, weight_variance=0.02):
+  kernel = tf.compat.v1.get_variable(
+      name, [x.shape[-1], width],
+      initializer=tf.compat.v1.truncated_normal_initializer(stddev=0.02))
+  return tf.matmul(x, kernel)
+
+
+def encoder_loss(attention, gelu_output, gelu_and_layer_norm):
+  lean = lambda choice: choice == "lean"
+  context_fn = (lean_gradients.attention_context if lean(attention)
+                else plain_attention_context)
+  gelu = lean_gradients.tanh_gelu if lean(gelu_and_layer_norm) else plain_gelu
+  normalize = (lean_gradients.normalize if lean(gelu_and_layer_norm)
+               else plain_normalize)
+  policy = lean_gradients.BackwardPolicy(keep_activations_up_to=0)
+
+  def layer_norm(x, name):
+    return normalize(x, tf.compat.v1.get_variable(name + "g", [H]),
+                     tf.compat.v1.get_variable(name + "b", [H]))
+
+  def heads(x):
+    return tf.transpose(tf.reshape(x, [B, S, A, H // A]), [0, 2, 1, 3])
+
+  rows = tf.random.uniform([B * S, H], seed=2)
+  adder = tf.zeros([B, 1, S, S])
+  for layer in range(8):
+    with tf.compat.v1.variable_scope("layer_%d" % layer):
+      draw = dropout_masks.keep_mask_drawer([B, A, S, S], 0.1, "probs")
+      context = context_fn(heads(dense(rows, H, "q")), heads(dense(rows, H, "k")),
+                           heads(dense(rows, H, "v")), adder, draw, 0.1,
+                           policy)
+      context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [B * S, H])
+      hidden = layer_norm(modeling.dropout(dense(context, H, "o"), 0.1) +
+                          rows, "ln1")
+      intermediate = dense(hidden, I, "i")
+      kernel = tf.compat.v1.get_variable("out", [I, H])
+      if lean(gelu_output):
+        output = lean_gradients.matmul_of_activation(intermediate, kernel,
+                                                     gelu)
+      else:
+        output = tf.matmul(gelu(intermediate), kernel)
+      rows = layer_norm(modeling.dropout(output, 0.1) + hidden, "ln2")
+  return tf.reduce_mean(tf.square(rows))
+
+
+def encoder_peak(**choices):
+  return gradient_peak(lambda: encoder_loss(**choices))
+
+
+# Forward and backward pass of one attention as a checkpointed layer's
+# recomputation builds it: [B,A,S,S] 4 MiB, [B,A,S,H] 0.5 MiB.
+def recomputed_attention_peak_bytes(context_fn):
+  def loss():
+    query, key, value = [tf.random.uniform([8, 8, 128, 16], seed=seed)
+                         for seed in range(3)]
+    tf.compat.v1.get_variable("unused", [1])  # gradient_peak needs one.
+    draw_keep = dropout_masks.keep_mask_drawer([8, 8, 128, 128], 0.1)
+    context = context_fn(query, key, value, tf.zeros([8, 1, 128, 128]),
+                         draw_keep, 0.1,
+                         lean_gradients.BackwardPolicy(in_recomputation=True))
+    grads = tf.gradients(tf.reduce_sum(tf.square(context)),
+                         [query, key, value])
+    return tf.add_n([tf.reduce_sum(g) for g in grads])
+  with tf.Graph().as_default():
+    dropout_masks.ensure_counters()
+    total = loss()
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      return measured_peak(sess, total)
+
+
+all_lean = dict(attention="lean", gelu_output="lean", gelu_and_layer_norm="lean")
+peaks = {
+    "kept": gradient_peak(model_loss),
+    "off": gradient_peak(lambda: model_loss(keep_activations_up_to=0)),
+    "on": gradient_peak(lambda: model_loss(keep_activations_up_to=0,
+                                           gradient_checkpointing=True)),
+    "lean_encoder": encoder_peak(**all_lean),
+    "autodiff_attention": encoder_peak(**dict(all_lean, attention="plain")),
+    "autodiff_gelu_output": encoder_peak(**dict(all_lean,
+                                                gelu_output="plain")),
+    "autodiff": encoder_peak(attention="plain", gelu_output="plain",
+                             gelu_and_layer_norm="plain"),
+    "recomputed_attention": recomputed_attention_peak_bytes(
+        lean_gradients.attention_context),
+    "recomputed_autodiff_attention": recomputed_attention_peak_bytes(
+        plain_attention_context),
+}
 print(json.dumps(peaks))
 """
 
@@ -154,22 +212,23 @@ def test_checkpointing_lowers_the_allocator_peak(peaks):
 def test_lean_gelu_attention_and_layer_norm_lower_the_allocator_peak(peaks):
   assert peaks["autodiff"] > 100e6, peaks
   # About 80 MB of the 8 layers' activations are not kept.
-  assert peaks["autodiff"] - peaks["off"] > 50e6, peaks
+  assert peaks["autodiff"] - peaks["lean_encoder"] > 50e6, peaks
+  # The model keeps what the lean encoder keeps (plus embeddings).
+  assert abs(peaks["off"] - peaks["lean_encoder"]) < 0.25 * peaks["off"], (
+      peaks)
 
 
 def test_attention_keeps_no_probabilities_for_its_backward_pass(peaks):
   # Autodiff keeps two float32 [B,A,S,S] (1 MB each) and the bool mask
   # (0.25 MB) per layer; ours computes them again: 18 MB over 8 layers.
-  assert peaks["autodiff_attention"] - peaks["off"] > 13e6, peaks
+  assert peaks["autodiff_attention"] - peaks["lean_encoder"] > 13e6, peaks
 
 
 def test_recomputed_attention_holds_two_probability_sized_tensors(peaks):
   # Inside a layer's recomputation autodiff holds four float32 [B,A,S,S]
   # (4 MiB each here) at once in the attention's backward pass (the
   # probabilities, the dropped probabilities, their gradient and the
-  # softmax's); ours two (the probabilities and their gradient). Measured:
-  # 19.5 against 12.7-13.3 MB; 16.9 MB before, when the recomputation
-  # differentiated modeling's own formula by autodiff (fails: checked).
+  # softmax's); ours two (the probabilities and their gradient).
   assert (peaks["recomputed_autodiff_attention"] -
           peaks["recomputed_attention"] > 1.1 * 4 * 2**20), peaks
 
@@ -185,4 +244,4 @@ def test_short_sequences_keep_probabilities_and_gelu_output(peaks):
 def test_gelu_output_is_not_kept_for_the_output_matmul(peaks):
   # Autodiff of matmul(gelu(x), kernel) keeps gelu(x), one float32 [B,S,I]
   # (2 MB) per layer; ours computes it again: 16 MB over 8 layers.
-  assert peaks["autodiff_gelu_output"] - peaks["off"] > 11e6, peaks
+  assert peaks["autodiff_gelu_output"] - peaks["lean_encoder"] > 11e6, peaks

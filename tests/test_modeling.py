@@ -7,7 +7,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import dropout_masks
+import lean_gradients
 import modeling
+import xla_kernels
 
 TINY = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2,
             num_attention_heads=4, intermediate_size=37,
@@ -210,9 +213,14 @@ def test_variable_names_and_shapes_are_googles():
            for v in tf.compat.v1.global_variables()}
     trainable = {v.op.name for v in tf.compat.v1.trainable_variables()}
     assert model.get_embedding_table().shape.as_list() == [99, 32]
+  # Training-mode dropout reads the two step counters, made at the root.
+  assert got.pop("global_step") == [] and got.pop("micro_step") == []
   assert got == _google_variable_shapes(cfg)
   assert trainable == set(got)
   assert len(got) == 5 + 16 * 2 + 2
+  with tf.Graph().as_default():
+    modeling.BertModel(cfg, is_training=False, input_ids=tf.constant(IDS))
+    assert {v.op.name for v in tf.compat.v1.global_variables()} == set(got)
 
 
 def test_checkpoint_with_google_names_loads(tmp_path):
@@ -346,11 +354,11 @@ def _training_model(cfg, gradient_checkpointing, graph_seed, micro_step,
 def _num_stateless_mask_draws(graph):
   """Calls of the compiled stateless dropout-mask kernel in `graph`."""
   return sum(op.type in ("PartitionedCall", "StatefulPartitionedCall") and
-             "_stateless_keep_mask_16bit" in op.get_attr("f").name
+             "keep_mask_16bit" in op.get_attr("f").name
              for op in graph.get_operations())
 
 
-def _gradients(arrays, gradient_checkpointing):
+def _gradients(arrays, gradient_checkpointing, keep_activations_up_to=384):
   """Training-mode (dropout 0.1) gradients of a fixed scalar loss.
 
   Returns:
@@ -359,7 +367,8 @@ def _gradients(arrays, gradient_checkpointing):
   """
   cfg = _tiny_config()
   with tf.Graph().as_default() as graph:
-    model = _training_model(cfg, gradient_checkpointing, 1234, 7)
+    model = _training_model(cfg, gradient_checkpointing, 1234, 7,
+                            keep_activations_up_to=keep_activations_up_to)
     rng = np.random.RandomState(0)
     loss = (tf.reduce_sum(model.get_sequence_output() *
                           rng.randn(2, 10, 32).astype(np.float32)) +
@@ -380,15 +389,14 @@ def _gradients(arrays, gradient_checkpointing):
 
 
 @pytest.mark.parametrize("long_sequence_path", [False, True])
-def test_gradient_checkpointing_gives_identical_gradients(
-    monkeypatch, long_sequence_path):
-  if long_sequence_path:
-    # Attention and the output matmul compute again in the backward pass
-    # what the short-sequence path (10 tokens here) keeps.
-    monkeypatch.setattr(modeling, "_KEEP_FOR_SEQ_LENGTH_AT_MOST", 0)
+def test_gradient_checkpointing_gives_identical_gradients(long_sequence_path):
+  # On the long-sequence path attention and the output matmul compute again
+  # in the backward pass what the short-sequence path keeps.
+  keep = 0 if long_sequence_path else 384
   arrays = _random_weights(_tiny_config(), seed=11)
-  names, plain, plain_masks, plain_matmuls = _gradients(arrays, False)
-  ckpt_names, recomputed, ckpt_masks, ckpt_matmuls = _gradients(arrays, True)
+  names, plain, plain_masks, plain_matmuls = _gradients(arrays, False, keep)
+  ckpt_names, recomputed, ckpt_masks, ckpt_matmuls = _gradients(arrays, True,
+                                                                keep)
   assert ckpt_names == names
   # 1 embedding + 3 per layer dropout sites, and 3 for the last layer's
   # first-token pass (the pooler's). Recomputation draws the 3 masks of every
@@ -409,32 +417,42 @@ def test_gradient_checkpointing_gives_identical_gradients(
     assert ckpt_masks == plain_masks + (3 - 1) * 1
     assert ckpt_matmuls == plain_matmuls + 7 - 1, (plain_matmuls,
                                                    ckpt_matmuls)
-  for (name, _), a, b in zip(names, plain, recomputed):
-    assert np.abs(a).max() > 0, name
-    np.testing.assert_allclose(b, a, atol=1e-5, rtol=1e-5, err_msg=name)
+  _assert_same_gradients(names, plain, recomputed)
 
 
-def test_short_sequences_keep_what_long_ones_compute_again(monkeypatch):
-  """At most _KEEP_FOR_SEQ_LENGTH_AT_MOST tokens: the backward pass draws
-  no attention mask again and computes no scores again; one token more and
-  it does both, for each of the 3 attentions."""
+def _assert_same_gradients(names, expected, got):
+  """float32 gradients equal up to rounding. The absolute tolerance is
+  scaled to the largest gradient: some (the key biases') are 0 in exact
+  arithmetic and rounding noise here."""
+  scale = max(np.abs(a).max() for a in expected)
+  for (name, _), a, b in zip(names, expected, got):
+    assert name.endswith("key/bias") or np.abs(a).max() > 1e-3 * scale, name
+    np.testing.assert_allclose(b, a, atol=1e-5 * scale, rtol=1e-4,
+                               err_msg=name)
+
+
+def test_short_sequences_keep_what_long_ones_compute_again():
+  """Up to keep_activations_up_to tokens the backward pass draws no
+  attention mask again and computes no scores again; one token more and it
+  does both, for each of the 3 attentions; None keeps at any length."""
   arrays = _random_weights(_tiny_config(), seed=11)
-  monkeypatch.setattr(modeling, "_KEEP_FOR_SEQ_LENGTH_AT_MOST", 10)
-  _, kept, kept_masks, kept_matmuls = _gradients(arrays, False)
-  monkeypatch.setattr(modeling, "_KEEP_FOR_SEQ_LENGTH_AT_MOST", 9)
-  _, again, again_masks, again_matmuls = _gradients(arrays, False)
+  names, kept, kept_masks, kept_matmuls = _gradients(arrays, False, 10)
+  _, again, again_masks, again_matmuls = _gradients(arrays, False, 9)
+  _, always, always_masks, always_matmuls = _gradients(arrays, False, None)
   assert again_masks == kept_masks + 3
   assert again_matmuls == kept_matmuls + 3
-  for a, b in zip(kept, again):
-    np.testing.assert_allclose(b, a, atol=1e-5, rtol=1e-5)
+  assert (always_masks, always_matmuls) == (kept_masks, kept_matmuls)
+  _assert_same_gradients(names, kept, again)
+  _assert_same_gradients(names, kept, always)
 
 
 def _compiled_calls_of_training_graph(num_layers, device):
   """(compiled function calls, their distinct functions) in the gradients
-  graph of a checkpointed training-mode model built on `device`."""
+  graph of a checkpointed training-mode model built on `device`, on the
+  path that computes GELU and attention masks again in the backward pass."""
   with tf.Graph().as_default() as graph, tf.device(device):
     model = _training_model(_tiny_config(num_hidden_layers=num_layers), True,
-                            1234, 7)
+                            1234, 7, keep_activations_up_to=0)
     tf.gradients(tf.reduce_sum(model.get_sequence_output()),
                  tf.compat.v1.trainable_variables())
   calls = [op for op in graph.get_operations()
@@ -443,12 +461,11 @@ def _compiled_calls_of_training_graph(num_layers, device):
   return calls, {op.get_attr("f").name for op in calls}
 
 
-def test_compiled_kernels_are_traced_once_for_all_layers(monkeypatch):
+def test_compiled_kernels_are_traced_once_for_all_layers():
   """GELU and dropout-mask kernels called in backward passes, which build
   each gradient colocated with its forward op, share one traced (so one
   XLA-compiled) function per shape, however deep the model, and stay on
   the forward op's device."""
-  monkeypatch.setattr(modeling, "_KEEP_FOR_SEQ_LENGTH_AT_MOST", 0)
   device = "/device:CPU:1"
   shallow_calls, shallow = _compiled_calls_of_training_graph(2, device)
   deep_calls, deep = _compiled_calls_of_training_graph(6, device)
@@ -521,62 +538,6 @@ def test_pooled_output_alone_skips_the_full_last_layer():
   assert not _executed_matmuls(metadata, "bert/encoder/layer_1/")
 
 
-def _autodiff_gelu(x):
-  """The original's GELU formula, differentiated by TensorFlow's autodiff."""
-  return x * 0.5 * (1.0 + tf.tanh(math.sqrt(2.0 / math.pi) *
-                                  (x + 0.044715 * tf.pow(x, 3))))
-
-
-def _autodiff_attention_context(query, key, value, adder, draw_keep,
-                                dropout_prob):
-  """Google's scores -> softmax -> dropout -> matmul, differentiated by
-  autodiff (which keeps the probabilities and the mask)."""
-  scores = tf.cast(tf.matmul(query, key, transpose_b=True), tf.float32)
-  scores = scores * (1.0 / math.sqrt(float(query.shape[-1])))
-  if adder is not None:
-    scores += adder
-  probs = tf.cast(tf.nn.softmax(scores), value.dtype)
-  if draw_keep is not None:
-    probs = tf.where(draw_keep(), probs / (1.0 - dropout_prob),
-                     tf.zeros_like(probs))
-  return tf.matmul(probs, value)
-
-
-def _autodiff_matmul_of_activation(x, kernel, activation):
-  """matmul(activation(x), kernel), differentiated by autodiff (which keeps
-  the activation's output)."""
-  return tf.matmul(activation(x), kernel)
-
-
-def _autodiff_normalize(x, gamma, beta):
-  """The original's LayerNorm (moments, batch_normalization), autodiff."""
-  mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
-  return tf.nn.batch_normalization(x, mean, variance, offset=beta,
-                                   scale=gamma, variance_epsilon=1e-12)
-
-
-def test_lean_gelu_attention_and_layer_norm_give_autodiff_gradients(
-    monkeypatch):
-  """modeling's hand-written GELU, attention, GELU-then-matmul and LayerNorm
-  gradients (which keep fewer tensors) equal autodiff of the plain formulas,
-  dropout 0.1 on."""
-  # The long-sequence path, which computes attention's probabilities and
-  # GELU's output again in the backward pass.
-  monkeypatch.setattr(modeling, "_KEEP_FOR_SEQ_LENGTH_AT_MOST", 0)
-  arrays = _random_weights(_tiny_config(), seed=12)
-  names, lean, _, _ = _gradients(arrays, False)
-  monkeypatch.setattr(modeling, "gelu", _autodiff_gelu)
-  monkeypatch.setattr(modeling, "_attention_context",
-                      _autodiff_attention_context)
-  monkeypatch.setattr(modeling, "_matmul_of_activation",
-                      _autodiff_matmul_of_activation)
-  monkeypatch.setattr(modeling, "_normalize", _autodiff_normalize)
-  _, autodiff, _, _ = _gradients(arrays, False)
-  for (name, _), a, b in zip(names, autodiff, lean):
-    assert np.abs(a).max() > 0, name
-    np.testing.assert_allclose(b, a, atol=1e-5, rtol=1e-5, err_msg=name)
-
-
 @pytest.mark.parametrize("compute_dtype", ["bfloat16", "float32"])
 def test_attention_probs_scale_and_mask_in_compute_dtype(compute_dtype):
   """Scores scaled and masked in the compute dtype (fused into the matmul by
@@ -592,7 +553,7 @@ def test_attention_probs_scale_and_mask_in_compute_dtype(compute_dtype):
   with tf.Graph().as_default():
     q, k = (tf.cast(tf.constant(a), dtype) for a in (query, key))
     raw = tf.matmul(q, k, transpose_b=True)
-    probs = modeling._attention_probs(  # pylint: disable=protected-access
+    probs = lean_gradients.attention_probs(
         q, k, tf.constant((1.0 - allowed) * -10000.0))
     with tf.compat.v1.Session() as sess:
       got, rounded = sess.run([probs, tf.cast(raw, tf.float64)])
@@ -655,7 +616,7 @@ def test_layer_norm_gradient_matches_finite_differences():
   tensors = [tf.constant(a) for a in (x, gamma, beta)]
   with tf.GradientTape() as tape:
     tape.watch(tensors)
-    loss = tf.reduce_sum(modeling._normalize(*tensors) * weights)  # pylint: disable=protected-access
+    loss = tf.reduce_sum(lean_gradients.normalize(*tensors) * weights)
   got = tape.gradient(loss, tensors)
   np.testing.assert_allclose(loss.numpy(), np_loss(x, gamma, beta),
                              rtol=1e-12)
@@ -684,27 +645,55 @@ def _dropout_graph(p=0.1):
 
 
 def test_dropout_mask_is_function_of_site_and_step():
+  """Each call draws its own mask (a second call at the same site too); a
+  call draws the same mask on every run until micro_step or global_step
+  changes; the drop rate and scale are p and 1 / (1 - p)."""
   p = 0.1
   with tf.Graph().as_default():
     tf.compat.v1.set_random_seed(5)
     step, first, again, named = _dropout_graph(p)
+    global_step = tf.compat.v1.train.get_global_step()
     with tf.compat.v1.Session() as sess:
       sess.run(tf.compat.v1.global_variables_initializer())
       a0, b0, n0 = sess.run((first, again, named))
       a0_rerun = sess.run(first)
       sess.run(step.assign(1))
       a1 = sess.run(first)
+      sess.run(global_step.assign(1))
+      a2 = sess.run(first)
 
   np.testing.assert_array_equal(a0, a0_rerun)
-  np.testing.assert_array_equal(a0, b0)   # same site, same step
-  assert np.mean((a0 == 0) != (n0 == 0)) > 0.1  # other site
-  assert np.mean((a0 == 0) != (a1 == 0)) > 0.1  # other step
-  for out in (a0, n0, a1):
+  for other in (b0, n0, a1, a2):  # another call, site, micro-step, update
+    assert np.mean((a0 == 0) != (other == 0)) > 0.1
+  for out in (a0, b0, n0, a1, a2):
     dropped = np.mean(out == 0)
     assert abs(dropped - p) < 0.015
     kept = out[out != 0]
     np.testing.assert_allclose(kept, 1.0 / (1.0 - p), rtol=1e-6)
     assert abs(out.mean() - 1.0) < 0.02
+
+
+def test_replayed_sites_draw_the_recorded_masks():
+  """A block replaying a recording draws, site by site and in order, the
+  masks of the recorded calls; outside it, new calls draw new masks."""
+  with tf.Graph().as_default():
+    x = tf.ones([64, 64])
+    with tf.compat.v1.variable_scope("layer"):
+      with dropout_masks.recording_sites() as recording:
+        first = modeling.dropout(x, 0.2)
+        second = modeling.dropout(x, 0.2)
+      with dropout_masks.replaying_sites(recording):
+        first_again = modeling.dropout(x, 0.2)
+        second_again = modeling.dropout(x, 0.2)
+      fresh = modeling.dropout(x, 0.2)
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      a, b, a2, b2, c = sess.run((first, second, first_again, second_again,
+                                  fresh))
+  np.testing.assert_array_equal(a, a2)
+  np.testing.assert_array_equal(b, b2)
+  for one, other in ((a, b), (a, c), (b, c)):
+    assert np.mean((one == 0) != (other == 0)) > 0.1
 
 
 def test_dropout_mask_rate_and_independence_of_neighbours():
@@ -716,7 +705,7 @@ def test_dropout_mask_rate_and_independence_of_neighbours():
   size = 2**21 + 3
   with tf.Graph().as_default():
     _add_micro_step(3)
-    keep = modeling._keep_mask_drawer([size], p, "rate")()
+    keep = dropout_masks.keep_mask([size], p, "rate")
     with tf.compat.v1.Session() as sess:
       sess.run(tf.compat.v1.global_variables_initializer())
       dropped = ~sess.run(keep)
@@ -749,7 +738,7 @@ def test_stateless_keep_mask_is_splitmix64_stream():
         key + np.arange(1, 28, dtype=np.uint64) * gamma)
   values = draws.astype("<u8").view("<u2")[:105].reshape(shape)
   with tf.Graph().as_default():
-    keep = modeling._stateless_keep_mask_16bit(
+    keep = xla_kernels.keep_mask_16bit(
         tf.constant(shape, tf.int64), tf.constant(seed),
         tf.constant(6554, tf.uint16))
     with tf.compat.v1.Session() as sess:
@@ -787,23 +776,24 @@ def test_stateless_dropout_with_a_batch_size_known_only_at_run_time():
   assert abs(np.mean(large == 0) - 0.25) < 0.03
 
 
-def test_dropout_falls_back_to_global_step_then_stateful():
+def test_dropout_makes_its_step_counters_at_the_root():
+  """Without counters, a dropout call (here inside a variable scope) makes
+  global_step and micro_step at the graph's root, one mask kernel call, and
+  its masks change with the global step (an optimizer's update)."""
   with tf.Graph().as_default():
-    global_step = tf.compat.v1.train.get_or_create_global_step()
-    y = modeling.dropout(tf.ones([64, 128]), 0.2)
+    with tf.compat.v1.variable_scope("head"):
+      y = modeling.dropout(tf.ones([64, 128]), 0.2)
     assert _num_stateless_mask_draws(tf.compat.v1.get_default_graph()) == 1
+    names = sorted(v.op.name for v in tf.compat.v1.global_variables())
+    assert names == ["global_step", "micro_step"]
     with tf.compat.v1.Session() as sess:
       sess.run(tf.compat.v1.global_variables_initializer())
       first, first_again = sess.run(y), sess.run(y)
-      sess.run(global_step.assign(1))
+      sess.run(tf.compat.v1.train.get_global_step().assign(1))
       second = sess.run(y)
   np.testing.assert_array_equal(first, first_again)
   assert np.mean((first == 0) != (second == 0)) > 0.1
-  with tf.Graph().as_default():
-    y = modeling.dropout(tf.ones([64, 128]), 0.2)
-    with tf.compat.v1.Session() as sess:
-      out = sess.run(y)
-  assert abs(np.mean(out == 0) - 0.2) < 0.03
+  assert abs(np.mean(first == 0) - 0.2) < 0.03
 
 
 def test_dropout_zero_is_identity_and_bad_prob_rejected():

@@ -689,11 +689,12 @@ def _check_exported_logits(export_dir, bert_config, checkpoint):
 
 
 def test_end_to_end_train_predict_evaluate(tmp_path, vocab_file):
-  config = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2,
-                num_attention_heads=2, intermediate_size=64,
-                max_position_embeddings=64, type_vocab_size=2)
+  config = modeling.BertConfig(
+      vocab_size=30522, hidden_size=32, num_hidden_layers=2,
+      num_attention_heads=2, intermediate_size=64,
+      max_position_embeddings=64, type_vocab_size=2)
   config_file = tmp_path / "bert_config.json"
-  config_file.write_text(json.dumps(config))
+  config_file.write_text(config.to_json_string())
   data = _e2e_data(tmp_path)
   out = tmp_path / "out"
   common = ["--vocab_file=%s" % vocab_file,
@@ -722,7 +723,7 @@ def test_end_to_end_train_predict_evaluate(tmp_path, vocab_file):
   _run_squad(["--do_predict", "--version_2_with_negative",
               "--predict_file=%s" % data, "--export_dir=%s" % export] +
              common)
-  _check_exported_logits(export, modeling.BertConfig.from_dict(config),
+  _check_exported_logits(export, config,
                          tf.train.latest_checkpoint(str(out)))
   with open(out / "null_odds.json") as f:
     odds = json.load(f)

@@ -1,13 +1,14 @@
 """--use_xla: XLA-compiled training, evaluation and prediction.
 
-run_classifier's model_fn (a tiny BERT: 2 layers, hidden 32, with its usual
-dropout) is trained for three updates and used to predict, once without and
-once with XLA, in one subprocess with TensorFlow's log of XLA compilations
-on, and a third time with XLA and gradient checkpointing. The training loss,
-the trained variables and the predictions must agree: dropout masks drawn
-again in the backward pass (attention, checkpointed layers) must match the
-forward pass's under XLA too. The runs take the long-sequence path, in
-which attention draws its masks again.
+A classifier on a tiny BERT (2 layers, hidden 32, with its usual dropout;
+modeling.BertModel, a softmax head and optimization.create_optimizer) is
+trained for three updates and used to predict, once without and once with
+XLA, in one subprocess with TensorFlow's log of XLA compilations on, and a
+third time with XLA and gradient checkpointing. The training loss, the
+trained variables and the predictions must agree: dropout masks drawn again
+in the backward pass (attention, checkpointed layers) must match the
+forward pass's under XLA too. The model takes the long-sequence path
+(keep_activations_up_to=0), in which attention draws its masks again.
 Training always compiles a few kernels (the optimizer's update and GELU's
 passes); the log must show that the XLA run compiled more for training, and
 that its prediction compiled clusters where the plain run's compiled none.
@@ -56,15 +57,34 @@ def _run(model_dir, use_xla, gradient_checkpointing=False):
   """Trains 3 updates and predicts; returns a dict of arrays."""
   import estimator  # pylint: disable=import-outside-toplevel
   import modeling  # pylint: disable=import-outside-toplevel
-  import run_classifier  # pylint: disable=import-outside-toplevel
+  import optimization  # pylint: disable=import-outside-toplevel
   bert_config = modeling.BertConfig(
       vocab_size=VOCAB_SIZE, hidden_size=32, num_hidden_layers=2,
       num_attention_heads=2, intermediate_size=64,
       max_position_embeddings=SEQ_LENGTH)
-  model_fn = run_classifier.model_fn_builder(
-      bert_config, 2, None, learning_rate=1e-2, num_train_steps=10,
-      num_warmup_steps=1, use_tpu=False, use_one_hot_embeddings=False,
-      gradient_checkpointing=gradient_checkpointing)
+
+  def model_fn(features, labels, mode, params):
+    del labels, params  # The labels travel in features.
+    training = mode == estimator.ModeKeys.TRAIN
+    model = modeling.BertModel(
+        bert_config, training, features["input_ids"], features["input_mask"],
+        features["segment_ids"], gradient_checkpointing=gradient_checkpointing,
+        keep_activations_up_to=0)
+    weights = tf.compat.v1.get_variable(
+        "output_weights", [2, 32],
+        initializer=tf.compat.v1.truncated_normal_initializer(stddev=0.02))
+    pooled = model.get_pooled_output()
+    if training:
+      pooled = modeling.dropout(pooled, 0.1)
+    logits = tf.matmul(pooled, weights, transpose_b=True)
+    if not training:
+      return estimator.EstimatorSpec(
+          mode, predictions={"probabilities": tf.nn.softmax(logits)})
+    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=features["label_ids"], logits=logits))
+    train_op = optimization.create_optimizer(loss, 1e-2, 10, 1)
+    return estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
   est = estimator.Estimator(
       model_fn, estimator.RunConfig(model_dir, tf_random_seed=5,
                                     use_xla=use_xla),
@@ -81,10 +101,6 @@ def _run(model_dir, use_xla, gradient_checkpointing=False):
 
 
 def _subprocess_main(out_dir):
-  import modeling  # pylint: disable=import-outside-toplevel
-  # The long-sequence path, whose attention draws its masks again in the
-  # backward pass, at this test's 8 tokens.
-  modeling._KEEP_FOR_SEQ_LENGTH_AT_MOST = 0  # pylint: disable=protected-access
   np.savez(os.path.join(out_dir, "plain.npz"),
            **_run(os.path.join(out_dir, "plain"), use_xla=False))
   print(XLA_MARKER, flush=True)

@@ -1,0 +1,195 @@
+# coding=utf-8
+"""Stateless dropout masks: a function of (graph seed, site, step).
+
+A mask is drawn by a compiled counter-based generator
+(`xla_kernels.keep_mask_16bit`) from a seed made of
+  * the graph-level seed (`tf.compat.v1.set_random_seed`),
+  * the site: the variable scope and name of the dropout call, made unique
+    within the graph (a second call at the same site, such as a second tower
+    sharing the first one's variables, or another replica of a
+    tf.distribute strategy, gets a site of its own),
+  * the step: `global_step` and `micro_step` (graph_keys.py), so every
+    micro-batch and every update draws new masks.
+Because a mask is a function of its seed, it can be drawn again instead of
+kept: a backward pass that needs it redraws it, and a layer recomputed for
+gradient checkpointing, or the pooler's first-token pass over the last
+layer, replays the sites of the layer it repeats (`recording_sites`,
+`replaying_sites`) and so draws exactly that layer's masks.
+
+The sites of a graph are kept in a registry in the graph collection
+graph_keys.DROPOUT_SITES, so two graphs never share state.
+"""
+
+import collections
+import contextlib
+import zlib
+
+import tensorflow as tf
+
+import graph_keys
+import xla_kernels
+
+
+def check_prob(dropout_prob):
+  """False for no dropout (None or 0), True for a probability in (0, 1).
+
+  Raises:
+    ValueError: for any other value.
+  """
+  if dropout_prob is None or dropout_prob == 0.0:
+    return False
+  if not 0.0 < dropout_prob < 1.0:
+    raise ValueError("dropout_prob must be in [0, 1), got %r (check "
+                     "hidden_dropout_prob / attention_probs_dropout_prob in "
+                     "the BERT config)." % (dropout_prob,))
+  return True
+
+
+def ensure_counters():
+  """Creates the step counters the masks read, if the graph lacks them.
+
+  Call outside any tf.custom_gradient function (a variable created inside
+  one would count as a variable it differentiates).
+  """
+  graph_keys.get_or_create_global_step()
+  graph_keys.get_or_create_micro_step()
+
+
+class _SiteRegistry(object):
+  """The dropout sites claimed in one graph.
+
+  `counts[site]` is how often `site` was claimed outside a replay. Claims
+  are also appended to every open recording (site -> keys in claim order);
+  inside a replay, a claim takes the next recorded key of its site instead.
+  """
+
+  def __init__(self):
+    self.counts = collections.Counter()
+    self.recordings = []
+    self.replays = []
+
+  def claim(self, site):
+    if self.replays:
+      keys = self.replays[-1].get(site)
+      if not keys:
+        raise RuntimeError("Dropout site %s was not recorded by the layer "
+                           "being replayed." % site)
+      return keys.pop(0)
+    count = self.counts[site]
+    self.counts[site] += 1
+    key = site if count == 0 else "%s#%d" % (site, count)
+    for recording in self.recordings:
+      recording.setdefault(site, []).append(key)
+    return key
+
+
+def _registry():
+  """The default graph's _SiteRegistry (created on first use)."""
+  graph = tf.compat.v1.get_default_graph()
+  found = graph.get_collection_ref(graph_keys.DROPOUT_SITES)
+  if not found:
+    found.append(_SiteRegistry())
+  return found[0]
+
+
+@contextlib.contextmanager
+def recording_sites():
+  """Records the sites claimed inside; yields the recording (a dict)."""
+  registry = _registry()
+  recording = {}
+  registry.recordings.append(recording)
+  try:
+    yield recording
+  finally:
+    registry.recordings.remove(recording)
+
+
+@contextlib.contextmanager
+def replaying_sites(recording):
+  """Inside, dropout calls draw the masks of the recorded calls at their
+  sites (each site's calls in their recorded order)."""
+  registry = _registry()
+  registry.replays.append({site: list(keys)
+                           for site, keys in recording.items()})
+  try:
+    yield
+  finally:
+    registry.replays.pop()
+
+
+def _site_seed(name):
+  """Non-negative int64: graph seed (high 32 bits), site key (low 32)."""
+  graph_seed = tf.compat.v1.get_default_graph().seed or 0
+  site = "%s/%s" % (tf.compat.v1.get_variable_scope().name,
+                    name or "dropout")
+  site_key = zlib.crc32(_registry().claim(site).encode("utf-8"))
+  return ((graph_seed & 0x7FFFFFFF) << 32) | site_key
+
+
+def _step_word():
+  """int64 scalar that changes with every micro-batch and every update."""
+  micro_step = graph_keys.get_or_create_micro_step()
+  global_step = graph_keys.get_or_create_global_step()
+  return (tf.cast(micro_step, tf.int64) +
+          tf.cast(global_step, tf.int64) * (1 << 32))
+
+
+def drop_threshold_16bit(dropout_prob):
+  """Python int t: a uniform 16-bit value below t drops (rate t / 65536).
+
+  The drop rate is `dropout_prob` rounded to a multiple of 1/65536 (0.1 ->
+  0.100006); the kept values are still scaled by 1 / (1 - dropout_prob).
+  """
+  return int(round(dropout_prob * 65536))
+
+
+def keep_mask_drawer(shape, dropout_prob, name=None):
+  """A function `draw(after=None)` -> bool keep mask of `shape`.
+
+  Claims the site (current variable scope, `name`) once; every call draws
+  the same mask, after the tensor `after` exists when given (a backward
+  pass redraws a mask instead of keeping it).
+
+  Args:
+    shape: int Tensor or list, the mask's shape.
+    dropout_prob: float in (0, 1).
+    name: (optional) distinguishes sites within one variable scope.
+  """
+  seed = tf.stack([tf.constant(_site_seed(name), tf.int64), _step_word()])
+  threshold = tf.constant(drop_threshold_16bit(dropout_prob), tf.uint16)
+  shape = tf.cast(shape, tf.int64)
+
+  def draw(after=None):
+    return xla_kernels.keep_mask_16bit(
+        shape, seed if after is None else after_tensor(after, seed),
+        threshold)
+
+  return draw
+
+
+def keep_mask(shape, dropout_prob, name=None):
+  """bool Tensor of `shape`, True where a value is kept (one new site)."""
+  return keep_mask_drawer(shape, dropout_prob, name)()
+
+
+def zero_dropped(input_tensor, keep):
+  """`input_tensor` with 0 where the bool Tensor `keep` is False."""
+  return tf.where(keep, input_tensor, tf.zeros([], dtype=input_tensor.dtype))
+
+
+def apply_keep_mask(input_tensor, keep, dropout_prob):
+  """Zeroes `input_tensor` where `keep` is False and scales the rest up."""
+  scale = tf.cast(1.0 / (1.0 - dropout_prob), input_tensor.dtype)
+  return zero_dropped(input_tensor * scale, keep)
+
+
+def after_tensor(dependency, tensor):
+  """Identity of `tensor` that exists only once `dependency` does.
+
+  A backward pass that computes a forward value again starts from this:
+  the control dependency keeps grappler from merging the new computation
+  with the forward op it repeats (which would keep the forward tensor alive
+  instead).
+  """
+  with tf.control_dependencies([dependency]):
+    return tf.identity(tensor)

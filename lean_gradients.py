@@ -1,0 +1,342 @@
+# coding=utf-8
+"""Hand-written backward passes that keep less memory than autodiff.
+
+Each function computes exactly what the formula in modeling.py computes and
+returns the same gradients (tests/test_modeling.py checks them against
+autodiff), but keeps fewer or smaller tensors for the backward pass:
+
+  * `tanh_gelu`: GELU keeps only its input.
+  * `normalize`: LayerNorm keeps the normalized values and the inverse
+    standard deviations.
+  * `matmul_of_activation`: matmul(activation(x), kernel) keeps x, not the
+    activation's output.
+  * `attention_context`: attention keeps nothing of size [B, N, F, T] for
+    long sequences, and only two such tensors inside a recomputed layer.
+  * `recompute_grad`: gradient checkpointing of a whole layer.
+  * `bias_add`: bfloat16 bias gradients summed in float32.
+
+`BackwardPolicy` says, per layer, which of these the backward pass uses.
+docs/architecture.md explains the choices; docs/memory.md measures them.
+"""
+
+import collections
+import math
+
+import tensorflow as tf
+
+import dropout_masks
+import xla_kernels
+
+LAYER_NORM_EPSILON = 1e-12
+
+
+class BackwardPolicy(collections.namedtuple(
+    "BackwardPolicy", ["keep_activations_up_to", "in_recomputation"],
+    defaults=(384, False))):
+  """What a layer's backward pass keeps.
+
+  Fields:
+    keep_activations_up_to: training graphs of sequences up to this many
+      tokens keep attention's probabilities and dropout mask and the GELU
+      output for the backward pass, as autodiff does (fastest); longer
+      sequences compute them again there (least memory; at 512 tokens the
+      [B, N, S, S] attention tensors are a layer's largest). None keeps
+      them at every length, 0 never does. 384 covers SQuAD's length.
+    in_recomputation: the layer is being recomputed for gradient
+      checkpointing; its activations live only during its own backward
+      pass, so it keeps what it computes (`attention_context` then takes
+      its leaner path).
+  """
+
+  def computes_again(self, seq_length):
+    """Whether the backward pass computes attention's probabilities and
+    mask and the GELU output again rather than keep them."""
+    if self.in_recomputation or self.keep_activations_up_to is None:
+      return False
+    return not (isinstance(seq_length, int) and
+                seq_length <= self.keep_activations_up_to)
+
+
+@tf.custom_gradient
+def tanh_gelu(x):
+  """Google's tanh-approximated GELU; its gradient needs `x` alone.
+
+  Both passes are compiled elementwise kernels (xla_kernels.py).
+  """
+  def grad_fn(output_grad):
+    return xla_kernels.gelu_backward(x, output_grad)
+
+  return xla_kernels.gelu_forward(x), grad_fn
+
+
+@tf.custom_gradient
+def normalize(x, gamma, beta):
+  """(x - mean) / sqrt(variance + 1e-12) * gamma + beta over the last axis.
+
+  Autodiff of the formula keeps two [..., width] float32 tensors (the input
+  and the scale broadcast to it); this gradient keeps the normalized values
+  and the [..., 1] inverse standard deviations.
+
+  Args:
+    x: float32 Tensor [..., width].
+    gamma, beta: float32 Tensors [width].
+
+  Returns:
+    float32 Tensor [..., width].
+  """
+  mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
+  inverse_std = tf.math.rsqrt(variance + LAYER_NORM_EPSILON)
+  normalized = (x - mean) * inverse_std
+  output = normalized * gamma + beta
+
+  def grad_fn(output_grad):
+    outer_axes = list(range(output_grad.shape.ndims - 1))
+    scaled_grad = output_grad * gamma
+    # The gradient of the normalized values with respect to x: remove the
+    # gradient's mean and its projection on the normalized values, then
+    # divide by the standard deviation.
+    x_grad = inverse_std * (
+        scaled_grad
+        - tf.reduce_mean(scaled_grad, axis=-1, keepdims=True)
+        - normalized * tf.reduce_mean(scaled_grad * normalized, axis=-1,
+                                      keepdims=True))
+    gamma_grad = tf.reduce_sum(output_grad * normalized, axis=outer_axes)
+    beta_grad = tf.reduce_sum(output_grad, axis=outer_axes)
+    return x_grad, gamma_grad, beta_grad
+
+  return output, grad_fn
+
+
+def matmul_of_activation(x, kernel, activation):
+  """matmul(activation(x), kernel), keeping only `x` for the backward pass.
+
+  Autodiff keeps activation(x) for the kernel's gradient; here the backward
+  pass computes it again (one elementwise pass). For a layer's
+  [rows, intermediate_size] GELU output that is the largest tensor the
+  layer would keep.
+
+  Args:
+    x: Tensor [rows, in_width] in the compute dtype.
+    kernel: Tensor [in_width, units] in the compute dtype.
+    activation: elementwise function.
+
+  Returns:
+    Tensor [rows, units].
+  """
+  @tf.custom_gradient
+  def matmul_fn(x, kernel):
+    def grad_fn(output_grad):
+      x_again = dropout_masks.after_tensor(output_grad, x)
+      activated = activation(x_again)
+      kernel_grad = tf.matmul(activated, output_grad, transpose_a=True)
+      activated_grad = tf.matmul(output_grad, kernel, transpose_b=True)
+      x_grad = tf.gradients(activated, x_again, grad_ys=activated_grad)[0]
+      return x_grad, kernel_grad
+
+    return tf.matmul(activation(x), kernel), grad_fn
+
+  return matmul_fn(x, kernel)
+
+
+_BIAS_GRADIENT_BY_SUM = "BertBiasAddGradientBySum"
+
+
+@tf.RegisterGradient(_BIAS_GRADIENT_BY_SUM)
+def _bias_add_gradient_by_sum(op, output_grad):
+  """Gradients of BiasAdd (value [..., units], bias [units]); `bias_add`."""
+  del op  # The gradient needs no forward tensor.
+  rows = tf.reshape(output_grad, [-1, tf.shape(output_grad)[-1]])
+  return output_grad, tf.reduce_sum(rows, axis=0)
+
+
+def bias_add(value, bias):
+  """tf.nn.bias_add of `value` [rows, units] and `bias` [units].
+
+  TensorFlow's BiasAddGrad sums bfloat16 gradients in bfloat16, losing
+  several percent on a sum of a thousand rows; in bfloat16 graphs the bias
+  gradient here is a `reduce_sum`, which accumulates in float32.
+  """
+  if value.dtype != tf.bfloat16 or tf.executing_eagerly():
+    return tf.nn.bias_add(value, bias)
+  with tf.compat.v1.get_default_graph().gradient_override_map(
+      {"BiasAdd": _BIAS_GRADIENT_BY_SUM}):
+    return tf.nn.bias_add(value, bias)
+
+
+def score_scale(query):
+  """1 / sqrt(size_per_head) of a [B, N, F, H] query."""
+  return 1.0 / math.sqrt(float(query.shape[-1]))
+
+
+def attention_probs(query, key, adder):
+  """softmax(query key^T / sqrt(H) + adder): [B, N, F, T], float32 (or
+  float64 for float64 inputs).
+
+  The scaling and the mask addition run in the compute dtype, where grappler
+  fuses them into the matmul, and the softmax in float32. In reduced
+  precision this changes no unmasked score beyond the matmul's own rounding
+  (a power-of-two scale is exact), and a masked position still gets a
+  probability of exactly 0.
+
+  Args:
+    query: Tensor [B, N, F, H] in the compute dtype.
+    key: Tensor [B, N, T, H] in the compute dtype.
+    adder: (optional) float32 Tensor [B, 1, F, T], 0 where attention is
+      allowed and a large negative number where not.
+  """
+  dtype = query.dtype
+  scores = tf.matmul(query, key, transpose_b=True)
+  scores *= tf.constant(score_scale(query), dtype)
+  if adder is not None:
+    scores += tf.cast(adder, dtype)
+  return tf.nn.softmax(xla_kernels.at_least_float32(scores))
+
+
+def attention_context(query, key, value, adder, draw_keep, dropout_prob,
+                      policy=None):
+  """matmul(dropout(attention_probs(query, key, adder)), value).
+
+  Three backward passes with the same gradients, by `policy`:
+    * autodiff (no policy, or a sequence short enough to keep): keeps the
+      float32 probabilities, the dropped probabilities and the mask.
+    * `policy.computes_again(T)`: keeps only query, key and value (which the
+      matmuls' gradients need anyway), and computes the probabilities and
+      draws the mask again, as FlashAttention does.
+    * `policy.in_recomputation`: keeps the probabilities and the mask but
+      never holds more than two [B, N, F, T] tensors at once: the dropped
+      probabilities exist only for the value's gradient, and the softmax's
+      row sums come from the context (sum(dO * O) over H).
+
+  Args:
+    query: Tensor [B, N, F, H] in the compute dtype.
+    key, value: Tensors [B, N, T, H] in the compute dtype.
+    adder: (optional) float32 Tensor [B, 1, F, T] (see `attention_probs`).
+    draw_keep: (optional) `dropout_masks.keep_mask_drawer` of the attention
+      dropout mask [B, N, F, T]; None for no dropout.
+    dropout_prob: float, the attention dropout probability.
+    policy: a BackwardPolicy, or None for autodiff.
+
+  Returns:
+    Tensor [B, N, F, H] in the compute dtype.
+  """
+  dtype = value.dtype
+  # Dropout's 1 / (1 - p) scales the [B, N, F, H] context rather than the
+  # [B, N, F, T] probabilities: the same product with fewer multiplications.
+  keep_scale = (tf.constant(1.0 / (1.0 - dropout_prob), dtype) if draw_keep
+                else None)
+
+  def dropped_probs(probs, keep):
+    """The probabilities in the compute dtype, zero where dropped."""
+    probs = tf.cast(probs, dtype)
+    return probs if keep is None else dropout_masks.zero_dropped(probs, keep)
+
+  def forward(query, key, value):
+    """(context, float32 probabilities, keep mask or None)."""
+    keep = draw_keep() if draw_keep else None
+    probs = attention_probs(query, key, adder)
+    output = tf.matmul(dropped_probs(probs, keep), value)
+    if keep_scale is not None:
+      output *= keep_scale
+    return output, probs, keep
+
+  if policy is None or not (policy.in_recomputation or
+                            policy.computes_again(int_or_none(key, 2))):
+    return forward(query, key, value)[0]
+  keeps_probs = policy.in_recomputation
+
+  @tf.custom_gradient
+  def context_fn(query, key, value):
+    output, kept_probs, kept_keep = forward(query, key, value)
+
+    def grad_fn(context_grad):
+      if keeps_probs:
+        query_again, probs, keep = query, kept_probs, kept_keep
+      else:
+        query_again = dropout_masks.after_tensor(context_grad, query)
+        probs = attention_probs(query_again, key, adder)
+        keep = draw_keep(after=context_grad) if draw_keep else None
+      scaled_grad = (context_grad if keep_scale is None
+                     else context_grad * keep_scale)
+      # The probabilities' gradient waits for the value's, so the dropped
+      # probabilities and that gradient are never alive at once.
+      value_grad = tf.matmul(
+          dropped_probs(dropout_masks.after_tensor(context_grad, probs),
+                        keep),
+          scaled_grad, transpose_a=True)
+      probs_grad = tf.matmul(dropout_masks.after_tensor(value_grad,
+                                                        scaled_grad),
+                             value, transpose_b=True)
+      if keep is not None:
+        probs_grad = dropout_masks.zero_dropped(probs_grad, keep)
+      probs_grad = tf.cast(probs_grad, probs.dtype)
+      # The softmax's Jacobian-vector product p * (g - sum(g * p)) in the
+      # softmax's dtype; sum(g * p) over the keys equals sum(dO * O) over the head's
+      # width, a [B, N, F, H] product instead of a [B, N, F, T] one.
+      if keeps_probs:
+        row_sums = tf.reduce_sum(
+            tf.cast(context_grad, probs.dtype) * tf.cast(output, probs.dtype),
+            axis=-1, keepdims=True)
+      else:
+        row_sums = tf.reduce_sum(probs_grad * probs, axis=-1, keepdims=True)
+      scores_grad = tf.cast(probs * (probs_grad - row_sums), dtype)
+      # The scale multiplies the [B, N, F, H] gradients: as a factor of the
+      # [B, N, F, T] product, grappler would move it onto the probabilities
+      # and compute a scaled copy of them in the forward pass.
+      scale = tf.constant(score_scale(query), dtype)
+      query_grad = tf.matmul(scores_grad, key) * scale
+      key_grad = tf.matmul(scores_grad, query_again, transpose_a=True) * scale
+      return query_grad, key_grad, value_grad
+
+    return output, grad_fn
+
+  return context_fn(query, key, value)
+
+
+def int_or_none(tensor, axis):
+  """The static size of `tensor` along `axis`, or None if unknown."""
+  size = tensor.shape[axis]
+  return None if size is None else int(size)
+
+
+def recompute_grad(layer_fn):
+  """Gradient checkpointing of `layer_fn` in graph mode.
+
+  The forward pass keeps only the input of `layer_fn(layer_input,
+  recomputing)`; the gradient runs `layer_fn(input, True)` again, in the
+  same variable scope and with the forward pass's dropout sites
+  (dropout_masks.replaying_sites), and differentiates that copy. The whole
+  recomputation waits on the incoming gradient through a control
+  dependency, so it runs in the backward pass (tf.recompute_grad ties only
+  its input to the gradient, through arithmetic that grappler simplifies
+  away, and then recomputes during the forward pass).
+
+  Args:
+    layer_fn: callable (Tensor, bool) -> Tensor that reads its variables
+      with `get_variable` in the current variable scope (resource variables,
+      AUTO_REUSE or reuse=True).
+
+  Returns:
+    callable Tensor -> Tensor with the forward values of layer_fn(x, False).
+  """
+
+  @tf.custom_gradient
+  def recomputed(layer_input):
+    scope = tf.compat.v1.get_variable_scope()
+    with dropout_masks.recording_sites() as sites:
+      output = layer_fn(layer_input, False)
+
+    def grad_fn(output_grad, variables=None):
+      variables = list(variables or [])
+      with tf.control_dependencies([output_grad]):
+        input_again = tf.identity(layer_input)
+        with tf.compat.v1.variable_scope(scope, reuse=True), \
+            dropout_masks.replaying_sites(sites):
+          output_again = layer_fn(input_again, True)
+      grads = tf.gradients(
+          output_again, [input_again] + variables, grad_ys=output_grad,
+          unconnected_gradients=tf.UnconnectedGradients.ZERO)
+      return grads[0], grads[1:]
+
+    return output, grad_fn
+
+  return recomputed

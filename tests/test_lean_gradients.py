@@ -1,0 +1,194 @@
+"""lean_gradients.py's backward passes against autodiff of the plain formulas.
+
+Everything runs in float64, so the hand-written gradients must match autodiff
+to rounding (1e-10), whatever the machine's load or thread count.
+"""
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import dropout_masks
+import lean_gradients
+import modeling
+
+TOLERANCE = dict(rtol=1e-10, atol=1e-12)
+
+
+def _values_and_gradients(build, inputs):
+  """Runs `build(tensors) -> scalar loss` in a fresh graph.
+
+  Returns:
+    (loss, [d loss / d input]) as numpy float64.
+  """
+  with tf.Graph().as_default():
+    tf.compat.v1.set_random_seed(3)
+    tensors = [tf.constant(a) for a in inputs]
+    loss = build(tensors)
+    grads = tf.gradients(loss, tensors)
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      return sess.run([loss, grads])
+
+
+def _weights(shape, seed):
+  return np.random.RandomState(seed).standard_normal(shape)
+
+
+def test_tanh_gelu_equals_autodiff_of_the_formula():
+  x = np.linspace(-6.0, 6.0, 97).reshape(1, 97)
+  w = _weights(x.shape, 1)
+
+  def formula(x):
+    return 0.5 * x * (1.0 + tf.tanh(math.sqrt(2.0 / math.pi) *
+                                    (x + 0.044715 * x * x * x)))
+
+  lean = _values_and_gradients(
+      lambda t: tf.reduce_sum(lean_gradients.tanh_gelu(t[0]) * w), [x])
+  plain = _values_and_gradients(lambda t: tf.reduce_sum(formula(t[0]) * w),
+                                [x])
+  np.testing.assert_allclose(lean[0], plain[0], **TOLERANCE)
+  np.testing.assert_allclose(lean[1][0], plain[1][0], **TOLERANCE)
+
+
+def test_normalize_equals_autodiff_of_batch_normalization():
+  rng = np.random.RandomState(2)
+  inputs = [rng.standard_normal((3, 4, 7)) * 3.0 + 1.0,
+            1.0 + 0.3 * rng.standard_normal(7), rng.standard_normal(7)]
+  w = _weights((3, 4, 7), 3)
+
+  def plain(t):
+    mean, variance = tf.nn.moments(t[0], axes=[-1], keepdims=True)
+    return tf.reduce_sum(w * tf.nn.batch_normalization(
+        t[0], mean, variance, offset=t[2], scale=t[1],
+        variance_epsilon=1e-12))
+
+  lean = _values_and_gradients(
+      lambda t: tf.reduce_sum(lean_gradients.normalize(*t) * w), inputs)
+  reference = _values_and_gradients(plain, inputs)
+  np.testing.assert_allclose(lean[0], reference[0], **TOLERANCE)
+  for got, want in zip(lean[1], reference[1]):
+    np.testing.assert_allclose(got, want, **TOLERANCE)
+
+
+def test_matmul_of_activation_equals_autodiff():
+  inputs = [_weights((5, 6), 4), _weights((6, 3), 5)]
+  w = _weights((5, 3), 6)
+  lean = _values_and_gradients(
+      lambda t: tf.reduce_sum(w * lean_gradients.matmul_of_activation(
+          t[0], t[1], modeling.gelu)), inputs)
+  plain = _values_and_gradients(
+      lambda t: tf.reduce_sum(w * tf.matmul(modeling.gelu(t[0]), t[1])),
+      inputs)
+  np.testing.assert_allclose(lean[0], plain[0], **TOLERANCE)
+  for got, want in zip(lean[1], plain[1]):
+    np.testing.assert_allclose(got, want, **TOLERANCE)
+
+
+def _attention_loss(policy, use_lean, dropout_prob=0.2):
+  """A loss of attention over fixed [2, 3, F=5, H=4] queries and [2, 3, 6, 4]
+  keys and values, 2 keys of the second example masked, dropout on."""
+  allowed = np.ones((2, 1, 5, 6))
+  allowed[1, :, :, 4:] = 0.0
+  adder = (1.0 - allowed) * -10000.0
+  w = _weights((2, 3, 5, 4), 7)
+
+  def build(t):
+    draw_keep = dropout_masks.keep_mask_drawer([2, 3, 5, 6], dropout_prob,
+                                               "attention_probs")
+    if use_lean:
+      context = lean_gradients.attention_context(
+          t[0], t[1], t[2], tf.constant(adder), draw_keep, dropout_prob,
+          policy)
+    else:
+      scores = tf.matmul(t[0], t[1], transpose_b=True) / 2.0 + adder
+      probs = tf.nn.softmax(scores)
+      dropped = tf.where(draw_keep(), probs / (1.0 - dropout_prob),
+                         tf.zeros_like(probs))
+      context = tf.matmul(dropped, t[2])
+    return tf.reduce_sum(context * w)
+
+  inputs = [_weights((2, 3, 5, 4), 8), _weights((2, 3, 6, 4), 9),
+            _weights((2, 3, 6, 4), 10)]
+  return _values_and_gradients(build, inputs)
+
+
+@pytest.mark.parametrize("policy", [
+    None,
+    lean_gradients.BackwardPolicy(keep_activations_up_to=0),
+    lean_gradients.BackwardPolicy(in_recomputation=True)],
+                         ids=["autodiff", "computes_again", "recomputation"])
+def test_attention_context_equals_autodiff_of_the_formula(policy):
+  lean = _attention_loss(policy, use_lean=True)
+  plain = _attention_loss(None, use_lean=False)
+  np.testing.assert_allclose(lean[0], plain[0], **TOLERANCE)
+  for got, want in zip(lean[1], plain[1]):
+    assert np.abs(want).max() > 0
+    np.testing.assert_allclose(got, want, **TOLERANCE)
+
+
+def test_backward_policy_lengths():
+  policy = lean_gradients.BackwardPolicy(keep_activations_up_to=384)
+  assert not policy.computes_again(384)
+  assert policy.computes_again(385)
+  assert policy.computes_again(None)  # Unknown when the graph is built.
+  assert not policy._replace(in_recomputation=True).computes_again(512)
+  assert not lean_gradients.BackwardPolicy(None).computes_again(4096)
+
+
+def test_recompute_grad_gives_the_gradients_of_the_plain_layer():
+  """A layer with a variable and dropout, recomputed in the backward pass:
+  same output and gradients (the replayed dropout site draws the same mask),
+  and the recomputation is told it is one."""
+  x = _weights((4, 6), 11)
+  seen = []
+
+  def layer(layer_input, recomputing):
+    seen.append(recomputing)
+    kernel = tf.compat.v1.get_variable(
+        "kernel", [6, 6], tf.float64,
+        tf.compat.v1.constant_initializer(_weights((6, 6), 12)))
+    hidden = modeling.dropout(tf.tanh(tf.matmul(layer_input, kernel)), 0.3)
+    return tf.matmul(hidden, kernel)
+
+  def run(recompute):
+    with tf.Graph().as_default():
+      tf.compat.v1.set_random_seed(1)
+      dropout_masks.ensure_counters()
+      tensor = tf.constant(x)
+      with tf.compat.v1.variable_scope("layer",
+                                       reuse=tf.compat.v1.AUTO_REUSE):
+        fn = (lean_gradients.recompute_grad(layer) if recompute
+              else lambda t: layer(t, False))
+        output = fn(tensor)
+      kernel = tf.compat.v1.trainable_variables()[0]
+      loss = tf.reduce_sum(output * _weights((4, 6), 13))
+      grads = tf.gradients(loss, [tensor, kernel])
+      with tf.compat.v1.Session() as sess:
+        sess.run(tf.compat.v1.global_variables_initializer())
+        return sess.run([output, grads])
+
+  plain = run(False)
+  recomputed = run(True)
+  assert seen == [False, False, True]
+  np.testing.assert_allclose(recomputed[0], plain[0], **TOLERANCE)
+  for got, want in zip(recomputed[1], plain[1]):
+    np.testing.assert_allclose(got, want, **TOLERANCE)
+
+
+def test_bfloat16_bias_gradient_is_summed_in_float32():
+  """1,024 rows of bfloat16 gradient: the bias gradient is their float64 sum
+  rounded once to bfloat16 (relative error below 2**-8)."""
+  rows = np.random.RandomState(14).standard_normal((1024, 3)) + 0.5
+  rounded = tf.cast(tf.cast(rows, tf.bfloat16), tf.float64).numpy()
+  with tf.Graph().as_default():
+    value = tf.zeros([1024, 3], tf.bfloat16)
+    bias = tf.zeros([3], tf.bfloat16)
+    output = lean_gradients.bias_add(value, bias)
+    grad = tf.gradients(output, bias,
+                        grad_ys=tf.cast(tf.constant(rounded), tf.bfloat16))[0]
+    with tf.compat.v1.Session() as sess:
+      got = sess.run(tf.cast(grad, tf.float64))
+  want = rounded.sum(axis=0)
+  np.testing.assert_allclose(got, want, rtol=2.0**-8)

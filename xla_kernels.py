@@ -1,0 +1,118 @@
+# coding=utf-8
+"""Elementwise kernels compiled with XLA: GELU's two passes and dropout bits.
+
+Written as separate TensorFlow ops, GELU's formula and its derivative are a
+dozen passes over a layer's widest tensor, and TensorFlow's Philox random
+kernel is several times slower than the counter-based generator below; as
+one compiled kernel each, they are a single pass. Measurements are in
+docs/performance.md.
+"""
+
+import functools
+import math
+
+import tensorflow as tf
+
+GELU_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+GELU_CUBIC = 0.044715
+
+# SplitMix64 (Steele, Lea and Flood, 2014; the generator of Java's
+# SplittableRandom): output i of the stream with key k is
+# finalize(k + i * gamma).
+_SPLITMIX64_GAMMA = 0x9E3779B97F4A7C15
+_SPLITMIX64_FINALIZER = ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB),
+                         (31, None))
+
+
+def compiled_kernel(fn):
+  """`fn` as an XLA-compiled tf.function whose call sites share one trace.
+
+  A tf.function is traced (and compiled) again for every colocation context
+  it is called in, and autodiff builds each gradient op colocated with its
+  forward op, so the kernels of the backward pass would be compiled once per
+  layer. A call here leaves the colocation and is placed on the device of
+  its first placed input instead (which is where the colocation would have
+  put it), so every layer calls the same compiled function.
+  """
+  compiled = tf.function(fn, jit_compile=True, autograph=False)
+
+  @functools.wraps(fn)
+  def call(*args):
+    graph = tf.compat.v1.get_default_graph()
+    device = next((arg.device for arg in args if getattr(arg, "device", "")),
+                  None)
+    with graph.colocate_with(None, ignore_existing=True), graph.device(device):
+      return compiled(*args)
+
+  return call
+
+
+def at_least_float32(x):
+  """`x` cast to float32 if it is float16 or bfloat16, else `x` itself."""
+  if x.dtype in (tf.float16, tf.bfloat16):
+    return tf.cast(x, tf.float32)
+  return x
+
+
+def gelu_tanh(x):
+  """tanh(sqrt(2/pi) * (x + 0.044715 x^3)), the core of the approximation."""
+  return tf.tanh(GELU_SQRT_2_OVER_PI * (x + GELU_CUBIC * x * x * x))
+
+
+# Both GELU kernels compute float16 / bfloat16 inputs in float32 and round
+# once at the end, which is cheaper in XLA and more precise than rounding
+# after every op.
+@compiled_kernel
+def gelu_forward(x):
+  """0.5 x (1 + gelu_tanh(x)), shape and dtype of `x`."""
+  wide = at_least_float32(x)
+  return tf.cast(wide * (0.5 * (1.0 + gelu_tanh(wide))), x.dtype)
+
+
+@compiled_kernel
+def gelu_backward(x, output_grad):
+  """output_grad * d gelu(x) / dx, shape and dtype of `x`."""
+  wide = at_least_float32(x)
+  tanh = gelu_tanh(wide)
+  inner_derivative = GELU_SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_CUBIC * wide *
+                                            wide)
+  derivative = 0.5 * (1.0 + tanh) + (
+      0.5 * wide * (1.0 - tanh * tanh) * inner_derivative)
+  return tf.cast(at_least_float32(output_grad) * derivative, x.dtype)
+
+
+def _splitmix64_finalize(z):
+  """SplitMix64's output function of uint64 Tensor `z`, elementwise."""
+  for shift, multiplier in _SPLITMIX64_FINALIZER:
+    z = tf.bitwise.bitwise_xor(
+        z, tf.bitwise.right_shift(z, tf.constant(shift, tf.uint64)))
+    if multiplier is not None:
+      z *= tf.constant(multiplier, tf.uint64)
+  return z
+
+
+@compiled_kernel
+def keep_mask_16bit(shape, seed, threshold):
+  """bool Tensor of `shape`: uniform 16-bit values >= `threshold`.
+
+  The values depend on `seed` alone: the SplitMix64 stream keyed by both
+  seed words, each 64-bit output cut into four 16-bit values (a drop rate
+  needs no finer resolution). Compiled, the bits are the same with and
+  without --use_xla.
+
+  Args:
+    shape: int64 Tensor [rank], the mask's shape (a compile-time constant).
+    seed: int64 Tensor [2].
+    threshold: uint16 scalar Tensor.
+  """
+  size = tf.reduce_prod(shape)
+  words = tf.bitcast(seed, tf.uint64)
+  key = _splitmix64_finalize(
+      tf.bitwise.bitwise_xor(words[0], _splitmix64_finalize(words[1])))
+  counter = tf.bitcast(tf.range(1, (size + 3) // 4 + 1, dtype=tf.int64),
+                       tf.uint64)
+  bits = _splitmix64_finalize(
+      key + counter * tf.constant(_SPLITMIX64_GAMMA, tf.uint64))
+  # [draws, 4] -> [4 * draws]; the slice drops the unused values, if any.
+  values = tf.reshape(tf.bitcast(bits, tf.uint16), [-1])[:size]
+  return tf.reshape(values >= threshold, shape)
