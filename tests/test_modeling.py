@@ -197,6 +197,92 @@ def test_forward_matches_numpy_rederivation():
   assert np.abs(unmasked[-1][1, :7] - ref_layers[-1][1, :7]).max() > 1e-2
 
 
+def test_googles_building_blocks_match_numpy():
+  """embedding_lookup, embedding_postprocessor (layer_norm_and_dropout),
+  create_attention_mask_from_input_mask, transformer_model (attention_layer,
+  layer_norm, reshape_from_matrix) called directly, as Google's users call
+  them, against the NumPy re-derivation."""
+  cfg = _tiny_config()
+  arrays = _random_weights(cfg, seed=4)
+  with tf.Graph().as_default():
+    ids = tf.constant(IDS)
+    with tf.compat.v1.variable_scope("bert"):
+      with tf.compat.v1.variable_scope("embeddings"):
+        words, table = modeling.embedding_lookup(
+            ids, cfg.vocab_size, cfg.hidden_size)
+        embedded = modeling.embedding_postprocessor(
+            words, use_token_type=True, token_type_ids=tf.constant(TYPES),
+            token_type_vocab_size=cfg.type_vocab_size,
+            max_position_embeddings=cfg.max_position_embeddings,
+            dropout_prob=0.0)
+      with tf.compat.v1.variable_scope("encoder"):
+        mask = modeling.create_attention_mask_from_input_mask(
+            ids, tf.constant(MASK))
+        layers = modeling.transformer_model(
+            embedded, mask, cfg.hidden_size, cfg.num_hidden_layers,
+            cfg.num_attention_heads, cfg.intermediate_size,
+            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+            do_return_all_layers=True)
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      _assign(sess, arrays)
+      got_words, got_mask, got_layers = sess.run((words, mask, layers))
+      assert table.shape.as_list() == [cfg.vocab_size, cfg.hidden_size]
+  np.testing.assert_array_equal(
+      got_words, arrays["bert/embeddings/word_embeddings"][IDS])
+  np.testing.assert_array_equal(got_mask,
+                                np.broadcast_to(MASK[:, None, :], (2, 10, 10)))
+  ref_layers, _ = _np_bert(arrays, cfg, IDS, MASK, TYPES)
+  for got, want in zip(got_layers, ref_layers):
+    np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
+
+
+def test_attention_layer_and_layer_norm_match_numpy():
+  """attention_layer on 3-D inputs and on 2-D ones with the sizes given, and
+  layer_norm, against NumPy; create_initializer's truncated normal."""
+  rng = np.random.RandomState(8)
+  x = rng.standard_normal((2, 10, 32)).astype(np.float32)
+  weights = {"self/%s/%s" % (name, part): rng.standard_normal(shape).astype(
+      np.float32) * 0.3 for name in ("query", "key", "value")
+             for part, shape in (("kernel", (32, 32)), ("bias", (32,)))}
+  weights.update({"norm/gamma": 1.0 + rng.standard_normal(32) * 0.2,
+                  "norm/beta": rng.standard_normal(32) * 0.1})
+  with tf.Graph().as_default():
+    mask = modeling.create_attention_mask_from_input_mask(
+        tf.constant(x), tf.constant(MASK))
+    with tf.compat.v1.variable_scope("self"):
+      three_d = modeling.attention_layer(tf.constant(x), tf.constant(x), mask,
+                                         num_attention_heads=4,
+                                         size_per_head=8)
+    with tf.compat.v1.variable_scope("self", reuse=True):
+      two_d = modeling.attention_layer(
+          modeling.reshape_to_matrix(tf.constant(x)),
+          modeling.reshape_to_matrix(tf.constant(x)), mask,
+          num_attention_heads=4, size_per_head=8, do_return_2d_tensor=True,
+          batch_size=2, from_seq_length=10, to_seq_length=10)
+    normalized = modeling.layer_norm(tf.constant(x), name="norm")
+    with tf.compat.v1.variable_scope(tf.compat.v1.get_variable_scope(),
+                                     reuse=True):
+      normalized_again = modeling.layer_norm_and_dropout(
+          tf.constant(x), 0.0, name="norm")
+    initial = tf.compat.v1.get_variable(
+        "initial", [200, 200], initializer=modeling.create_initializer(0.05))
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      _assign(sess, weights)
+      got = sess.run((three_d, two_d, normalized, normalized_again, initial))
+  want = _np_attention(x.astype(np.float64), MASK.astype(np.float64),
+                       weights, "self", 4)
+  np.testing.assert_allclose(got[0], want, atol=1e-5, rtol=0)
+  np.testing.assert_allclose(got[1], want.reshape(20, 32), atol=1e-5, rtol=0)
+  want_norm = _np_layer_norm(x.astype(np.float64), weights, "norm")
+  np.testing.assert_allclose(got[2], want_norm, atol=1e-5, rtol=0)
+  np.testing.assert_allclose(got[3], want_norm, atol=1e-5, rtol=0)
+  # Truncated at two standard deviations.
+  assert np.abs(got[4]).max() <= 0.1 + 1e-7
+  assert abs(got[4].std() - 0.05 * 0.88) < 0.002
+
+
 def test_one_hot_embeddings_match_gather():
   arrays = _random_weights(_tiny_config())
   _, pooled = _run_tiny(arrays, use_one_hot_embeddings=True)
@@ -1104,3 +1190,46 @@ def test_skip_padding_with_a_batch_size_known_only_at_run_time():
   _, ref_pooled = _np_bert(arrays, cfg, PADDED_IDS, PADDED_MASK, PADDED_TYPES)
   np.testing.assert_allclose(pooled[:REAL_EXAMPLES],
                              ref_pooled[:REAL_EXAMPLES], atol=1e-5, rtol=0)
+
+
+def test_library_path_draws_new_masks_for_each_micro_batch():
+  """BertModel + optimization.create_optimizer with accumulation in a plain
+  Session (no runner): the two micro-batches of one update, and the next
+  update, draw different dropout masks (read here at the embeddings)."""
+  import optimization  # pylint: disable=import-outside-toplevel
+  cfg = _tiny_config()
+  with tf.Graph().as_default():
+    tf.compat.v1.set_random_seed(3)
+    model = modeling.BertModel(cfg, is_training=True,
+                               input_ids=tf.constant(IDS),
+                               input_mask=tf.constant(MASK))
+    loss = tf.reduce_mean(tf.square(model.get_pooled_output()))
+    train_op = optimization.create_optimizer(loss, 1e-3, 10, 0,
+                                             num_accumulation_steps=2)
+    with tf.control_dependencies([train_op]):
+      step = tf.identity(tf.compat.v1.train.get_global_step())
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      runs = [sess.run((model.get_embedding_output(), step))
+              for _ in range(3)]
+  dropped = [output == 0 for output, _ in runs]
+  assert [int(global_step) for _, global_step in runs] == [0, 1, 1]
+  for i, j in ((0, 1), (1, 2), (0, 2)):
+    assert np.mean(dropped[i] != dropped[j]) > 0.05
+
+
+def test_towers_sharing_weights_draw_their_own_masks():
+  cfg = _tiny_config()
+  with tf.Graph().as_default():
+    towers = [modeling.BertModel(cfg, is_training=True,
+                                 input_ids=tf.constant(IDS), scope="bert")]
+    with tf.compat.v1.variable_scope(tf.compat.v1.get_variable_scope(),
+                                     reuse=True):
+      towers.append(modeling.BertModel(cfg, is_training=True,
+                                       input_ids=tf.constant(IDS),
+                                       scope="bert"))
+    assert len(tf.compat.v1.trainable_variables()) == 5 + 16 * 2 + 2
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      first, second = sess.run([t.get_embedding_output() for t in towers])
+  assert np.mean((first == 0) != (second == 0)) > 0.05
