@@ -143,7 +143,7 @@ def drop_threshold_16bit(dropout_prob):
   return int(round(dropout_prob * 65536))
 
 
-def keep_mask_drawer(shape, dropout_prob, name=None):
+def keep_mask_drawer(shape, dropout_prob, name=None, drawn_rows=None):
   """A function `draw(after=None)` -> bool keep mask of `shape`.
 
   Claims the site (current variable scope, `name`) once; every call draws
@@ -151,18 +151,26 @@ def keep_mask_drawer(shape, dropout_prob, name=None):
   pass redraws a mask instead of keeping it).
 
   Args:
-    shape: int Tensor or list, the mask's shape.
+    shape: int Tensor or list [..., rows, columns], the mask's shape (a
+      list with `drawn_rows`).
     dropout_prob: float in (0, 1).
     name: (optional) distinguishes sites within one variable scope.
+    drawn_rows: (optional) draw the mask for this many rows and return its
+      first `rows` (attention's first query positions, whose masks are
+      those of the whole sequence's).
   """
+  drawn_shape = shape
+  if drawn_rows is not None:
+    drawn_shape = list(shape[:-2]) + [drawn_rows, shape[-1]]
   seed = tf.stack([tf.constant(_site_seed(name), tf.int64), _step_word()])
   threshold = tf.constant(drop_threshold_16bit(dropout_prob), tf.uint16)
-  shape = tf.cast(shape, tf.int64)
+  drawn_shape = tf.cast(drawn_shape, tf.int64)
 
   def draw(after=None):
-    return xla_kernels.keep_mask_16bit(
-        shape, seed if after is None else after_tensor(after, seed),
+    mask = xla_kernels.keep_mask_16bit(
+        drawn_shape, seed if after is None else after_tensor(after, seed),
         threshold)
+    return mask if drawn_rows is None else mask[..., :shape[-2], :]
 
   return draw
 

@@ -19,10 +19,6 @@ dropout_masks.py (stateless masks), padding_layout.py (real-token rows) and
 xla_kernels.py (compiled elementwise kernels).
 """
 
-from __future__ import absolute_import
-from __future__ import division
-from __future__ import print_function
-
 import collections
 import copy
 import difflib
@@ -35,8 +31,7 @@ import dropout_masks
 import lean_gradients
 import padding_layout
 
-# Custom gradients (recomputation, the lean backward passes) need resource
-# variables in graph mode.
+# Custom gradients need resource variables in graph mode.
 tf.compat.v1.enable_resource_variables()
 
 _COMPUTE_DTYPES = (tf.float32, tf.float16, tf.bfloat16)
@@ -79,24 +74,18 @@ class BertConfig(object):
 
     Args:
       vocab_size: number of WordPiece ids (rows of the word embeddings).
-      hidden_size: width of every encoder layer's output and of the pooled
-        output.
-      num_hidden_layers: how many transformer layers the encoder stacks.
-      num_attention_heads: heads per attention layer; must divide
-        hidden_size.
+      hidden_size: width of every encoder layer and of the pooled output.
+      num_hidden_layers: number of transformer layers.
+      num_attention_heads: heads per attention layer; divides hidden_size.
       intermediate_size: width of each layer's feed-forward projection.
-      hidden_act: name of the feed-forward activation ("gelu", the tanh
-        approximation; "gelu_exact", the erf form; "relu"; "tanh";
+      hidden_act: the feed-forward activation's name ("gelu": the tanh
+        approximation; "gelu_exact": the erf form; "relu", "tanh",
         "linear") or a function.
-      hidden_dropout_prob: dropout rate of the embeddings' and each layer's
-        outputs.
-      attention_probs_dropout_prob: dropout rate of the attention
-        probabilities.
-      max_position_embeddings: rows of the position table, the longest
-        sequence the model accepts.
+      hidden_dropout_prob: dropout rate of the embeddings and layer outputs.
+      attention_probs_dropout_prob: dropout rate of attention probabilities.
+      max_position_embeddings: rows of the position table (longest input).
       type_vocab_size: rows of the segment (token type) table.
-      initializer_range: standard deviation of the truncated normal
-        initializer of new weights.
+      initializer_range: stddev of the truncated normal initializer.
     """
     self.vocab_size = vocab_size
     self.hidden_size = hidden_size
@@ -183,16 +172,15 @@ def _check_config_dict(values, where):
               ", ".join(sorted(known))))
   merged = BertConfig(vocab_size=None).to_dict()
   merged.update(values)
-  for key in _INT_FIELDS:
+  for key in _INT_FIELDS + _FLOAT_FIELDS:
     value = merged[key]
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-      raise ValueError("%s: %s must be a positive integer, got %r." %
-                       (where, key, value))
-  for key in _FLOAT_FIELDS:
-    value = merged[key]
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-      raise ValueError("%s: %s must be a number, got %r." % (where, key,
-                                                              value))
+    if key in _INT_FIELDS:
+      valid, kind = isinstance(value, int) and value >= 1, "positive integer"
+    else:
+      valid, kind = isinstance(value, (int, float)), "number"
+    if isinstance(value, bool) or not valid:
+      raise ValueError("%s: %s must be a %s, got %r." % (where, key, kind,
+                                                          value))
   for key in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
     if not 0.0 <= merged[key] < 1.0:
       raise ValueError("%s: %s must be in [0, 1), got %r." %
@@ -630,15 +618,12 @@ def embedding_postprocessor(input_tensor,
 
   Args:
     input_tensor: float Tensor [batch_size, seq_length, width].
-    use_token_type: add the rows of `token_type_ids` from the segment table.
-    token_type_ids: int32 Tensor [batch_size, seq_length]; needed with
-      `use_token_type`.
-    token_type_vocab_size: rows of the segment table.
-    token_type_embedding_name: the segment table's variable name.
-    use_position_embeddings: add the position table's first seq_length rows.
-    position_embedding_name: the position table's variable name.
+    use_token_type: add the rows of `token_type_ids` (int32 [batch_size,
+      seq_length], then required) from the segment table, which has
+      `token_type_vocab_size` rows and is named `token_type_embedding_name`.
+    use_position_embeddings: add the first seq_length rows of the position
+      table (`max_position_embeddings` rows, `position_embedding_name`).
     initializer_range: stddev of the tables' initializer.
-    max_position_embeddings: rows of the position table.
     dropout_prob: dropout rate of the result.
     compute_dtype: (optional) dtype of the result; the input's by default.
 
@@ -747,8 +732,7 @@ def attention_layer(from_tensor,
       may attend to a key, 0 where not.
     num_attention_heads: N.
     size_per_head: H.
-    query_act, key_act, value_act: (optional) activations of the three
-      projections.
+    query_act, key_act, value_act: (optional) the projections' activations.
     attention_probs_dropout_prob: dropout rate of the probabilities.
     initializer_range: stddev of the projections' initializer.
     do_return_2d_tensor: return [B * F, N * H] rather than [B, F, N * H].
@@ -826,9 +810,10 @@ def attention_layer(from_tensor,
   # paper (and Google's BERT) does.
   draw_keep = None
   if dropout_masks.check_prob(attention_probs_dropout_prob):
-    draw_keep = _attention_keep_mask_drawer(
+    draw_keep = dropout_masks.keep_mask_drawer(
         [batch_size, num_attention_heads, from_seq_length, to_seq_length],
-        attention_probs_dropout_prob, dropout_from_seq_length)
+        attention_probs_dropout_prob, "attention_probs",
+        drawn_rows=dropout_from_seq_length)
 
   # [B, N, F, H]
   context_layer = lean_gradients.attention_context(
@@ -844,24 +829,6 @@ def attention_layer(from_tensor,
     return (context_layer if from_layout is None
             else from_layout.pack(context_layer))
   return tf.reshape(context_layer, [batch_size, from_seq_length, width])
-
-
-def _attention_keep_mask_drawer(probs_shape, dropout_prob,
-                                dropout_from_seq_length=None):
-  """The mask drawer of attention probabilities [B, N, F, T]; with
-  `dropout_from_seq_length`, the first F query rows of that many."""
-  if dropout_from_seq_length is None:
-    return dropout_masks.keep_mask_drawer(probs_shape, dropout_prob,
-                                          "attention_probs")
-  batch_size, num_heads, from_seq_length, to_seq_length = probs_shape
-  draw_all_rows = dropout_masks.keep_mask_drawer(
-      [batch_size, num_heads, dropout_from_seq_length, to_seq_length],
-      dropout_prob, "attention_probs")
-
-  def draw_first_rows(after=None):
-    return draw_all_rows(after)[:, :, :from_seq_length, :]
-
-  return draw_first_rows
 
 
 def _transpose_for_scores(input_tensor, batch_size, num_attention_heads,
@@ -895,15 +862,10 @@ def transformer_model(input_tensor,
     input_tensor: float Tensor [batch_size, seq_length, hidden_size].
     attention_mask: (optional) float32 Tensor [batch_size, seq_length,
       seq_length], 1 where a position may attend to another.
-    hidden_size: width of every layer.
-    num_hidden_layers: number of layers.
-    num_attention_heads: heads per layer; must divide hidden_size.
-    intermediate_size: width of the feed-forward projection.
-    intermediate_act_fn: the feed-forward activation.
-    hidden_dropout_prob: dropout rate of each part's output.
-    attention_probs_dropout_prob: dropout rate of the attention
-      probabilities.
-    initializer_range: stddev of the weights' initializer.
+    hidden_size, num_hidden_layers, num_attention_heads, intermediate_size,
+    hidden_dropout_prob, attention_probs_dropout_prob, initializer_range:
+      as the `BertConfig` fields of these names.
+    intermediate_act_fn: the feed-forward activation (a function).
     do_return_all_layers: return every layer's output, not only the last.
     gradient_checkpointing: recompute every layer but the last in the
       backward pass (lean_gradients.recompute_grad). The last layer's
