@@ -1,5 +1,8 @@
-"""Shared pytest fixtures: paths to the real assets beside the checkout."""
+"""Shared pytest fixtures: the real assets beside the checkout, and results
+that expensive fixtures build once for all xdist workers."""
+import fcntl
 import os
+import shutil
 
 import pytest
 
@@ -22,3 +25,34 @@ def assets_dir():
 def minilm_dir(assets_dir):
   """The real pretrained MiniLM model in Google's checkpoint layout."""
   return MINILM_DIR
+
+
+@pytest.fixture(scope="session")
+def shared_dir(tmp_path_factory):
+  """A folder shared by every xdist worker of this test session."""
+  base = tmp_path_factory.getbasetemp()
+  if os.environ.get("PYTEST_XDIST_WORKER"):
+    base = base.parent
+  path = base / "built_once"
+  path.mkdir(exist_ok=True)
+  return path
+
+
+def build_once(shared_dir, name, build):
+  """Runs `build(folder)` once per test session, whichever worker asks
+  first; the others wait for it and reuse the folder. A build that failed
+  is tried again by the next caller.
+
+  Returns:
+    The folder's path (str).
+  """
+  folder = shared_dir / name
+  with open(str(shared_dir / (name + ".lock")), "w") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    if not (folder / ".complete").exists():
+      if folder.exists():
+        shutil.rmtree(str(folder))
+      folder.mkdir()
+      build(str(folder))
+      (folder / ".complete").touch()
+  return str(folder)

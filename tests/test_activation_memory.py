@@ -16,6 +16,8 @@ import sys
 
 import pytest
 
+import conftest
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Batch 8, seq 128, hidden 128, 2 heads, intermediate 512; float32 [B,S,H]
@@ -192,16 +194,23 @@ print(json.dumps(peaks))
 """
 
 
-@pytest.fixture(scope="module")
-def peaks():
+def _measure(folder):
   env = dict(os.environ, TF_CPU_ALLOCATOR_USE_BFC="true",
              TF_CPP_MIN_LOG_LEVEL="2",
              PYTHONPATH=REPO_ROOT + os.pathsep + os.environ.get(
                  "PYTHONPATH", ""))
   out = subprocess.run([sys.executable, "-c", _CHILD], env=env, cwd=REPO_ROOT,
-                       capture_output=True, text=True, timeout=300,
+                       capture_output=True, text=True, timeout=600,
                        check=True).stdout
-  return json.loads(out.strip().splitlines()[-1])
+  with open(os.path.join(folder, "peaks.json"), "w") as f:
+    f.write(out.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def peaks(shared_dir):
+  folder = conftest.build_once(shared_dir, "activation_peaks", _measure)
+  with open(os.path.join(folder, "peaks.json")) as f:
+    return json.load(f)
 
 
 def test_checkpointing_lowers_the_allocator_peak(peaks):

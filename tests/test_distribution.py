@@ -224,7 +224,9 @@ def _run_worker(out_dir):
   init = os.path.join(out_dir, "init", "model.ckpt")
   if index == 0:
     _write_init_checkpoint(init)
+  deadline = time.monotonic() + 120
   while not os.path.exists(init + ".index"):
+    assert time.monotonic() < deadline, "worker 0 wrote no init checkpoint"
     time.sleep(0.1)
   for k in (1, 2):
     run = "multi_worker_%d" % k
@@ -285,7 +287,7 @@ def _finish(process, timeout=240):
     output, _ = process.communicate(timeout=timeout)
   except subprocess.TimeoutExpired:
     process.kill()
-    process.communicate()
+    process.communicate(timeout=60)
     raise
   return process.returncode, output
 

@@ -431,7 +431,7 @@ def test_killed_run_resumes(tmp_path):
     os.kill(proc.pid, signal.SIGKILL)
   finally:
     proc.kill()
-    proc.wait()
+    proc.wait(timeout=60)
   assert proc.returncode == -signal.SIGKILL
   assert _ckpt_steps(killed_dir) == [2]
 

@@ -592,7 +592,7 @@ def test_non_finite_loss_ends_the_run_with_one_message(mrpc_files, tmp_path,
   command += _args(mrpc_files, output_dir, num_train_epochs=3,
                    save_checkpoints_steps=1, learning_rate=1e30)
   result = subprocess.run(
-      command, cwd=REPO_ROOT, capture_output=True, text=True,
+      command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
   assert result.returncode != 0
   last = result.stderr.strip().splitlines()[-1]

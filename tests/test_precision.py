@@ -4,10 +4,14 @@ A tiny BERT learns a separable task in fp32, bf16 and fp16 and must reach
 the same loss; checkpoints stay float32, a bf16 checkpoint evaluates in an
 fp32 graph, and only fp16 keeps a loss scale.
 """
+import json
+import os
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
+import conftest
 import estimator
 import modeling
 import run_classifier
@@ -70,17 +74,25 @@ def _estimator(model_dir, precision):
                              eval_batch_size=BATCH_SIZE)
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-  """precision -> (model_dir, eval loss) after TRAIN_STEPS updates."""
-  results = {}
+def _train_each_precision(folder):
+  losses = {}
   for precision in DTYPES:
-    model_dir = str(tmp_path_factory.mktemp(precision))
-    est = _estimator(model_dir, precision)
+    est = _estimator(os.path.join(folder, precision), precision)
     est.train(_input_fn(True), max_steps=TRAIN_STEPS)
-    results[precision] = (model_dir,
-                          est.evaluate(_input_fn(False))["loss"])
-  return results
+    losses[precision] = est.evaluate(_input_fn(False))["loss"]
+  with open(os.path.join(folder, "losses.json"), "w") as f:
+    json.dump(losses, f)
+
+
+@pytest.fixture(scope="module")
+def runs(shared_dir):
+  """precision -> (model_dir, eval loss) after TRAIN_STEPS updates."""
+  folder = conftest.build_once(shared_dir, "precision_runs",
+                               _train_each_precision)
+  with open(os.path.join(folder, "losses.json")) as f:
+    losses = json.load(f)
+  return {precision: (os.path.join(folder, precision), loss)
+          for precision, loss in losses.items()}
 
 
 def _checkpoint_values(model_dir):

@@ -21,6 +21,7 @@ import tensorflow as tf
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 
+import conftest  # pylint: disable=g-import-not-at-top
 import run_classifier  # pylint: disable=g-import-not-at-top
 import tokenization  # pylint: disable=g-import-not-at-top
 
@@ -591,7 +592,7 @@ def _run(command, log_path):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
   with open(log_path, "w") as log:
     result = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT,
-                            cwd=REPO_ROOT, env=env)
+                            cwd=REPO_ROOT, env=env, timeout=900)
   with open(log_path) as log:
     text = log.read()
   assert result.returncode == 0, text[-3000:]
@@ -618,27 +619,42 @@ MRPC_EPOCHS = 20
 MRPC_STEPS = 200
 
 
-@pytest.fixture(scope="module")
-def mrpc_run(tmp_path_factory):
-  """An uninterrupted MRPC train/eval/predict run; returns its settings."""
-  root = str(tmp_path_factory.mktemp("mrpc_e2e"))
+def _mrpc_settings(root):
+  """Where the MRPC run's files go under `root`, and its command."""
   data_dir = os.path.join(root, "data")
-  dev_labels = _write_mrpc_data(data_dir, seed=3)
-  vocab_file, config_file = _write_model_files(root)
-  output_dir = os.path.join(root, "out")
+  vocab_file, config_file = (os.path.join(root, name) for name in
+                             ("vocab.txt", "bert_config.json"))
 
   def command(out, actions):
     return _command("MRPC", data_dir, vocab_file, config_file, out,
                     MRPC_EPOCHS, actions)
 
-  export_dir = os.path.join(root, "export")
-  _run(command(output_dir, ["do_train", "do_eval", "do_predict",
-                            "export_dir=" + export_dir]),
-       os.path.join(root, "run.log"))
   return {"root": root, "data_dir": data_dir, "vocab_file": vocab_file,
-          "config_file": config_file, "output_dir": output_dir,
-          "dev_labels": dev_labels, "command": command,
-          "export_dir": export_dir}
+          "config_file": config_file, "command": command,
+          "output_dir": os.path.join(root, "out"),
+          "export_dir": os.path.join(root, "export")}
+
+
+def _mrpc_end_to_end(root):
+  settings = _mrpc_settings(root)
+  dev_labels = _write_mrpc_data(settings["data_dir"], seed=3)
+  with open(os.path.join(root, "dev_labels.json"), "w") as f:
+    json.dump(dev_labels, f)
+  assert (settings["vocab_file"], settings["config_file"]) == (
+      _write_model_files(root))
+  _run(settings["command"](settings["output_dir"], [
+      "do_train", "do_eval", "do_predict",
+      "export_dir=" + settings["export_dir"]]), os.path.join(root, "run.log"))
+
+
+@pytest.fixture(scope="module")
+def mrpc_run(shared_dir):
+  """An uninterrupted MRPC train/eval/predict run; returns its settings."""
+  root = conftest.build_once(shared_dir, "mrpc_e2e", _mrpc_end_to_end)
+  settings = _mrpc_settings(root)
+  with open(os.path.join(root, "dev_labels.json")) as f:
+    settings["dev_labels"] = json.load(f)
+  return settings
 
 
 def test_mrpc_end_to_end_outputs(mrpc_run):
@@ -736,15 +752,16 @@ def test_resume_after_kill_matches_uninterrupted_run(mrpc_run, tmp_path):
                                cwd=REPO_ROOT, env=env)
     try:
       # The "checkpoint" state file appears with the first checkpoint.
-      while (process.poll() is None and
+      deadline = time.monotonic() + 600
+      while (process.poll() is None and time.monotonic() < deadline and
              not os.path.exists(os.path.join(output_dir, "checkpoint"))):
         time.sleep(0.01)
       process.send_signal(signal.SIGKILL)
-      process.wait()
+      process.wait(timeout=60)
     finally:
       if process.poll() is None:
         process.kill()
-        process.wait()
+        process.wait(timeout=60)
   killed_at = _checkpoint_step(output_dir)
   assert process.returncode == -signal.SIGKILL, "run ended before the kill"
   assert 10 <= killed_at < MRPC_STEPS

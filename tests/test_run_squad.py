@@ -654,7 +654,7 @@ def _e2e_data(tmp_path):
 
 def _run_squad(args):
   proc = subprocess.run([sys.executable, "run_squad.py"] + args, cwd=REPO_ROOT,
-                        capture_output=True, text=True)
+                        capture_output=True, text=True, timeout=600)
   assert proc.returncode == 0, proc.stderr[-3000:]
 
 

@@ -171,7 +171,7 @@ def test_cli_prints_the_official_v1_line(tmp_path):
   preds = _write(tmp_path / "pred.json", {"q1": "denver broncos", "q2": "x"})
   proc = subprocess.run([sys.executable, "squad_evaluate.py", data, preds],
                         cwd=REPO_ROOT, capture_output=True, text=True,
-                        check=True)
+                        check=True, timeout=120)
   assert proc.stdout == '{"exact_match": 50.0, "f1": 50.0}\n'
 
 
