@@ -35,6 +35,8 @@ import contextlib
 import datetime
 import os
 import re
+import signal
+import threading
 import time
 
 from absl import logging
@@ -72,6 +74,53 @@ class OutOfMemoryError(RuntimeError):
 
 class WorkerFailedError(RuntimeError):
   """Another worker of a multi-worker cluster stopped or became unreachable."""
+
+
+class TrainingInterrupted(RuntimeError):
+  """SIGINT (Ctrl-C) or SIGTERM stopped training after a checkpoint.
+
+  Attributes:
+    signum: the signal's number.
+  """
+
+  def __init__(self, message, signum):
+    super(TrainingInterrupted, self).__init__(message)
+    self.signum = signum
+
+
+class _StopRequests(object):
+  """Context that turns the first SIGINT or SIGTERM into a request.
+
+  Training checks `signum` after every run and stops at the end of the
+  update, with a checkpoint; a second signal of either kind acts at once,
+  as it would without this context. Signal handlers can only be set from
+  the main thread; elsewhere nothing is installed.
+  """
+  _SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+  def __init__(self):
+    self.signum = None
+    self._previous = {}
+
+  def __enter__(self):
+    if threading.current_thread() is threading.main_thread():
+      for signum in self._SIGNALS:
+        self._previous[signum] = signal.signal(signum, self._request)
+    return self
+
+  def _request(self, signum, frame):
+    del frame  # Unused.
+    self.signum = signum
+    for other, handler in self._previous.items():
+      signal.signal(other, handler)
+    logging.warning("%s received: training stops at the end of this update "
+                    "and saves a checkpoint (send it again to stop at once).",
+                    signal.Signals(signum).name)
+
+  def __exit__(self, *unused_exc_info):
+    for signum, handler in self._previous.items():
+      signal.signal(signum, handler)
+    return False
 
 
 _SPEC_FIELDS = ("mode", "predictions", "loss", "train_op", "eval_metric_ops",
@@ -130,7 +179,8 @@ class RunConfig(object):
                keep_checkpoint_max=5, log_step_count_steps=100,
                save_summary_steps=100, tf_random_seed=None,
                session_config=None, num_accumulation_steps=1,
-               oom_message_fn=None, distribution=None, use_xla=False):
+               oom_message_fn=None, distribution=None, use_xla=False,
+               save_checkpoints_secs=None):
     """Constructs a RunConfig.
 
     Args:
@@ -148,6 +198,8 @@ class RunConfig(object):
         with (data parallel; evaluation and prediction stay single-device).
       use_xla: compile the model_fn's graph (training and inference) with
         XLA.
+      save_checkpoints_secs: also checkpoint at the first update boundary
+        this many seconds after the last checkpoint (None: steps only).
     """
     if not model_dir:
       raise ValueError("RunConfig: model_dir is required (set --output_dir).")
@@ -158,6 +210,11 @@ class RunConfig(object):
       if value is None or int(value) < 1:
         raise ValueError("RunConfig: %s=%r must be a positive integer (flag "
                          "--%s)." % (name, value, name))
+    if save_checkpoints_secs is not None and not save_checkpoints_secs > 0:
+      raise ValueError("RunConfig: save_checkpoints_secs=%r must be positive "
+                       "(flag --save_checkpoints_secs)." %
+                       (save_checkpoints_secs,))
+    self.save_checkpoints_secs = save_checkpoints_secs
     self.model_dir = model_dir
     self.save_checkpoints_steps = int(save_checkpoints_steps)
     self.keep_checkpoint_max = keep_checkpoint_max
@@ -733,34 +790,56 @@ class Estimator(object):
 
   def _train_loop(self, sess, built, step_fns, writer, max_steps, start_step,
                   skip):
-    """Runs micro-batches; checkpoints, logs and summarizes per update."""
+    """Runs micro-batches; checkpoints, logs and summarizes per update.
+
+    Checkpoints are written at update boundaries (no partial accumulation):
+    every save_checkpoints_steps updates, save_checkpoints_secs after the
+    last one, at the end, and when SIGINT or SIGTERM asks training to stop,
+    which then raises TrainingInterrupted.
+    """
     micro_batch = self._micro_batch_size()
     log_meter, summary_meter = _Meter(), _Meter()
-    start_time = time.time()
+    start_time = last_save_time = time.time()
     step, micro_step = start_step, skip
     saved = (step, micro_step)
-    while step < max_steps:
-      values = self._run_train_step(step_fns, micro_step)
-      if values is None:
-        logging.info("Input data ended at step %d.", step)
-        break
-      micro_step = int(values["micro_step"])
-      self._check_finite(values, step + 1, micro_step)
-      log_meter.add(values["loss"], micro_batch)
-      summary_meter.add(values["loss"], micro_batch)
-      if values["global_step"] == step:
-        continue  # a micro-batch of an update still being accumulated
-      step = int(values["global_step"])
-      if step % self._config.save_checkpoints_steps == 0:
-        self._save(sess, built, step)
-        saved = (step, micro_step)
-      if step % self._config.log_step_count_steps == 0 or step >= max_steps:
-        self._log_progress(log_meter, values, step, max_steps,
-                           (time.time() - start_time) / (step - start_step))
-      if step % self._config.save_summary_steps == 0 or step >= max_steps:
-        self._write_summaries(summary_meter, values, step, writer)
+    with _StopRequests() as stop:
+      while step < max_steps:
+        values = self._run_train_step(step_fns, micro_step)
+        if values is None:
+          logging.info("Input data ended at step %d.", step)
+          break
+        micro_step = int(values["micro_step"])
+        self._check_finite(values, step + 1, micro_step)
+        log_meter.add(values["loss"], micro_batch)
+        summary_meter.add(values["loss"], micro_batch)
+        if micro_step % self._config.num_accumulation_steps:
+          continue  # a micro-batch of an update still being accumulated
+        updated, step = step != values["global_step"], int(
+            values["global_step"])
+        if (stop.signum is not None or
+            (updated and step % self._config.save_checkpoints_steps == 0) or
+            self._save_is_due_by_time(last_save_time)):
+          self._save(sess, built, step)
+          saved, last_save_time = (step, micro_step), time.time()
+        if stop.signum is not None:
+          raise TrainingInterrupted(
+              "Training stopped by %s at step %d/%d; checkpoint %s holds it. "
+              "Run the same command again to resume." % (
+                  signal.Signals(stop.signum).name, step, max_steps,
+                  self.latest_checkpoint()), stop.signum)
+        if not updated:
+          continue  # fp16's loss scaling skipped the update
+        if step % self._config.log_step_count_steps == 0 or step >= max_steps:
+          self._log_progress(log_meter, values, step, max_steps,
+                             (time.time() - start_time) / (step - start_step))
+        if step % self._config.save_summary_steps == 0 or step >= max_steps:
+          self._write_summaries(summary_meter, values, step, writer)
     if saved != (step, micro_step):
       self._save(sess, built, step)
+
+  def _save_is_due_by_time(self, last_save_time):
+    secs = self._config.save_checkpoints_secs
+    return secs is not None and time.time() - last_save_time >= secs
 
   def _log_progress(self, meter, values, step, max_steps, secs_per_step):
     parts = ["step %d/%d (%.1f%%)" % (step, max_steps,

@@ -34,11 +34,13 @@ def make_data(n=16, seed=0):
   return x, y
 
 
-def make_input_fn(x, y, training, shuffle=False, hang_at=None):
+def make_input_fn(x, y, training, shuffle=False, hang_at=None,
+                  signal_at=None):
   """input_fn over in-memory arrays.
 
   `hang_at`: if not None, batches pass through a py_function that blocks on
-  that batch index (-1: never).
+  that batch index (-1: never). `signal_at`: (batch index, signal number)
+  to send to this process when that batch is produced.
   """
   def input_fn(params):
     ds = tf.data.Dataset.from_tensor_slices({"x": x, "y": y})
@@ -49,8 +51,27 @@ def make_input_fn(x, y, training, shuffle=False, hang_at=None):
     ds = ds.batch(params["batch_size"], drop_remainder=training)
     if hang_at is not None:
       ds = ds.map(_hang_at_batch(hang_at))
+    if signal_at is not None:
+      ds = ds.map(_signal_at_batch(*signal_at))
     return ds
   return input_fn
+
+
+def _signal_at_batch(index, signum):
+  """A dataset map that sends `signum` to this process at batch `index`."""
+  calls = [0]
+
+  def send(value):
+    if calls[0] == index:
+      os.kill(os.getpid(), signum)
+    calls[0] += 1
+    return value
+
+  def fn(features):
+    x = tf.py_function(send, [features["x"]], tf.float32)
+    x.set_shape(features["x"].shape)
+    return {"x": x, "y": features["y"]}
+  return fn
 
 
 def _hang_at_batch(index):
@@ -196,6 +217,16 @@ def run_kill_script_main(model_dir, hang_at=-1):
   est = make_estimator(model_dir, save_checkpoints_steps=2)
   est.train(make_input_fn(x, y, True, shuffle=True, hang_at=hang_at),
             max_steps=6)
+
+
+def run_signal_script_main(model_dir, signum, k):
+  """What the subprocess of test_signal_saves_at_an_update_boundary runs."""
+  x, y = make_data(32)
+  est = make_estimator(model_dir, k=k)
+  try:
+    est.train(make_input_fn(x, y, True, signal_at=(3, signum)), max_steps=8)
+  except estimator.TrainingInterrupted as e:
+    print("interrupted by", e.signum, flush=True)
 
 
 # ------------------------------------------------------------------ training
@@ -680,3 +711,45 @@ def test_check_required_files(fv, tmp_path, minilm_dir):
   runner_flags.check_required_files(fv, do_train=True)
   with pytest.raises(ValueError, match="--output_dir=.*no checkpoint"):
     runner_flags.check_required_files(fv, do_train=False)
+
+
+@pytest.mark.parametrize("signum,k", [(signal.SIGTERM, 2), (signal.SIGINT, 1)])
+def test_signal_saves_at_an_update_boundary(tmp_path, signum, k):
+  """SIGTERM / Ctrl-C: training finishes the update under way, saves it and
+  stops; rerun, it ends with the weights of an uninterrupted run."""
+  model_dir = str(tmp_path / "run")
+  script = tmp_path / "signal_run.py"
+  script.write_text(
+      "import sys\n"
+      "sys.path[:0] = [%r, %r]\n"
+      "import test_estimator\n"
+      "test_estimator.run_signal_script_main(sys.argv[1], int(sys.argv[2]), "
+      "int(sys.argv[3]))\n" % (REPO_ROOT, TESTS_DIR))
+  result = subprocess.run(
+      [sys.executable, str(script), model_dir, str(int(signum)), str(k)],
+      capture_output=True, text=True, timeout=300)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert "interrupted by %d" % signum in result.stdout, result.stderr[-3000:]
+  values = ckpt_values(estimator.latest_checkpoint(model_dir))
+  assert 1 <= values["global_step"] < 8
+  assert values["micro_step"] == k * values["global_step"]
+  x, y = make_data(32)
+  est = make_estimator(model_dir, k=k)
+  est.train(make_input_fn(x, y, True), max_steps=8)
+  w_ref, b_ref, _ = numpy_sgd(x, y, batch=4, steps=8)
+  values = ckpt_values(est.latest_checkpoint())
+  np.testing.assert_allclose(values["w"], w_ref, rtol=1e-5)
+  np.testing.assert_allclose(values["b"], b_ref, rtol=1e-5, atol=1e-6)
+
+
+def test_time_interval_checkpoints(tmp_path):
+  """A tiny save_checkpoints_secs saves at every update boundary, never in
+  the middle of an accumulated update."""
+  x, y = make_data()
+  model_dir = str(tmp_path)
+  est = make_estimator(model_dir, k=2, save_checkpoints_steps=1000,
+                       save_checkpoints_secs=1e-6, keep_checkpoint_max=10)
+  est.train(make_input_fn(x, y, True), max_steps=3)
+  assert _ckpt_steps(model_dir) == [1, 2, 3]
+  with pytest.raises(ValueError, match="save_checkpoints_secs"):
+    make_estimator(model_dir, save_checkpoints_secs=0)
