@@ -17,6 +17,7 @@ import json
 import os
 import platform
 import shlex
+import signal
 import sys
 
 from absl import app
@@ -510,6 +511,12 @@ def _plan():
           _reduced_notes(tasks, model, references), _devices())
 
 
+def _interrupt(signum, frame):
+  """SIGTERM stops the grid as Ctrl-C does, stopping the running cells."""
+  del signum, frame
+  raise KeyboardInterrupt()
+
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError("Unexpected arguments: %s" % " ".join(argv[1:]))
@@ -528,7 +535,13 @@ def main(argv):
       print(" ".join(shlex.quote(a) for a in [sys.executable] + list(
           step.args)))
     return 0
-  report = run(*args)
+  signal.signal(signal.SIGTERM, _interrupt)
+  try:
+    report = run(*args)
+  except KeyboardInterrupt:
+    _log("interrupted; the running cells were stopped. Run the same "
+         "command again to resume.")
+    return 130
   _log("results in %s" % os.path.join(setup.output_dir, "results.md"))
   failed = [c for c in report["cells"] if c["status"] == "failed"]
   if failed:

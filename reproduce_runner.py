@@ -203,9 +203,10 @@ def run_steps(steps, python, devices, log=print, env=None):
     log(progress.line())
   lock = threading.Lock()
   processes = set()
+  stop = threading.Event()
 
   def worker(device):
-    while True:
+    while not stop.is_set():
       try:
         step = pending.get_nowait()
       except queue.Empty:
@@ -236,8 +237,12 @@ def run_steps(steps, python, devices, log=print, env=None):
       while thread.is_alive():
         thread.join(timeout=1.0)
   except KeyboardInterrupt:
+    stop.set()
     for child in list(processes):
       child.terminate()
+    # The workers record the stopped attempts and take no new step.
+    for thread in threads:
+      thread.join(timeout=60)
     raise
   return outcomes
 
