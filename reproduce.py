@@ -29,91 +29,94 @@ import reproduce_runner
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
-flags.DEFINE_string(
-    "bert_dir", None,
-    "Folder of a model in Google's layout: bert_config.json, vocab.txt and "
-    "bert_model.ckpt. Its name gives the casing (uncased_... or cased_...).")
-flags.DEFINE_string("bert_config_file", None,
-                    "Instead of <bert_dir>/bert_config.json.")
-flags.DEFINE_string("vocab_file", None, "Instead of <bert_dir>/vocab.txt.")
-flags.DEFINE_string(
-    "init_checkpoint", None,
-    "Instead of <bert_dir>/bert_model.ckpt; an empty value trains from "
-    "random weights (for smoke runs only).")
-flags.DEFINE_bool(
-    "do_lower_case", None,
-    "Lowercase the text; default: from the model folder's name (uncased or "
-    "cased), required when the name says neither.")
-flags.DEFINE_string("glue_dir", None,
-                    "GLUE data as its download script writes it: one "
-                    "folder per task (CoLA, MNLI, MRPC, ...).")
-flags.DEFINE_string(
-    "squad_dir", None,
-    "SQuAD files: train-v1.1.json, dev-v1.1.json, train-v2.0.json, "
-    "dev-v2.0.json (only those of the tasks asked for).")
-flags.DEFINE_list(
-    "tasks", ["all"],
-    "Tasks to run: all (the tasks of the paper's Tables 1 to 3) or some of "
-    + ", ".join(reproduce_plan.TASKS) + ".")
-flags.DEFINE_enum("preset", "paper", list(reproduce_plan.PRESET_PROTOCOLS),
-                  "Hyperparameter grid: paper, appendix, small_models or "
-                  "custom (see docs/reproduce.md).")
-flags.DEFINE_list("batch_sizes", [],
-                  "Replace the preset's batch sizes, e.g. 32.")
-flags.DEFINE_list("learning_rates", [],
-                  "Replace the preset's learning rates, e.g. 2e-5,3e-5.")
-flags.DEFINE_list("epochs", [], "Replace the preset's epoch counts, e.g. 3.")
-flags.DEFINE_list(
-    "seeds", ["12345"],
-    "Fine-tuning seeds: random restarts (different data order, dropout and "
-    "classifier initialization) of every configuration of the small tasks.")
-flags.DEFINE_enum(
-    "restart_tasks", "small", ["small", "all"],
-    "Which tasks run every seed: small (fewer than %d training examples, "
-    "the paper's random restarts) or all; the others use the first seed."
-    % reproduce_plan.SMALL_TASK_EXAMPLES)
-flags.DEFINE_list(
-    "train_example_orders", ["shuffled"],
-    "run_classifier.py's --train_example_order values to run: shuffled, "
-    "file or both (a grid dimension for comparing them).")
-flags.DEFINE_integer(
-    "max_train_examples", None,
-    "Train on this many examples per task (GLUE: drawn at random with a "
-    "fixed seed; SQuAD: the first questions); marks the run as reduced.")
-flags.DEFINE_integer("max_seq_length", reproduce_plan.GLUE_MAX_SEQ_LENGTH,
-                     "GLUE sequence length (published: %d)." %
-                     reproduce_plan.GLUE_MAX_SEQ_LENGTH)
-flags.DEFINE_integer("squad_max_seq_length",
-                     reproduce_plan.SQUAD_MAX_SEQ_LENGTH,
-                     "SQuAD sequence length (published: %d)." %
-                     reproduce_plan.SQUAD_MAX_SEQ_LENGTH)
-flags.DEFINE_integer(
-    "squad_split_articles", None,
-    "When only the dev files exist: train on the first N articles of each "
-    "dev file and evaluate on the rest; marks the run as reduced.")
-flags.DEFINE_string(
-    "extra_flags", "",
-    "More flags for every script run, e.g. \"--precision=bf16 "
-    "--micro_batch_size=auto\"; marks the run as reduced.")
-flags.DEFINE_list(
-    "devices", None,
-    "GPU indices to run cells on, one cell per GPU at a time, or cpu (one "
-    "cell at a time); default: CUDA_VISIBLE_DEVICES, else nvidia-smi's "
-    "GPUs, else cpu.")
-flags.DEFINE_bool("glue_submission", True,
-                  "Predict GLUE's test sets with each task's selected model "
-                  "and zip the files for the GLUE server.")
-flags.DEFINE_string(
-    "reference_model", None,
-    "Published model to compare with (BERT-Base, BERT-Large, BERT-Tiny, "
-    "...); default: the one with the config's layers and width, else "
-    "BERT-Base.")
-flags.DEFINE_bool("dry_run", False,
-                  "Print the cells' commands and exit without running them.")
-flags.DEFINE_string("output_dir", None,
-                    "Where cells, data subsets and results go.")
-
 FLAGS = flags.FLAGS
+
+
+def define_flags():
+  """Defines the command's flags (called from `__main__`, not at import)."""
+  flags.DEFINE_string(
+      "bert_dir", None,
+      "Folder of a model in Google's layout: bert_config.json, vocab.txt and "
+      "bert_model.ckpt. Its name gives the casing (uncased_... or cased_...).")
+  flags.DEFINE_string("bert_config_file", None,
+                      "Instead of <bert_dir>/bert_config.json.")
+  flags.DEFINE_string("vocab_file", None, "Instead of <bert_dir>/vocab.txt.")
+  flags.DEFINE_string(
+      "init_checkpoint", None,
+      "Instead of <bert_dir>/bert_model.ckpt; an empty value trains from "
+      "random weights (for smoke runs only).")
+  flags.DEFINE_bool(
+      "do_lower_case", None,
+      "Lowercase the text; default: from the model folder's name (uncased or "
+      "cased), required when the name says neither.")
+  flags.DEFINE_string("glue_dir", None,
+                      "GLUE data as its download script writes it: one "
+                      "folder per task (CoLA, MNLI, MRPC, ...).")
+  flags.DEFINE_string(
+      "squad_dir", None,
+      "SQuAD files: train-v1.1.json, dev-v1.1.json, train-v2.0.json, "
+      "dev-v2.0.json (only those of the tasks asked for).")
+  flags.DEFINE_list(
+      "tasks", ["all"],
+      "Tasks to run: all (the tasks of the paper's Tables 1 to 3) or some of "
+      + ", ".join(reproduce_plan.TASKS) + ".")
+  flags.DEFINE_enum("preset", "paper", list(reproduce_plan.PRESET_PROTOCOLS),
+                    "Hyperparameter grid: paper, appendix, small_models or "
+                    "custom (see docs/reproduce.md).")
+  flags.DEFINE_list("batch_sizes", [],
+                    "Replace the preset's batch sizes, e.g. 32.")
+  flags.DEFINE_list("learning_rates", [],
+                    "Replace the preset's learning rates, e.g. 2e-5,3e-5.")
+  flags.DEFINE_list("epochs", [], "Replace the preset's epoch counts, e.g. 3.")
+  flags.DEFINE_list(
+      "seeds", ["12345"],
+      "Fine-tuning seeds: random restarts (different data order, dropout and "
+      "classifier initialization) of every configuration of the small tasks.")
+  flags.DEFINE_enum(
+      "restart_tasks", "small", ["small", "all"],
+      "Which tasks run every seed: small (fewer than %d training examples, "
+      "the paper's random restarts) or all; the others use the first seed."
+      % reproduce_plan.SMALL_TASK_EXAMPLES)
+  flags.DEFINE_list(
+      "train_example_orders", ["shuffled"],
+      "run_classifier.py's --train_example_order values to run: shuffled, "
+      "file or both (a grid dimension for comparing them).")
+  flags.DEFINE_integer(
+      "max_train_examples", None,
+      "Train on this many examples per task (GLUE: drawn at random with a "
+      "fixed seed; SQuAD: the first questions); marks the run as reduced.")
+  flags.DEFINE_integer("max_seq_length", reproduce_plan.GLUE_MAX_SEQ_LENGTH,
+                       "GLUE sequence length (published: %d)." %
+                       reproduce_plan.GLUE_MAX_SEQ_LENGTH)
+  flags.DEFINE_integer("squad_max_seq_length",
+                       reproduce_plan.SQUAD_MAX_SEQ_LENGTH,
+                       "SQuAD sequence length (published: %d)." %
+                       reproduce_plan.SQUAD_MAX_SEQ_LENGTH)
+  flags.DEFINE_integer(
+      "squad_split_articles", None,
+      "When only the dev files exist: train on the first N articles of each "
+      "dev file and evaluate on the rest; marks the run as reduced.")
+  flags.DEFINE_string(
+      "extra_flags", "",
+      "More flags for every script run, e.g. \"--precision=bf16 "
+      "--micro_batch_size=auto\"; marks the run as reduced.")
+  flags.DEFINE_list(
+      "devices", None,
+      "GPU indices to run cells on, one cell per GPU at a time, or cpu (one "
+      "cell at a time); default: CUDA_VISIBLE_DEVICES, else nvidia-smi's "
+      "GPUs, else cpu.")
+  flags.DEFINE_bool("glue_submission", True,
+                    "Predict GLUE's test sets with each task's selected model "
+                    "and zip the files for the GLUE server.")
+  flags.DEFINE_string(
+      "reference_model", None,
+      "Published model to compare with (BERT-Base, BERT-Large, BERT-Tiny, "
+      "...); default: the one with the config's layers and width, else "
+      "BERT-Base.")
+  flags.DEFINE_bool("dry_run", False,
+                    "Print the cells' commands and exit without running them.")
+  flags.DEFINE_string("output_dir", None,
+                      "Where cells, data subsets and results go.")
 
 
 # ------------------------------------------------------------------- model
@@ -552,4 +555,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(main)

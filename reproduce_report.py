@@ -252,8 +252,11 @@ def config_tables(summaries):
     if not summary["configs"]:
       continue
     metric = summary["selection_metric"]
-    lines += ["", "### %s (%s on dev, selected: %s)" % (
-        task, metric, summary["selected_cell"]), "",
+    threshold = ""
+    if "null_threshold" in summary:
+      threshold = ", its no-answer threshold %.4f" % summary["null_threshold"]
+    lines += ["", "### %s (%s on dev, selected: %s%s)" % (
+        task, metric, summary["selected_cell"], threshold), "",
               "| configuration | seeds | mean | std | min | max |",
               "|---|---|---|---|---|---|"]
     for config in summary["configs"]:
