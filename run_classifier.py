@@ -12,6 +12,7 @@ import csv
 import hashlib
 import json
 import os
+import random
 
 from absl import app
 from absl import flags
@@ -29,6 +30,9 @@ import tfrecord_input
 import tokenization
 
 FLAGS = flags.FLAGS
+
+# Values of --train_example_order.
+TRAIN_EXAMPLE_ORDERS = ("shuffled", "file")
 
 
 def define_flags(flag_values=flags.FLAGS):
@@ -61,6 +65,15 @@ def define_flags(flag_values=flags.FLAGS):
       "all positions. The same results, faster the more padding a batch "
       "has. Off with --use_xla, which compiles graphs of fixed shapes.",
       flag_values=flag_values)
+  flags.DEFINE_enum(
+      "train_example_order", "shuffled", list(TRAIN_EXAMPLE_ORDERS),
+      "Order of the examples in train.tf_record. shuffled: the whole "
+      "training set permuted with --seed before the features are written, "
+      "as run_squad.py does (GLUE files are grouped by source, and the "
+      "input's 100-example shuffle buffer cannot mix them). file: the "
+      "order of train.tsv, as Google's run_classifier.py writes it, for "
+      "bit-for-bit comparisons with it. Both then shuffle with the "
+      "100-example buffer while training.", flag_values=flag_values)
 
 
 # Bumped whenever the TFRecord layout written here changes, so feature files
@@ -618,9 +631,14 @@ def _sha256_of_file(path):
 
 
 def record_fingerprint(data_files, vocab_file, do_lower_case, max_seq_length,
-                       task_name, num_examples):
-  """What a feature file depends on: equal fingerprints -> same records."""
-  return {
+                       task_name, num_examples, *, example_order="file",
+                       shuffle_seed=None):
+  """What a feature file depends on: equal fingerprints -> same records.
+
+  `example_order` is "file" (the records follow the data file) or
+  "shuffled" (permuted with `shuffle_seed`, which then changes the file).
+  """
+  fingerprint = {
       "record_format": _RECORD_FORMAT_VERSION,
       "data_sha256": [_sha256_of_file(path) for path in data_files],
       "vocab_sha256": _sha256_of_file(vocab_file),
@@ -628,7 +646,11 @@ def record_fingerprint(data_files, vocab_file, do_lower_case, max_seq_length,
       "max_seq_length": int(max_seq_length),
       "task": task_name,
       "num_examples": int(num_examples),
+      "example_order": example_order,
   }
+  if example_order == "shuffled":
+    fingerprint["shuffle_seed"] = int(shuffle_seed)
+  return fingerprint
 
 
 def records_are_current(output_file, fingerprint):
@@ -906,14 +928,17 @@ def _processor_for(task_name):
 
 
 def _prepare_features(processor, set_type, examples, label_list, tokenizer,
-                      file_name):
-  """Writes (or reuses) output_dir/file_name for `examples`; returns its path."""
+                      file_name, **order):
+  """Writes (or reuses) output_dir/file_name for `examples`; returns its path.
+
+  `order`: the example_order / shuffle_seed of `record_fingerprint`.
+  """
   output_file = os.path.join(FLAGS.output_dir, file_name)
   fingerprint = record_fingerprint(
       processor.get_data_files(FLAGS.data_dir, set_type),
       FLAGS.spm_model_file or FLAGS.vocab_file,
       FLAGS.do_lower_case, FLAGS.max_seq_length, FLAGS.task_name.lower(),
-      len(examples))
+      len(examples), **order)
   prepare_record_file(examples, label_list, FLAGS.max_seq_length, tokenizer,
                       output_file, fingerprint)
   return output_file
@@ -921,8 +946,17 @@ def _prepare_features(processor, set_type, examples, label_list, tokenizer,
 
 def _train(estimator, processor, train_examples, label_list, tokenizer,
            num_train_steps):
+  """Writes train.tf_record in --train_example_order and trains."""
+  order = {"example_order": FLAGS.train_example_order}
+  if FLAGS.train_example_order == "shuffled":
+    # The input's shuffle buffer only mixes neighbours; a whole-set
+    # permutation keeps a run from ending on one source of the data.
+    train_examples = list(train_examples)
+    random.Random(FLAGS.seed).shuffle(train_examples)
+    order["shuffle_seed"] = FLAGS.seed
   train_file = _prepare_features(processor, "train", train_examples,
-                                 label_list, tokenizer, "train.tf_record")
+                                 label_list, tokenizer, "train.tf_record",
+                                 **order)
   logging.info("***** Running training *****")
   logging.info("  Num examples = %d", len(train_examples))
   logging.info("  Batch size = %d", FLAGS.train_batch_size)

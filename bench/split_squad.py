@@ -9,9 +9,14 @@ complete SQuAD file with the input's "version".
 
 import json
 import os
+import sys
 
 from absl import app
 from absl import flags
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+import reproduce_plan  # pylint: disable=wrong-import-position
 
 flags.DEFINE_string("input", None, "SQuAD json file to split.")
 flags.DEFINE_integer("num_train_articles", 38,
@@ -20,30 +25,22 @@ flags.DEFINE_string("output_dir", None, "Where train.json and eval.json go.")
 FLAGS = flags.FLAGS
 
 
-def split(dataset, num_train_articles):
-  """(train, eval) SQuAD dicts: the first articles and the rest."""
-  articles = dataset["data"]
-  if not 0 < num_train_articles < len(articles):
-    raise ValueError("--num_train_articles=%d: the file has %d articles; "
-                     "pick a number between 1 and %d." %
-                     (num_train_articles, len(articles), len(articles) - 1))
-  version = dataset.get("version", "1.1")
-  return ({"version": version, "data": articles[:num_train_articles]},
-          {"version": version, "data": articles[num_train_articles:]})
-
-
 def main(_):
   with open(FLAGS.input, encoding="utf-8") as f:
     dataset = json.load(f)
+  try:
+    parts = reproduce_plan.split_squad_articles(dataset,
+                                                FLAGS.num_train_articles)
+  except ValueError as e:
+    raise app.UsageError("--num_train_articles=%d: %s" % (
+        FLAGS.num_train_articles, e)) from e
   os.makedirs(FLAGS.output_dir, exist_ok=True)
-  for name, part in zip(("train.json", "eval.json"),
-                        split(dataset, FLAGS.num_train_articles)):
+  for name, part in zip(("train.json", "eval.json"), parts):
     path = os.path.join(FLAGS.output_dir, name)
     with open(path, "w", encoding="utf-8") as f:
       json.dump(part, f)
     print("%s: %d articles, %d questions" % (
-        path, len(part["data"]),
-        sum(len(p["qas"]) for a in part["data"] for p in a["paragraphs"])))
+        path, len(part["data"]), reproduce_plan.count_squad_questions(part)))
 
 
 if __name__ == "__main__":

@@ -948,3 +948,92 @@ def test_main_refuses_output_dir_of_another_task(main_flags, mrpc_run):
   assert mrpc_run["output_dir"] in message
   assert "another task" in message and "run_info.json" in message
   assert "--output_dir" in message
+
+
+# ------------------------------------------------- training example order
+
+
+def _row_ids(row, vocab):
+  """Input ids of an MRPC row, derived from the WORDS vocab by hand."""
+  def tokens(sentence):
+    return sentence.replace(".", " .").split()
+  ids = ([vocab.index("[CLS]")] + [vocab.index(t) for t in tokens(row[3])] +
+         [vocab.index("[SEP]")] + [vocab.index(t) for t in tokens(row[4])] +
+         [vocab.index("[SEP]")])
+  return tuple(ids + [0] * (32 - len(ids)))
+
+
+@pytest.fixture
+def order_setup(main_flags, tmp_path):
+  """Runs main without training steps; returns (write_train, rows)."""
+  data_dir = str(tmp_path / "data")
+  _write_mrpc_data(data_dir, seed=11, num_train=30)
+  rows = _read_rows(os.path.join(data_dir, "train.tsv"))[1:]
+  with open(str(tmp_path / "vocab.txt")) as f:
+    vocab = [line.rstrip("\n") for line in f]
+  row_of_ids = {_row_ids(row, vocab): i for i, row in enumerate(rows)}
+  assert len(row_of_ids) == len(rows)
+  record_file = str(tmp_path / "out" / "train.tf_record")
+
+  def write_train(**overrides):
+    """The train.tf_record order as row indices, and its sidecar."""
+    main_flags(num_train_epochs=0.0, **overrides)
+    order = [row_of_ids[tuple(r["input_ids"].int64_list.value)]
+             for r in _read_records(record_file)]
+    with open(record_file + ".meta.json") as f:
+      return order, json.load(f)
+
+  return write_train, rows
+
+
+def test_shuffled_order_is_the_seeds_permutation(order_setup):
+  write_train, rows = order_setup
+  for seed in (5, 6):
+    expected = list(range(len(rows)))
+    random.Random(seed).shuffle(expected)
+    order, sidecar = write_train(seed=seed)
+    assert order == expected
+    assert sidecar["example_order"] == "shuffled"
+    assert sidecar["shuffle_seed"] == seed
+  assert write_train(seed=5)[0] != write_train(seed=6)[0]
+
+
+def test_default_order_is_shuffled_and_file_order_keeps_the_file(
+    order_setup):
+  write_train, rows = order_setup
+  expected = list(range(len(rows)))
+  random.Random(12345).shuffle(expected)
+  assert write_train()[0] == expected
+  order, sidecar = write_train(train_example_order="file", seed=5)
+  assert order == list(range(len(rows)))
+  assert sidecar["example_order"] == "file"
+  assert "shuffle_seed" not in sidecar
+
+
+def test_changed_seed_or_order_rewrites_train_records(order_setup,
+                                                      write_counter):
+  write_train, _ = order_setup
+  write_train(seed=5)
+  write_train(seed=5)
+  assert write_counter.count(write_counter[0]) == 1
+  write_train(seed=6)
+  write_train(train_example_order="file", seed=6)
+  # The file order does not depend on the seed: no rewrite.
+  write_train(train_example_order="file", seed=7)
+  train_writes = [path for path in write_counter
+                  if path.endswith("train.tf_record")]
+  assert len(train_writes) == 3
+
+
+def test_train_example_order_fingerprints_differ(tmp_path):
+  data_file = tmp_path / "train.tsv"
+  data_file.write_text("x\n")
+  vocab_file = tmp_path / "vocab.txt"
+  vocab_file.write_text("[PAD]\n")
+  def fingerprint(**order):
+    return run_classifier.record_fingerprint(
+        [str(data_file)], str(vocab_file), True, 32, "mrpc", 1, **order)
+  variants = [fingerprint(), fingerprint(example_order="shuffled",
+                                         shuffle_seed=1),
+              fingerprint(example_order="shuffled", shuffle_seed=2)]
+  assert len({json.dumps(v, sort_keys=True) for v in variants}) == 3

@@ -1,0 +1,559 @@
+# coding=utf-8
+"""Reproduces BERT's published fine-tuning results with one command.
+
+  python reproduce.py --bert_dir=$BERT --glue_dir=$GLUE --squad_dir=$SQUAD \
+    --tasks=all --output_dir=/tmp/reproduce
+
+runs run_classifier.py and run_squad.py (as child processes, with their
+flags) over the published protocol of each task, then writes results.md,
+results.json, TensorBoard HParams summaries and a GLUE test-server
+submission (glue_submission.zip) into --output_dir. Run again with the same
+flags, it skips finished cells and resumes interrupted ones. See
+docs/reproduce.md.
+"""
+
+import datetime
+import json
+import os
+import platform
+import shlex
+import signal
+import sys
+
+from absl import app
+from absl import flags
+
+import reproduce_plan
+import reproduce_report
+import reproduce_runner
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+
+FLAGS = flags.FLAGS
+
+
+def define_flags():
+  """Defines the command's flags (called from `__main__`, not at import)."""
+  flags.DEFINE_string(
+      "bert_dir", None,
+      "Folder of a model in Google's layout: bert_config.json, vocab.txt and "
+      "bert_model.ckpt. Its name gives the casing (uncased_... or cased_...).")
+  flags.DEFINE_string("bert_config_file", None,
+                      "Instead of <bert_dir>/bert_config.json.")
+  flags.DEFINE_string("vocab_file", None, "Instead of <bert_dir>/vocab.txt.")
+  flags.DEFINE_string(
+      "init_checkpoint", None,
+      "Instead of <bert_dir>/bert_model.ckpt; an empty value trains from "
+      "random weights (for smoke runs only).")
+  flags.DEFINE_bool(
+      "do_lower_case", None,
+      "Lowercase the text; default: from the model folder's name (uncased or "
+      "cased), required when the name says neither.")
+  flags.DEFINE_string("glue_dir", None,
+                      "GLUE data as its download script writes it: one "
+                      "folder per task (CoLA, MNLI, MRPC, ...).")
+  flags.DEFINE_string(
+      "squad_dir", None,
+      "SQuAD files: train-v1.1.json, dev-v1.1.json, train-v2.0.json, "
+      "dev-v2.0.json (only those of the tasks asked for).")
+  flags.DEFINE_list(
+      "tasks", ["all"],
+      "Tasks to run: all (the tasks of the paper's Tables 1 to 3) or some of "
+      + ", ".join(reproduce_plan.TASKS) + ".")
+  flags.DEFINE_enum("preset", "paper", list(reproduce_plan.PRESET_PROTOCOLS),
+                    "Hyperparameter grid: paper, appendix, small_models or "
+                    "custom (see docs/reproduce.md).")
+  flags.DEFINE_list("batch_sizes", [],
+                    "Replace the preset's batch sizes, e.g. 32.")
+  flags.DEFINE_list("learning_rates", [],
+                    "Replace the preset's learning rates, e.g. 2e-5,3e-5.")
+  flags.DEFINE_list("epochs", [], "Replace the preset's epoch counts, e.g. 3.")
+  flags.DEFINE_list(
+      "seeds", ["12345"],
+      "Fine-tuning seeds: random restarts (different data order, dropout and "
+      "classifier initialization) of every configuration of the small tasks.")
+  flags.DEFINE_enum(
+      "restart_tasks", "small", ["small", "all"],
+      "Which tasks run every seed: small (fewer than %d training examples, "
+      "the paper's random restarts) or all; the others use the first seed."
+      % reproduce_plan.SMALL_TASK_EXAMPLES)
+  flags.DEFINE_list(
+      "train_example_orders", ["shuffled"],
+      "run_classifier.py's --train_example_order values to run: shuffled, "
+      "file or both (a grid dimension for comparing them).")
+  flags.DEFINE_integer(
+      "max_train_examples", None,
+      "Train on this many examples per task (GLUE: drawn at random with a "
+      "fixed seed; SQuAD: the first questions); marks the run as reduced.")
+  flags.DEFINE_integer("max_seq_length", reproduce_plan.GLUE_MAX_SEQ_LENGTH,
+                       "GLUE sequence length (published: %d)." %
+                       reproduce_plan.GLUE_MAX_SEQ_LENGTH)
+  flags.DEFINE_integer("squad_max_seq_length",
+                       reproduce_plan.SQUAD_MAX_SEQ_LENGTH,
+                       "SQuAD sequence length (published: %d)." %
+                       reproduce_plan.SQUAD_MAX_SEQ_LENGTH)
+  flags.DEFINE_integer(
+      "squad_split_articles", None,
+      "When only the dev files exist: train on the first N articles of each "
+      "dev file and evaluate on the rest; marks the run as reduced.")
+  flags.DEFINE_string(
+      "extra_flags", "",
+      "More flags for every script run, e.g. \"--precision=bf16 "
+      "--micro_batch_size=auto\"; marks the run as reduced.")
+  flags.DEFINE_list(
+      "devices", None,
+      "GPU indices to run cells on, one cell per GPU at a time, or cpu (one "
+      "cell at a time); default: CUDA_VISIBLE_DEVICES, else nvidia-smi's "
+      "GPUs, else cpu.")
+  flags.DEFINE_bool("glue_submission", True,
+                    "Predict GLUE's test sets with each task's selected model "
+                    "and zip the files for the GLUE server.")
+  flags.DEFINE_string(
+      "reference_model", None,
+      "Published model to compare with (BERT-Base, BERT-Large, BERT-Tiny, "
+      "...); default: the one with the config's layers and width, else "
+      "BERT-Base.")
+  flags.DEFINE_bool("dry_run", False,
+                    "Print the cells' commands and exit without running them.")
+  flags.DEFINE_string("output_dir", None,
+                      "Where cells, data subsets and results go.")
+
+
+# ------------------------------------------------------------------- model
+
+
+def _casing_from_name(folder):
+  """True (uncased), False (cased) or None from a model folder's name."""
+  name = os.path.basename(os.path.normpath(folder)).lower()
+  if "uncased" in name:
+    return True
+  if name.startswith("cased") or "_cased" in name or "-cased" in name:
+    return False
+  return None
+
+
+def _model_from_flags():
+  """The Model the flags describe; raises ValueError naming a bad flag."""
+  bert_dir = FLAGS.bert_dir or ""
+  def pick(value, name, flag):
+    if value is not None:
+      return value
+    if not bert_dir:
+      raise ValueError("Set --bert_dir (or --%s)." % flag)
+    return os.path.join(bert_dir, name)
+  model = reproduce_plan.Model(
+      os.path.abspath(pick(FLAGS.bert_config_file, "bert_config.json",
+                           "bert_config_file")),
+      os.path.abspath(pick(FLAGS.vocab_file, "vocab.txt", "vocab_file")),
+      pick(FLAGS.init_checkpoint, "bert_model.ckpt", "init_checkpoint"),
+      FLAGS.do_lower_case)
+  for path, flag in ((model.bert_config_file, "bert_config_file"),
+                     (model.vocab_file, "vocab_file")):
+    if not os.path.isfile(path):
+      raise ValueError("%s does not exist; check --bert_dir or --%s." %
+                       (path, flag))
+  checkpoint = model.init_checkpoint
+  if checkpoint:
+    checkpoint = os.path.abspath(checkpoint)
+    if not os.path.isfile(checkpoint + ".index"):
+      raise ValueError("%s.index does not exist; check --bert_dir or "
+                       "--init_checkpoint." % checkpoint)
+  lower = model.do_lower_case
+  if lower is None:
+    lower = _casing_from_name(os.path.dirname(checkpoint) or bert_dir)
+  if lower is None:
+    raise ValueError("Cannot tell the casing from the model folder's name; "
+                     "pass --do_lower_case=true or --do_lower_case=false.")
+  import tokenization  # pylint: disable=g-import-not-at-top
+  tokenization.validate_case_matches_checkpoint(lower, checkpoint)
+  return reproduce_plan.Model(model.bert_config_file, model.vocab_file,
+                              checkpoint, lower)
+
+
+def _model_description(model, config):
+  text = "L=%d, H=%d, A=%d (%s), %s" % (
+      config["num_hidden_layers"], config["hidden_size"],
+      config["num_attention_heads"], model.bert_config_file,
+      "uncased" if model.do_lower_case else "cased")
+  return text + (", " + model.init_checkpoint if model.init_checkpoint
+                 else ", random initialization")
+
+
+# ------------------------------------------------------------------- tasks
+
+
+def _tasks_from_flags():
+  names = {name.lower(): name for name in reproduce_plan.TASKS}
+  tasks = []
+  for entry in FLAGS.tasks:
+    if entry.lower() == "all":
+      tasks += reproduce_plan.ALL_TASKS
+    elif entry.lower() in names:
+      tasks.append(names[entry.lower()])
+    else:
+      raise ValueError("--tasks: unknown task %r; choose all or some of %s."
+                       % (entry, ", ".join(reproduce_plan.TASKS)))
+  return list(dict.fromkeys(tasks))
+
+
+def _processor(task):
+  import run_classifier  # pylint: disable=g-import-not-at-top
+  return run_classifier.PROCESSORS[task.lower()]()
+
+
+def _glue_data(task, output_dir):
+  """(data folder the cells read, training examples in the task's file).
+
+  Reading the files here checks every line before anything runs.
+  """
+  if not FLAGS.glue_dir:
+    raise ValueError("--tasks includes %s: set --glue_dir." % task)
+  source = os.path.join(FLAGS.glue_dir, task)
+  processor = _processor(task)
+  num_train = len(processor.get_train_examples(source))
+  processor.get_dev_examples(source)
+  if FLAGS.max_train_examples is None:
+    return os.path.abspath(source), num_train
+  target = os.path.join(output_dir, "data", task)
+  reproduce_plan.subset_glue_dir(
+      source, target, processor.file_names["train"],
+      processor.layouts["train"].has_header, FLAGS.max_train_examples)
+  return os.path.abspath(target), num_train
+
+
+def _read_json(path):
+  if not os.path.isfile(path):
+    raise ValueError("%s does not exist; check --squad_dir." % path)
+  with open(path, encoding="utf-8") as f:
+    try:
+      return json.load(f)
+    except ValueError as e:
+      raise ValueError("%s is not valid JSON (%s)." % (path, e)) from None
+
+
+def _squad_data(task, output_dir):
+  """((train file, predict file), training questions) for a SQuAD task."""
+  if not FLAGS.squad_dir:
+    raise ValueError("--tasks includes %s: set --squad_dir." % task)
+  train_name, dev_name = reproduce_plan.SQUAD_FILES[task]
+  dev_file = os.path.abspath(os.path.join(FLAGS.squad_dir, dev_name))
+  folder = os.path.join(output_dir, "data", task)
+  if FLAGS.squad_split_articles:
+    train, dev = reproduce_plan.split_squad_articles(
+        _read_json(dev_file), FLAGS.squad_split_articles)
+    dev_file = os.path.join(folder, "eval.json")
+    reproduce_plan.write_squad_json(dev_file, dev)
+  else:
+    train_file = os.path.join(FLAGS.squad_dir, train_name)
+    train = _read_json(train_file)
+    _read_json(dev_file)
+  num_train = reproduce_plan.count_squad_questions(train)
+  if FLAGS.squad_split_articles or FLAGS.max_train_examples is not None:
+    if FLAGS.max_train_examples is not None:
+      train = reproduce_plan.first_squad_questions(train,
+                                                   FLAGS.max_train_examples)
+    train_file = os.path.join(folder, "train.json")
+    reproduce_plan.write_squad_json(train_file, train)
+  return (os.path.abspath(train_file), dev_file), num_train
+
+
+# -------------------------------------------------------------------- grid
+
+
+def _numbers(values, kind, flag):
+  try:
+    return tuple(kind(value) for value in values)
+  except ValueError:
+    raise ValueError("--%s=%s: expected numbers, e.g. --%s=%s." % (
+        flag, ",".join(values), flag,
+        {"seeds": "1,2,3", "batch_sizes": "16,32", "epochs": "3",
+         "learning_rates": "2e-5,3e-5"}[flag])) from None
+
+
+def _grid_overrides():
+  return reproduce_plan.Grid(
+      _numbers(FLAGS.batch_sizes, int, "batch_sizes"),
+      _numbers(FLAGS.learning_rates, float, "learning_rates"),
+      _numbers(FLAGS.epochs, float, "epochs"))
+
+
+def _check_grid(task, grid):
+  missing = [name for name, values in zip(grid._fields, grid) if not values]
+  if missing:
+    raise ValueError("--preset=%s gives %s no %s; set --%s." % (
+        FLAGS.preset, task, " or ".join(missing), "/--".join(missing)))
+
+
+def _orders():
+  import run_classifier  # pylint: disable=g-import-not-at-top
+  allowed = run_classifier.TRAIN_EXAMPLE_ORDERS
+  for order in FLAGS.train_example_orders:
+    if order not in allowed:
+      raise ValueError("--train_example_orders: %r is not one of %s." % (
+          order, ", ".join(allowed)))
+  return tuple(dict.fromkeys(FLAGS.train_example_orders))
+
+
+def _cells(tasks, num_train, references):
+  """All training cells, task by task; seeds per the restart rule."""
+  seeds = _numbers(FLAGS.seeds, int, "seeds")
+  if not seeds:
+    raise ValueError("--seeds is empty; give at least one seed.")
+  overrides = _grid_overrides()
+  cells = []
+  for task in tasks:
+    grid = reproduce_plan.grid_for(task, FLAGS.preset, overrides, references)
+    _check_grid(task, grid)
+    restart = (FLAGS.restart_tasks == "all" or
+               num_train[task] < reproduce_plan.SMALL_TASK_EXAMPLES)
+    cells += reproduce_plan.cells_for(task, grid,
+                                      seeds if restart else seeds[:1],
+                                      _orders())
+  return cells
+
+
+def _reduced_notes(tasks, model, references):
+  """What makes this run differ from the published protocol."""
+  notes = []
+  overrides = _grid_overrides()
+  for task in tasks:
+    base = reproduce_plan.grid_for(task, FLAGS.preset,
+                                   reproduce_plan.NO_GRID, references)
+    used = reproduce_plan.grid_for(task, FLAGS.preset, overrides, references)
+    if FLAGS.preset == "custom":
+      notes.append("%s: custom grid %s (no published protocol)" % (
+          task, _grid_text(used)))
+    elif used != base:
+      notes.append("%s: grid %s instead of the published %s" % (
+          task, _grid_text(used), _grid_text(base)))
+  if FLAGS.max_train_examples is not None:
+    notes.append("training sets cut to %d examples" %
+                 FLAGS.max_train_examples)
+  if FLAGS.max_seq_length != reproduce_plan.GLUE_MAX_SEQ_LENGTH:
+    notes.append("GLUE sequence length %d (published: %d)" % (
+        FLAGS.max_seq_length, reproduce_plan.GLUE_MAX_SEQ_LENGTH))
+  if FLAGS.squad_max_seq_length != reproduce_plan.SQUAD_MAX_SEQ_LENGTH:
+    notes.append("SQuAD sequence length %d (published: %d)" % (
+        FLAGS.squad_max_seq_length, reproduce_plan.SQUAD_MAX_SEQ_LENGTH))
+  if FLAGS.squad_split_articles:
+    notes.append("SQuAD trained on the first %d articles of the dev file "
+                 "and evaluated on the rest, not trained on the training "
+                 "file and evaluated on all of dev" %
+                 FLAGS.squad_split_articles)
+  if not model.init_checkpoint:
+    notes.append("no pretrained checkpoint: random initialization")
+  if FLAGS.extra_flags:
+    notes.append("extra flags for every script: " + FLAGS.extra_flags)
+  return notes
+
+
+def _grid_text(grid):
+  return "batch {%s}, learning rate {%s}, epochs {%s}" % tuple(
+      ", ".join("%g" % v for v in values) for values in grid)
+
+
+# ----------------------------------------------------------------- running
+
+
+def _devices():
+  if not FLAGS.devices:
+    return reproduce_runner.detect_devices()
+  return list(dict.fromkeys(FLAGS.devices))
+
+
+def _log(message):
+  print("reproduce: " + message, flush=True)
+
+
+def _cell_metrics(cells, steps, outcomes):
+  """cell name -> metrics, for the cells whose step is done."""
+  metrics = {}
+  for cell, step in zip(cells, steps):
+    if outcomes[step.name].status in ("done", "skipped"):
+      metrics[cell.name] = reproduce_report.read_cell_metrics(
+          cell, step.output_dir)
+  return metrics
+
+
+def _prediction_steps(setup, cells, summaries):
+  """Test-set predictions of each GLUE task's selected cell.
+
+  MNLI's model also predicts (and evaluates) MNLI-mm's mismatched sets.
+  Returns [(step, task its files are for)].
+  """
+  import estimator  # pylint: disable=g-import-not-at-top
+  by_name = {cell.name: cell for cell in cells}
+  steps = []
+  for task, summary in summaries.items():
+    cell = by_name.get(summary["selected_cell"])
+    if cell is None or reproduce_plan.TASKS[cell.task].kind != "glue":
+      continue
+    checkpoint = estimator.latest_checkpoint(
+        reproduce_plan.cell_dir(setup.output_dir, cell))
+    names = [(cell.task, False)] + ([("MNLI-mm", True)]
+                                    if cell.task == "MNLI" else [])
+    for task_name, evaluate in names:
+      processor = _processor(task_name)
+      test_file = processor.get_data_files(setup.data[cell.task], "test")[0]
+      if checkpoint and os.path.isfile(test_file):
+        steps.append(reproduce_plan.prediction_step(
+            setup, cell, checkpoint, task_name, processor.submission_name,
+            evaluate))
+  return steps
+
+
+def _submission(steps, outcomes, output_dir):
+  """Zips the finished prediction steps' submission files."""
+  import run_classifier  # pylint: disable=g-import-not-at-top
+  files = {}
+  for step in steps:
+    if outcomes[step.name].status in ("done", "skipped"):
+      name = step.done_files[0]
+      files[name] = os.path.join(step.output_dir, name)
+  expected = [p.submission_name + ".tsv"
+              for p in (c() for c in run_classifier.PROCESSORS.values())
+              if p.submission_name] + ["AX.tsv"]
+  zip_path = os.path.join(output_dir, "glue_submission.zip")
+  if files:
+    reproduce_report.write_submission_zip(zip_path, files)
+  return {"zip": zip_path if files else None, "files": sorted(files),
+          "missing": [n for n in dict.fromkeys(expected) if n not in files]}
+
+
+def _cells_info(cells, steps, outcomes, metrics, python):
+  info = []
+  for cell, step in zip(cells, steps):
+    outcome = outcomes[step.name]
+    info.append({"name": cell.name, "hparams": cell.hparams(),
+                 "command": " ".join(shlex.quote(a)
+                                     for a in [python] + list(step.args)),
+                 "status": outcome.status, "exit_status": outcome.exit_status,
+                 "last_stderr_line": outcome.last_stderr_line,
+                 "wall_seconds": outcome.wall_seconds,
+                 "metrics": metrics.get(cell.name)})
+  return info
+
+
+def run(setup, cells, references, reference_model, description, notes,
+        devices, python=sys.executable):
+  """Runs the grid and the predictions; writes the results. Returns report."""
+  steps = [reproduce_plan.cell_step(setup, cell) for cell in cells]
+  outcomes = reproduce_runner.run_steps(steps, python, devices, log=_log)
+  metrics = _cell_metrics(cells, steps, outcomes)
+  summaries = {}
+  for task in dict.fromkeys(cell.task for cell in cells):
+    summaries[reproduce_report.result_task(task)] = (
+        reproduce_report.summarize_task(
+            task, [c for c in cells if c.task == task], metrics))
+  submission = None
+  if FLAGS.glue_submission:
+    predictions = _prediction_steps(setup, cells, summaries)
+    outcomes.update(reproduce_runner.run_steps(predictions, python, devices,
+                                               log=_log))
+    for step in predictions:
+      # Only MNLI-mm's prediction step evaluates (MNLI's model on its dev).
+      if "eval_results.txt" in step.done_files and outcomes[
+          step.name].status in ("done", "skipped"):
+        summaries["MNLI-mm"] = reproduce_report.single_run_summary(
+            "MNLI-m", reproduce_report.read_classifier_metrics(
+                step.output_dir), step.name)
+    submission = _submission(predictions, outcomes, setup.output_dir)
+  report = {
+      "generated": datetime.datetime.now().isoformat(timespec="seconds"),
+      "command": " ".join(shlex.quote(a) for a in sys.argv),
+      "machine": "%s, %s, devices %s" % (platform.node(), platform.processor()
+                                         or platform.machine(),
+                                         ",".join(devices)),
+      "preset": FLAGS.preset, "seeds": FLAGS.seeds,
+      "train_example_orders": FLAGS.train_example_orders,
+      "reduced": notes, "model": {"description": description},
+      "reference_model": reference_model, "tasks": summaries,
+      "comparison": reproduce_report.comparison_rows(summaries, references,
+                                                     reference_model),
+      "cells": _cells_info(cells, steps, outcomes, metrics, python),
+      "submission": submission}
+  reproduce_report.write_atomically(
+      os.path.join(setup.output_dir, "results.json"),
+      json.dumps(report, indent=2) + "\n")
+  reproduce_report.write_atomically(
+      os.path.join(setup.output_dir, "results.md"),
+      reproduce_report.results_markdown(report))
+  reproduce_report.write_hparams_summaries(
+      os.path.join(setup.output_dir, "tensorboard"), cells, metrics)
+  return report
+
+
+def _plan():
+  """Checks the flags and data, writes data subsets; returns run()'s args."""
+  if not FLAGS.output_dir:
+    raise ValueError("Set --output_dir (where cells and results go).")
+  output_dir = os.path.abspath(FLAGS.output_dir)
+  references = reproduce_plan.load_references()
+  model = _model_from_flags()
+  with open(model.bert_config_file) as f:
+    config = json.load(f)
+  tasks = _tasks_from_flags()
+  data, num_train = {}, {}
+  for task in tasks:
+    if reproduce_plan.TASKS[task].kind == "glue":
+      data[task], num_train[task] = _glue_data(task, output_dir)
+    else:
+      data[task], num_train[task] = _squad_data(task, output_dir)
+  setup = reproduce_plan.Setup(
+      ROOT, model, data, output_dir, FLAGS.max_seq_length,
+      FLAGS.squad_max_seq_length, tuple(shlex.split(FLAGS.extra_flags)))
+  cells = _cells(tasks, num_train, references)
+  reference_model = (FLAGS.reference_model or
+                     reproduce_report.reference_model_for(references, config)
+                     or "BERT-Base")
+  if reference_model not in references["models"]:
+    raise ValueError("--reference_model=%s is not one of %s." % (
+        reference_model, ", ".join(references["models"])))
+  return (setup, cells, references, reference_model,
+          _model_description(model, config),
+          _reduced_notes(tasks, model, references), _devices())
+
+
+def _interrupt(signum, frame):
+  """SIGTERM stops the grid as Ctrl-C does, stopping the running cells."""
+  del signum, frame
+  raise KeyboardInterrupt()
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError("Unexpected arguments: %s" % " ".join(argv[1:]))
+  try:
+    args = _plan()
+  except ValueError as e:
+    raise app.UsageError(str(e)) from e
+  setup, cells, _, _, _, notes, devices = args
+  _log("%d cells on %s; output in %s" % (len(cells), ",".join(devices),
+                                         setup.output_dir))
+  for note in notes:
+    _log("REDUCED: " + note)
+  if FLAGS.dry_run:
+    for cell in cells:
+      step = reproduce_plan.cell_step(setup, cell)
+      print(" ".join(shlex.quote(a) for a in [sys.executable] + list(
+          step.args)))
+    return 0
+  signal.signal(signal.SIGTERM, _interrupt)
+  try:
+    report = run(*args)
+  except KeyboardInterrupt:
+    _log("interrupted; the running cells were stopped. Run the same "
+         "command again to resume.")
+    return 130
+  _log("results in %s" % os.path.join(setup.output_dir, "results.md"))
+  failed = [c for c in report["cells"] if c["status"] == "failed"]
+  if failed:
+    _log("%d of %d cells failed: %s" % (len(failed), len(report["cells"]),
+                                        ", ".join(c["name"] for c in failed)))
+    return 1
+  return 0
+
+
+if __name__ == "__main__":
+  define_flags()
+  app.run(main)

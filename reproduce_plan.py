@@ -1,0 +1,321 @@
+# coding=utf-8
+"""What reproduce.py runs: tasks, hyperparameter grids, cells, commands.
+
+A cell is one fine-tuning run of run_classifier.py or run_squad.py with one
+set of hyperparameters and one seed, in its own output folder. A step is
+anything the runner executes (a cell's training, or a follow-up prediction
+with a trained cell's checkpoint): its command line, its folder and the
+files whose presence means it is done.
+
+The hyperparameter presets are protocols stored in reference_results.json
+beside their sources: "paper" (Section 4.1: one batch size and epoch count,
+the learning rate chosen on dev), "appendix" (the ranges of Appendix A.3),
+"small_models" (Google README's grid for its smaller models) and "custom"
+(only what --batch_sizes, --learning_rates and --epochs give). SQuAD always
+follows the paper's recipes (Sections 4.2 and 4.3) except under "custom".
+"""
+
+import collections
+import dataclasses
+import json
+import os
+import random
+
+REFERENCE_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                              "reference_results.json")
+
+Grid = collections.namedtuple("Grid", "batch_sizes learning_rates epochs")
+NO_GRID = Grid((), (), ())
+
+# Preset -> its protocol in reference_results.json ("custom" has none).
+PRESET_PROTOCOLS = {"paper": "paper_glue", "appendix": "paper_appendix",
+                    "small_models": "readme_small_models", "custom": None}
+# SQuAD's fixed recipes in the paper (Sections 4.2 and 4.3).
+SQUAD_PROTOCOLS = {"SQuAD1.1": "paper_squad11", "SQuAD2.0": "paper_squad20"}
+
+# The published sequence lengths: GLUE at 128 tokens, SQuAD at 384.
+GLUE_MAX_SEQ_LENGTH = 128
+SQUAD_MAX_SEQ_LENGTH = 384
+
+# Tasks with fewer training examples than this get every --seeds seed by
+# default (the paper restarted fine-tuning on the small data sets).
+SMALL_TASK_EXAMPLES = 10000
+
+TaskSpec = collections.namedtuple("TaskSpec", "name kind metrics")
+# metrics: what the task reports, the first one selects on dev (the metric
+# of the paper's Table 1 for GLUE, F1 for SQuAD).
+TASKS = collections.OrderedDict((spec.name, spec) for spec in (
+    TaskSpec("MNLI", "glue", ("accuracy",)),
+    TaskSpec("QQP", "glue", ("f1", "accuracy")),
+    TaskSpec("QNLI", "glue", ("accuracy",)),
+    TaskSpec("SST-2", "glue", ("accuracy",)),
+    TaskSpec("CoLA", "glue", ("mcc",)),
+    TaskSpec("STS-B", "glue", ("spearman", "pearson")),
+    TaskSpec("MRPC", "glue", ("f1", "accuracy")),
+    TaskSpec("RTE", "glue", ("accuracy",)),
+    TaskSpec("WNLI", "glue", ("accuracy",)),
+    TaskSpec("SQuAD1.1", "squad", ("f1", "exact_match")),
+    TaskSpec("SQuAD2.0", "squad", ("f1", "exact_match")),
+))
+# --tasks=all: the tasks of the paper's Tables 1 to 3 (WNLI was left out
+# there; its submission was the majority class).
+ALL_TASKS = tuple(name for name in TASKS if name != "WNLI")
+
+SQUAD_FILES = {
+    "SQuAD1.1": ("train-v1.1.json", "dev-v1.1.json"),
+    "SQuAD2.0": ("train-v2.0.json", "dev-v2.0.json"),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+  """One fine-tuning run: a task, its hyperparameters and a seed."""
+  task: str
+  batch_size: int
+  learning_rate: float
+  epochs: float
+  order: str
+  seed: int
+
+  @property
+  def config(self):
+    """The hyperparameters without the seed: cells that restart each other."""
+    return (self.task, self.batch_size, self.learning_rate, self.epochs,
+            self.order)
+
+  @property
+  def config_name(self):
+    return "bs%d_lr%g_ep%g_%s" % (self.batch_size, self.learning_rate,
+                                  self.epochs, self.order)
+
+  @property
+  def name(self):
+    return "%s/%s_seed%d" % (self.task, self.config_name, self.seed)
+
+  def hparams(self):
+    return {"task": self.task, "batch_size": self.batch_size,
+            "learning_rate": self.learning_rate, "epochs": self.epochs,
+            "train_example_order": self.order, "seed": self.seed}
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+  """A command the runner executes in `output_dir`.
+
+  `args` is the script and its flags (the interpreter is the runner's);
+  the step is done when every file of `done_files` exists in output_dir and
+  the command recorded there is `args`.
+  """
+  name: str
+  args: tuple
+  output_dir: str
+  done_files: tuple
+
+
+@dataclasses.dataclass(frozen=True)
+class Model:
+  """The checkpoint's files and casing."""
+  bert_config_file: str
+  vocab_file: str
+  init_checkpoint: str
+  do_lower_case: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Setup:
+  """Everything the commands need besides a cell's own hyperparameters.
+
+  data: task -> GLUE data folder, or (train file, predict file) for SQuAD.
+  """
+  root: str
+  model: Model
+  data: dict
+  output_dir: str
+  max_seq_length: int
+  squad_max_seq_length: int
+  extra_flags: tuple
+
+
+def load_references(path=REFERENCE_FILE):
+  """reference_results.json: published numbers and protocols."""
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
+
+
+def protocol_grid(references, protocol):
+  """The Grid of a protocol of reference_results.json (None: empty)."""
+  if protocol is None:
+    return NO_GRID
+  entry = references["protocols"][protocol]
+  return Grid(tuple(entry["batch_sizes"]), tuple(entry["learning_rates"]),
+              tuple(float(e) for e in entry["epochs"]))
+
+
+def grid_for(task, preset, overrides, references):
+  """The Grid a task runs: the preset's (SQuAD: the paper's), overridden.
+
+  overrides: Grid whose non-empty fields replace the preset's.
+  """
+  protocol = PRESET_PROTOCOLS[preset]
+  if TASKS[task].kind == "squad" and preset != "custom":
+    protocol = SQUAD_PROTOCOLS[task]
+  base = protocol_grid(references, protocol)
+  return Grid(*(tuple(new) or old for new, old in zip(overrides, base)))
+
+
+def cells_for(task, grid, seeds, orders):
+  """The cells of one task, in grid order, seeds innermost."""
+  if TASKS[task].kind == "squad":
+    orders = ("shuffled",)  # run_squad.py always shuffles its examples.
+  return [Cell(task, b, lr, ep, order, seed)
+          for b in grid.batch_sizes for lr in grid.learning_rates
+          for ep in grid.epochs for order in orders for seed in seeds]
+
+
+def cell_dir(output_dir, cell):
+  return os.path.join(output_dir, "cells", cell.name)
+
+
+def _model_flags(model):
+  return ["--vocab_file=" + model.vocab_file,
+          "--bert_config_file=" + model.bert_config_file,
+          "--init_checkpoint=" + model.init_checkpoint,
+          "--do_lower_case=%s" % str(model.do_lower_case).lower()]
+
+
+def _cell_hparam_flags(cell):
+  return ["--train_batch_size=%d" % cell.batch_size,
+          "--learning_rate=%g" % cell.learning_rate,
+          "--num_train_epochs=%g" % cell.epochs, "--seed=%d" % cell.seed,
+          "--do_train=true", "--keep_checkpoint_max=1"]
+
+
+def cell_step(setup, cell):
+  """The Step that trains and evaluates `cell`."""
+  output_dir = cell_dir(setup.output_dir, cell)
+  if TASKS[cell.task].kind == "glue":
+    args = [os.path.join(setup.root, "run_classifier.py"),
+            "--task_name=" + cell.task, "--data_dir=" + setup.data[cell.task],
+            "--do_eval=true", "--max_seq_length=%d" % setup.max_seq_length,
+            "--train_example_order=" + cell.order]
+    done = ("eval_results.txt",)
+  else:
+    train_file, predict_file = setup.data[cell.task]
+    args = [os.path.join(setup.root, "run_squad.py"),
+            "--train_file=" + train_file, "--predict_file=" + predict_file,
+            "--do_predict=true",
+            "--max_seq_length=%d" % setup.squad_max_seq_length,
+            "--version_2_with_negative=%s" % str(
+                cell.task == "SQuAD2.0").lower()]
+    done = ("eval_results.json",)
+  args += (_model_flags(setup.model) + _cell_hparam_flags(cell) +
+           ["--output_dir=" + output_dir] + list(setup.extra_flags))
+  return Step(cell.name, tuple(args), output_dir, done)
+
+
+def prediction_step(setup, cell, checkpoint, task_name, submission_name,
+                    evaluate=False):
+  """Predicts GLUE's test set (and optionally the dev set) with `checkpoint`.
+
+  The fine-tuned weights come in through --init_checkpoint into a folder of
+  their own inside the cell's, so MNLI's checkpoint can also serve
+  MNLI-mm's mismatched sets.
+  """
+  output_dir = os.path.join(cell_dir(setup.output_dir, cell),
+                            "predict_" + task_name)
+  model = dataclasses.replace(setup.model, init_checkpoint=checkpoint)
+  args = [os.path.join(setup.root, "run_classifier.py"),
+          "--task_name=" + task_name, "--data_dir=" + setup.data[cell.task],
+          "--do_predict=true", "--do_eval=%s" % str(evaluate).lower(),
+          "--max_seq_length=%d" % setup.max_seq_length,
+          "--output_dir=" + output_dir] + _model_flags(model) + list(
+              setup.extra_flags)
+  done = (submission_name + ".tsv",) + (
+      ("eval_results.txt",) if evaluate else ())
+  return Step("%s/predict_%s" % (cell.name, task_name), tuple(args),
+              output_dir, done)
+
+
+# ------------------------------------------------------------ data subsets
+
+
+def _write_if_changed(path, data):
+  """Writes bytes `data` to `path` (temporary file + rename) unless equal.
+
+  Unchanged files keep their content hash, so the feature files the
+  scripts made from them stay valid.
+  """
+  if os.path.isfile(path):
+    with open(path, "rb") as f:
+      if f.read() == data:
+        return
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  with open(path + ".tmp", "wb") as f:
+    f.write(data)
+  os.replace(path + ".tmp", path)
+
+
+def sample_lines(lines, count, seed=0):
+  """`count` of `lines` drawn at random (fixed seed), in their file order."""
+  if count >= len(lines):
+    return list(lines)
+  keep = sorted(random.Random(seed).sample(range(len(lines)), count))
+  return [lines[i] for i in keep]
+
+
+def subset_glue_dir(source_dir, target_dir, train_file, has_header, count):
+  """A data folder whose train file has `count` random rows of the source.
+
+  The other files of `source_dir` are linked, not copied. Rows are drawn
+  with a fixed seed, the same for every cell, and keep their file order.
+  """
+  for name in sorted(os.listdir(source_dir)):
+    if name == train_file:
+      continue
+    link = os.path.join(target_dir, name)
+    os.makedirs(target_dir, exist_ok=True)
+    if not os.path.lexists(link):
+      os.symlink(os.path.abspath(os.path.join(source_dir, name)), link)
+  with open(os.path.join(source_dir, train_file), "rb") as f:
+    lines = f.read().splitlines(keepends=True)
+  header = lines[:1] if has_header else []
+  rows = [line for line in lines[len(header):] if line.strip()]
+  _write_if_changed(os.path.join(target_dir, train_file),
+                    b"".join(header + sample_lines(rows, count)))
+
+
+def split_squad_articles(dataset, num_train_articles):
+  """(train, eval) SQuAD dicts: the first articles and the rest."""
+  articles = dataset["data"]
+  if not 0 < num_train_articles < len(articles):
+    raise ValueError("%d training articles asked for, but the file has %d "
+                     "articles; pick a number between 1 and %d." %
+                     (num_train_articles, len(articles), len(articles) - 1))
+  version = dataset.get("version", "1.1")
+  return ({"version": version, "data": articles[:num_train_articles]},
+          {"version": version, "data": articles[num_train_articles:]})
+
+
+def first_squad_questions(dataset, count):
+  """The dataset cut after its first `count` questions (file order)."""
+  articles = []
+  left = count
+  for article in dataset["data"]:
+    paragraphs = []
+    for paragraph in article["paragraphs"]:
+      if left <= 0:
+        break
+      qas = paragraph["qas"][:left]
+      left -= len(qas)
+      paragraphs.append(dict(paragraph, qas=qas))
+    if paragraphs:
+      articles.append(dict(article, paragraphs=paragraphs))
+  return dict(dataset, data=articles)
+
+
+def write_squad_json(path, dataset):
+  _write_if_changed(path, json.dumps(dataset).encode("utf-8"))
+
+
+def count_squad_questions(dataset):
+  return sum(len(p["qas"]) for a in dataset["data"] for p in a["paragraphs"])

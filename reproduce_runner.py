@@ -1,0 +1,269 @@
+# coding=utf-8
+"""Runs reproduce.py's steps: resumable, one per device at a time.
+
+Each step runs as `python <script> <flags>` in a child process with
+CUDA_VISIBLE_DEVICES set to its device, stdout and stderr going to
+stdout.log and stderr.log in the step's folder. Before starting, the step's
+command goes to step.json there; after it, the attempt's exit status and
+wall time. A step is done when its done files exist and step.json holds the
+same command: such steps are skipped, so a grid run again after a kill
+redoes only what was not finished. A step that was killed is started again
+with the same command, and the training scripts resume from the checkpoint
+in its folder. A step whose folder holds a different command is started
+over in an emptied folder.
+
+A failing step does not stop the others; it is reported with its exit
+status and the last line of its stderr.
+"""
+
+import dataclasses
+import datetime
+import json
+import os
+import queue
+import shutil
+import subprocess
+import threading
+import time
+
+RECORD = "step.json"
+CPU = "cpu"
+
+
+@dataclasses.dataclass
+class Outcome:
+  """How a step ended in this run ("done", "skipped" or "failed")."""
+  status: str
+  exit_status: int = 0
+  last_stderr_line: str = ""
+  wall_seconds: float = 0.0
+
+
+def _record_path(step):
+  return os.path.join(step.output_dir, RECORD)
+
+
+def read_record(step):
+  """The step's step.json as a dict, or None if absent or unreadable."""
+  try:
+    with open(_record_path(step)) as f:
+      return json.load(f)
+  except (OSError, ValueError):
+    return None
+
+
+def _write_record(step, record):
+  path = _record_path(step)
+  with open(path + ".tmp", "w") as f:
+    json.dump(record, f, indent=2)
+  os.replace(path + ".tmp", path)
+
+
+def is_done(step):
+  """True if the step's done files exist and its recorded command matches."""
+  record = read_record(step)
+  if record is None or record.get("command") != list(step.args):
+    return False
+  return all(os.path.exists(os.path.join(step.output_dir, name))
+             for name in step.done_files)
+
+
+def total_wall_seconds(step):
+  """Wall time of all the step's recorded attempts."""
+  record = read_record(step) or {}
+  return sum(a.get("wall_seconds", 0.0) for a in record.get("attempts", ()))
+
+
+def last_line(path):
+  """The last non-empty line of a text file ("" if none)."""
+  try:
+    with open(path, "rb") as f:
+      f.seek(0, os.SEEK_END)
+      f.seek(max(0, f.tell() - 65536))
+      lines = f.read().decode("utf-8", "replace").splitlines()
+  except OSError:
+    return ""
+  for line in reversed(lines):
+    if line.strip():
+      return line.strip()
+  return ""
+
+
+def _prepare_folder(step):
+  """Creates the step's folder; empties one holding another command.
+
+  Only folders that a step made (they hold step.json) are ever emptied.
+  Returns the record to continue (its attempts kept on a resume).
+  """
+  record = read_record(step)
+  if record is not None and record.get("command") != list(step.args):
+    shutil.rmtree(step.output_dir)
+    record = None
+  os.makedirs(step.output_dir, exist_ok=True)
+  return record or {"command": list(step.args), "attempts": []}
+
+
+def device_env(device, base_env):
+  """The environment of a child on `device` (a GPU index or "cpu")."""
+  env = dict(base_env)
+  env["CUDA_VISIBLE_DEVICES"] = "" if device == CPU else str(device)
+  return env
+
+
+def run_step(step, python, device, env=None, processes=None):
+  """Runs one step to its end on `device`; returns its Outcome.
+
+  processes: a set the running child is added to while it runs, so that an
+  interrupted grid can stop it.
+  """
+  record = _prepare_folder(step)
+  attempt = {"started": datetime.datetime.now().isoformat(timespec="seconds"),
+             "device": str(device)}
+  record["attempts"].append(attempt)
+  _write_record(step, record)
+  stderr_path = os.path.join(step.output_dir, "stderr.log")
+  start = time.monotonic()
+  with open(os.path.join(step.output_dir, "stdout.log"), "ab") as out, \
+      open(stderr_path, "ab") as err:
+    child = subprocess.Popen([python] + list(step.args), stdout=out,
+                             stderr=err, cwd=step.output_dir,
+                             env=device_env(device, env or os.environ))
+    if processes is not None:
+      processes.add(child)
+    try:
+      exit_status = child.wait()
+    finally:
+      if processes is not None:
+        processes.discard(child)
+  attempt["wall_seconds"] = round(time.monotonic() - start, 3)
+  attempt["exit_status"] = exit_status
+  _write_record(step, record)
+  if exit_status == 0 and is_done(step):
+    return Outcome("done", 0, "", total_wall_seconds(step))
+  message = last_line(stderr_path)
+  if exit_status == 0:
+    message = "exited 0 without writing %s" % ", ".join(step.done_files)
+  return Outcome("failed", exit_status, message, total_wall_seconds(step))
+
+
+def _duration(seconds):
+  seconds = int(round(seconds))
+  if seconds < 3600:
+    return "%dm%02ds" % divmod(seconds, 60)
+  return "%dh%02dm" % (seconds // 3600, seconds % 3600 // 60)
+
+
+class Progress:
+  """Counts steps over a whole grid and words the progress line.
+
+  Time left: the mean wall time of the steps finished in this run, times
+  the steps still to do, over the number of devices.
+  """
+
+  def __init__(self, total, num_devices, clock=time.monotonic):
+    self.total = total
+    self.num_devices = num_devices
+    self.clock = clock
+    self.start = clock()
+    self.done = self.failed = self.skipped = self.running = 0
+    self.timed = []
+
+  def line(self):
+    finished = self.done + self.failed + self.skipped
+    text = ("cells %d/%d finished (%d skipped as done, %d failed, "
+            "%d running)" % (finished, self.total, self.skipped,
+                             self.failed, self.running))
+    text += ", %s elapsed" % _duration(self.clock() - self.start)
+    remaining = self.total - finished
+    if remaining and self.timed:
+      mean = sum(self.timed) / len(self.timed)
+      text += ", about %s left" % _duration(
+          mean * remaining / min(self.num_devices, remaining))
+    elif remaining:
+      text += ", time left known once a cell finishes"
+    return text
+
+
+def run_steps(steps, python, devices, log=print, env=None):
+  """Runs `steps`, one per device at a time; returns {name: Outcome}.
+
+  Steps already done are skipped. On KeyboardInterrupt the running children
+  are terminated (their folders keep what they wrote, for a later resume).
+  """
+  progress = Progress(len(steps), len(devices))
+  outcomes = {}
+  pending = queue.Queue()
+  for step in steps:
+    if is_done(step):
+      outcomes[step.name] = Outcome("skipped", 0, "", total_wall_seconds(step))
+      progress.skipped += 1
+    else:
+      pending.put(step)
+  if steps:
+    log(progress.line())
+  lock = threading.Lock()
+  processes = set()
+  stop = threading.Event()
+
+  def worker(device):
+    while not stop.is_set():
+      try:
+        step = pending.get_nowait()
+      except queue.Empty:
+        return
+      with lock:
+        progress.running += 1
+        log("start %s on %s" % (step.name, device))
+      outcome = run_step(step, python, device, env, processes)
+      with lock:
+        outcomes[step.name] = outcome
+        progress.running -= 1
+        if outcome.status == "done":
+          progress.done += 1
+          progress.timed.append(outcome.wall_seconds)
+          log("done %s in %s" % (step.name, _duration(outcome.wall_seconds)))
+        else:
+          progress.failed += 1
+          log("FAILED %s (exit status %d): %s" % (
+              step.name, outcome.exit_status, outcome.last_stderr_line))
+        log(progress.line())
+
+  threads = [threading.Thread(target=worker, args=(device,), daemon=True)
+             for device in devices]
+  for thread in threads:
+    thread.start()
+  try:
+    for thread in threads:
+      while thread.is_alive():
+        thread.join(timeout=1.0)
+  except KeyboardInterrupt:
+    stop.set()
+    for child in list(processes):
+      child.terminate()
+    # The workers record the stopped attempts and take no new step.
+    for thread in threads:
+      thread.join(timeout=60)
+    raise
+  return outcomes
+
+
+def detect_devices(env=None, which=shutil.which, run=subprocess.run):
+  """The GPUs to spread cells over, as CUDA indices; ["cpu"] if none.
+
+  CUDA_VISIBLE_DEVICES, when set, lists them; else `nvidia-smi -L` does.
+  """
+  env = os.environ if env is None else env
+  visible = env.get("CUDA_VISIBLE_DEVICES")
+  if visible is not None:
+    ids = [d.strip() for d in visible.split(",") if d.strip()]
+    return ids or [CPU]
+  if which("nvidia-smi") is None:
+    return [CPU]
+  try:
+    listing = run(["nvidia-smi", "-L"], capture_output=True, text=True,
+                  timeout=30)
+  except (OSError, subprocess.SubprocessError):
+    return [CPU]
+  ids = [line.split(":")[0].split()[1] for line in listing.stdout.splitlines()
+         if line.startswith("GPU ")]
+  return ids or [CPU]
