@@ -40,9 +40,9 @@ _WHAT = (
     ("vocab_sha256", "another vocabulary"),
     ("max_seq_length", "another --max_seq_length"),
 )
-# A run may evaluate or predict at another length than it trained with, but
-# not continue training at one.
-_TRAINING_ONLY = ("max_seq_length",)
+# A run may evaluate or predict at another length (or SQuAD version) than it
+# trained with, but not continue training with another.
+_TRAINING_ONLY = ("max_seq_length", "version_2_with_negative")
 # Names of copies, not properties of the model.
 _NOT_COMPARED = ("vocab_file",)
 

@@ -76,7 +76,7 @@ class RunSetup(collections.namedtuple(
 
 def _flag(flag_obj, name):
   """The value of flag `name`, or None when the script does not define it."""
-  return getattr(flag_obj, name) if name in flag_obj else None
+  return getattr(flag_obj, name, None)
 
 
 # ------------------------------------------------------------------ flags
@@ -220,11 +220,8 @@ def check_required_files(flag_obj, do_train):
     _check_file("vocab_file", flag_obj.vocab_file)
   _check_file("bert_config_file", flag_obj.bert_config_file)
   init_checkpoint = _flag(flag_obj, "init_checkpoint")
-  if init_checkpoint and not tf.io.gfile.exists(init_checkpoint + ".index"):
-    raise cli.UserError(
-        "--init_checkpoint=%s: %s.index not found. Pass the checkpoint "
-        "prefix (e.g. /path/to/bert_model.ckpt), not a directory or one of "
-        "its files (.index, .data-*)." % (init_checkpoint, init_checkpoint))
+  if init_checkpoint:
+    check_checkpoint_prefix(init_checkpoint)
   if do_train or init_checkpoint or estimator.latest_checkpoint(
       flag_obj.output_dir):
     return
@@ -233,6 +230,15 @@ def check_required_files(flag_obj, do_train):
       "checkpoint and --init_checkpoint is not set. Add --do_train, point "
       "--output_dir at a trained run, or set --init_checkpoint." %
       flag_obj.output_dir)
+
+
+def check_checkpoint_prefix(init_checkpoint):
+  """--init_checkpoint names a checkpoint: its .index file exists."""
+  if not tf.io.gfile.exists(init_checkpoint + ".index"):
+    raise cli.UserError(
+        "--init_checkpoint=%s: %s.index not found. Pass the checkpoint "
+        "prefix (e.g. /path/to/bert_model.ckpt), not a directory or one of "
+        "its files (.index, .data-*)." % (init_checkpoint, init_checkpoint))
 
 
 def load_bert_config(bert_config_file):
@@ -292,7 +298,8 @@ def check_max_seq_length(flag_obj, bert_config):
         "embeddings (max_position_embeddings=%d in --bert_config_file=%s); "
         "lower --max_seq_length to at most %d."
         % (flag_obj.max_seq_length, bert_config.max_position_embeddings,
-           flag_obj.bert_config_file, bert_config.max_position_embeddings))
+           _flag(flag_obj, "bert_config_file"),
+           bert_config.max_position_embeddings))
 
 
 def start(flag_obj, *, do_train, min_seq_length=MIN_SEQ_LENGTH):
@@ -321,6 +328,7 @@ def start(flag_obj, *, do_train, min_seq_length=MIN_SEQ_LENGTH):
 
 def check_init_checkpoint(init_checkpoint, bert_config, bert_config_file):
   """--init_checkpoint is a complete checkpoint with the config's shapes."""
+  check_checkpoint_prefix(init_checkpoint)
   shapes = checkpoint_checks.load_readable(init_checkpoint)
   checkpoint_checks.check_matches_config(shapes, bert_config,
                                          init_checkpoint, bert_config_file)
@@ -358,22 +366,27 @@ def check_checkpoints(flag_obj, bert_config, *, do_train):
 # ------------------------------------------------------------- output_dir
 
 
-def prepare_output_dir(output_dir):
-  """Creates --output_dir and makes sure this process can write there."""
+def prepare_output_dir(output_dir, flag="--output_dir"):
+  """Creates the folder and makes sure this process can write there.
+
+  Args:
+    output_dir: the folder.
+    flag: how messages name it (e.g. "the folder of --output_file=...").
+  """
   try:
     tf.io.gfile.makedirs(output_dir)
   except (tf.errors.OpError, OSError) as e:
-    raise cli.UserError("--output_dir=%s cannot be created (%s); pass a "
-                        "folder you can write to." % (
-                            output_dir, " ".join(str(e).split()))) from None
+    raise cli.UserError("%s=%s cannot be created (%s); pass a folder you can "
+                        "write to." % (flag, output_dir,
+                                       " ".join(str(e).split()))) from None
   if "://" in output_dir:
     return  # Remote file systems report their own errors on writing.
   try:
     with tempfile.TemporaryFile(dir=output_dir):
       pass
   except OSError as e:
-    raise cli.UserError("--output_dir=%s is not writable (%s); pass a folder "
-                        "you can write to." % (output_dir, e.strerror)
+    raise cli.UserError("%s=%s is not writable (%s); pass a folder you can "
+                        "write to." % (flag, output_dir, e.strerror)
                         ) from None
 
 
