@@ -82,7 +82,8 @@ def load_readable(prefix, flag="--init_checkpoint"):
     shapes = reader.get_variable_to_shape_map()
     for name in shapes:
       reader.get_tensor(name)
-  except (tf.errors.OpError, ValueError) as e:
+  # A short .data file raises IndexError ("Read less bytes than requested").
+  except (tf.errors.OpError, ValueError, IndexError) as e:
     raise _damaged(prefix, flag, e) from None
   return shapes
 

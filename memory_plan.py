@@ -549,6 +549,10 @@ def main(argv):
   if not (math.isfinite(f.gpu_memory_gb) and f.gpu_memory_gb > 0):
     raise app.UsageError("--gpu_memory_gb=%s must be a positive number (GiB "
                          "of the GPU, e.g. 12 or 16)." % f.gpu_memory_gb)
+  if f.train_batch_size < 1:
+    raise app.UsageError("--train_batch_size=%d must be at least 1 (the "
+                         "examples per update to plan for)." %
+                         f.train_batch_size)
   precisions = PRECISIONS if f.precision == "all" else (f.precision,)
   checkpointing = {"auto": (False, True), "true": (True,),
                    "false": (False,)}[f.gradient_checkpointing]

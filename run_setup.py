@@ -187,6 +187,8 @@ def check_flags(flag_obj, *, do_train, min_seq_length=MIN_SEQ_LENGTH):
         flag_obj.train_batch_size, micro if isinstance(micro, int) else None,
         memory_flags.explicit_steps(flag_obj))
   _check_precision(flag_obj)
+  if "distribution" in flag_obj:
+    check_distribution_flags(flag_obj)
 
 
 # ------------------------------------------------------------------ files
@@ -399,19 +401,27 @@ def make_distribution(flag_obj):
   Raises:
     cli.UserError naming the flag (or TF_CONFIG) and the fix.
   """
+  check_distribution_flags(flag_obj)
   if flag_obj.distribution == "none":
-    if flag_obj.devices:
-      raise cli.UserError("--devices=%s needs --distribution=mirrored." %
-                          ",".join(flag_obj.devices))
     return None
   if flag_obj.distribution == "mirrored":
     return tf.compat.v1.distribute.MirroredStrategy(
         devices=_mirrored_devices(flag_obj.devices))
-  if flag_obj.devices:
-    raise cli.UserError("--devices applies to --distribution=mirrored only; "
-                        "multi_worker uses each worker's default device.")
-  _check_tf_config(os.environ.get("TF_CONFIG"))
   return tf.compat.v1.distribute.experimental.MultiWorkerMirroredStrategy()
+
+
+def check_distribution_flags(flag_obj):
+  """--distribution, --devices and TF_CONFIG agree (nothing is started)."""
+  if flag_obj.distribution == "none":
+    if flag_obj.devices:
+      raise cli.UserError("--devices=%s needs --distribution=mirrored." %
+                          ",".join(flag_obj.devices))
+  elif flag_obj.distribution == "multi_worker":
+    if flag_obj.devices:
+      raise cli.UserError("--devices applies to --distribution=mirrored "
+                          "only; multi_worker uses each worker's default "
+                          "device.")
+    _check_tf_config(os.environ.get("TF_CONFIG"))
 
 
 def _mirrored_devices(devices):
