@@ -1016,6 +1016,8 @@ def main(_):
       FLAGS, do_train=FLAGS.do_train,
       min_seq_length=5 if processor.text_pairs else 3)
   label_list = processor.get_labels()
+  record = _record(task_name, label_list)
+  run_setup.check_output_dir(FLAGS, record, do_train=FLAGS.do_train)
   examples = _read_examples(processor)
   num_train_steps = num_warmup_steps = None
   if FLAGS.do_train:
@@ -1023,7 +1025,7 @@ def main(_):
         len(examples["train"]), FLAGS,
         processor.get_data_files(FLAGS.data_dir, "train")[0])
   setup = run_setup.set_up(FLAGS, bert_config, do_train=FLAGS.do_train,
-                           record=_record(task_name, label_list))
+                           record=record)
 
   model_fn = model_fn_builder(
       bert_config=bert_config,

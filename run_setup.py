@@ -4,8 +4,10 @@
 A training script (run_classifier.py, run_squad.py, run_pretraining.py)
 defines its flags with runner_flags.py and its `main` does:
 
-    bert_config = run_setup.start(FLAGS, do_train=FLAGS.do_train,
-                                  min_seq_length=...)
+    bert_config, tokenizer = run_setup.start(FLAGS, do_train=FLAGS.do_train,
+                                             min_seq_length=...)
+    record = run_record.make_record(...)
+    run_setup.check_output_dir(FLAGS, record, do_train=FLAGS.do_train)
     ... read and check the script's own data files ...
     setup = run_setup.set_up(FLAGS, bert_config, do_train=FLAGS.do_train,
                              record=...)
@@ -14,8 +16,9 @@ defines its flags with runner_flags.py and its `main` does:
 
 `start` checks everything that costs nothing (flag values and
 combinations, the config, the vocabulary against the config and the
-casing); `set_up` checks the checkpoints and the output directory and
-makes the `RunSetup`: distribution strategy, memory settings (micro-batch,
+casing); `check_output_dir` refuses an --output_dir whose run_info.json
+contradicts this run; `set_up` checks the checkpoints and the output
+directory and makes the `RunSetup`: distribution strategy, memory settings (micro-batch,
 accumulation steps, checkpointing, precision), the out-of-memory advice
 and the `estimator.RunConfig`. Both raise cli.UserError for bad input and
 never exit. Flags a script does not define are skipped, so a script with
@@ -368,6 +371,16 @@ def check_checkpoints(flag_obj, bert_config, *, do_train):
 # ------------------------------------------------------------- output_dir
 
 
+def check_output_dir(flag_obj, record, *, do_train):
+  """Refuses to continue a run in --output_dir that `record` contradicts
+  (another task, labels, casing, config, vocabulary; or, when training,
+  another --max_seq_length). See run_record.py."""
+  run_record.check(
+      flag_obj.output_dir, record,
+      has_checkpoint=bool(estimator.latest_checkpoint(flag_obj.output_dir)),
+      do_train=do_train)
+
+
 def prepare_output_dir(output_dir, flag="--output_dir"):
   """Creates the folder and makes sure this process can write there.
 
@@ -546,9 +559,10 @@ def set_up(flag_obj, bert_config, *, do_train, record=None,
     flag_obj: parsed flags, checked by `start`.
     bert_config: modeling.BertConfig of the model.
     do_train: whether the run trains.
-    record: the run_info.json of this run (run_record.make_record), or
-      None; a stored record it contradicts is refused, and a training run
-      writes it (with copies of the config and the vocabulary).
+    record: the run_info.json of this run (run_record.make_record), which
+      `check_output_dir` compared with the stored one; a training run
+      writes it (with copies of the config and the vocabulary). None: no
+      record.
     memory_model: what a training step keeps in memory (default:
       memory_flags.BertMemory of the config); a script whose model adds
       heads passes its own.
@@ -557,10 +571,7 @@ def set_up(flag_obj, bert_config, *, do_train, record=None,
     RunSetup.
   """
   output_dir = flag_obj.output_dir
-  resume = check_checkpoints(flag_obj, bert_config, do_train=do_train)
-  if record is not None:
-    run_record.check(output_dir, record, has_checkpoint=bool(resume),
-                     do_train=do_train)
+  check_checkpoints(flag_obj, bert_config, do_train=do_train)
   prepare_output_dir(output_dir)
   distribution = make_distribution(flag_obj)
   memory = memory_flags.resolve(flag_obj, bert_config, do_train,

@@ -1335,6 +1335,11 @@ def _predict(estimator, tokenizer, eval_examples):
 def main(_):
   bert_config, tokenizer = run_setup.start(FLAGS, do_train=FLAGS.do_train)
   validate_flags_or_throw(bert_config, FLAGS)
+  record = run_record.make_record(
+      "squad", None, FLAGS.do_lower_case, FLAGS.max_seq_length,
+      FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.spm_model_file,
+      version_2_with_negative=FLAGS.version_2_with_negative)
+  run_setup.check_output_dir(FLAGS, record, do_train=FLAGS.do_train)
   train_examples = eval_examples = None
   num_train_steps = num_warmup_steps = None
   if FLAGS.do_train:
@@ -1344,10 +1349,6 @@ def main(_):
   if FLAGS.do_predict:
     eval_examples = _read_examples(FLAGS.predict_file, "--predict_file",
                                    False)
-  record = run_record.make_record(
-      "squad", None, FLAGS.do_lower_case, FLAGS.max_seq_length,
-      FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.spm_model_file,
-      version_2_with_negative=FLAGS.version_2_with_negative)
   setup = run_setup.set_up(FLAGS, bert_config, do_train=FLAGS.do_train,
                            record=record)
   model_fn = model_fn_builder(
