@@ -38,6 +38,7 @@ import modeling
 import output_files
 import progress
 import run_setup
+import runner_flags
 import tokenization
 
 FLAGS = flags.FLAGS
@@ -79,15 +80,10 @@ def define_flags(flag_values=flags.FLAGS):
                     "False for cased ones.", flag_values=fv)
   flags.DEFINE_integer("batch_size", 32, "Examples per batch.",
                        flag_values=fv)
-  flags.DEFINE_bool("use_tpu", False,
-                    "Run on a TPU (not supported by this build).",
-                    flag_values=fv)
-  flags.DEFINE_string("master", None,
-                      "TensorFlow master address (TPU only, not supported).",
-                      flag_values=fv)
-  flags.DEFINE_integer("num_tpu_cores", 8,
-                       "TPU cores to use (TPU only, not supported).",
-                       flag_values=fv)
+  # Google's --use_tpu, --master and --num_tpu_cores (and the other TPU
+  # flags of the training scripts), accepted as run_setup.py says.
+  runner_flags.define_tpu_flags(fv)
+  flags.adopt_module_key_flags(runner_flags, flag_values=fv)
   flags.DEFINE_bool("use_one_hot_embeddings", False,
                     "Look up word embeddings with a one-hot matmul instead "
                     "of a gather (faster on TPUs, same values).",
