@@ -18,11 +18,12 @@ defines its flags with runner_flags.py and its `main` does:
 combinations, the config, the vocabulary against the config and the
 casing); `check_output_dir` refuses an --output_dir whose run_info.json
 contradicts this run; `set_up` checks the checkpoints and the output
-directory and makes the `RunSetup`: distribution strategy, memory settings (micro-batch,
-accumulation steps, checkpointing, precision), the out-of-memory advice
-and the `estimator.RunConfig`. Both raise cli.UserError for bad input and
-never exit. Flags a script does not define are skipped, so a script with
-fewer flags (pretraining has no vocabulary) uses the same functions.
+directory and makes the `RunSetup`: distribution strategy, memory
+settings (micro-batch, accumulation steps, checkpointing, precision), the
+out-of-memory advice and the `estimator.RunConfig`. They raise
+cli.UserError for bad input and never exit. Flags a script does not
+define are skipped, so a script with fewer flags (pretraining has no
+vocabulary) uses the same functions.
 """
 
 import collections

@@ -236,11 +236,10 @@ def load_squad_data(input_file):
                             input_file, data.count(b"\n", 0, e.start) + 1,
                             e.start)) from None
   except json.JSONDecodeError as e:
-    # e.msg may end with "starting at", which e.lineno's place completes.
-    raise cli.UserError("%s is not valid JSON, at line %d column %d (char "
-                        "%d): %s; fix the file or regenerate it." %
-                        (input_file, e.lineno, e.colno, e.pos, e.msg)
-                        ) from None
+    # str(e) puts the place after the message ("... starting at: line 2
+    # column 13 (char 24)"), which reads right whatever the message is.
+    raise cli.UserError("%s is not valid JSON (%s); fix the file or "
+                        "regenerate it." % (input_file, e)) from None
   if not isinstance(parsed, dict) or not isinstance(parsed.get("data"), list):
     raise cli.UserError("%s: expected a JSON object with a \"data\" list of "
                      "articles, as in the official SQuAD files." % input_file)

@@ -303,10 +303,10 @@ def load_json(path, what):
     raise cli.UserError("%s file %s is not UTF-8 (%s); save it as UTF-8." %
                         (what, path, e.reason)) from None
   except json.JSONDecodeError as e:
-    # e.msg may end with "starting at", which the place completes.
-    raise cli.UserError("%s file %s is not valid JSON, at line %d column %d: "
-                        "%s; fix or regenerate the file." % (
-                            what, path, e.lineno, e.colno, e.msg)) from None
+    # str(e) puts the place after the message ("... starting at: line 2
+    # column 13 (char 24)"), which reads right whatever the message is.
+    raise cli.UserError("%s file %s is not valid JSON (%s); fix or "
+                        "regenerate the file." % (what, path, e)) from None
 
 
 def is_version_2(dataset_json, has_na_probs=False):

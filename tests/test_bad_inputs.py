@@ -393,7 +393,8 @@ CASES = {
         "run_squad.py", SQUAD + ["--do_train"], "--train_file"),
     "squad_unterminated_json": case(
         "run_squad.py", SQUAD + ["--do_train", "--train_file={tmp}/squad.json"],
-        "squad.json is not valid JSON, at line 2 column 13",
+        "squad.json is not valid JSON (Unterminated string starting at: "
+        "line 2 column 13",
         prepare=lambda tmp: _squad_file(tmp, "{\"data\": [\n  {\"title\": "
                                         "\"abc}]}")),
     "squad_json_not_utf8": case(
