@@ -201,9 +201,10 @@ def _run_mirrored(out_dir, k):
   fv = _parsed_flags("--distribution=mirrored", "--devices=/cpu:0,/cpu:1",
                      "--output_dir=" + os.path.join(out_dir, "bad"),
                      "--train_batch_size=6", "--num_accumulation_steps=2")
-  est = estimator.Estimator(lambda *args: None,
-                            run_setup.make_run_config(fv),
-                            train_batch_size=6)
+  est = estimator.Estimator(
+      lambda *args: None,
+      run_setup.make_run_config(fv, distribution=strategy),
+      train_batch_size=6)
   _print_error(lambda: est.train(_input_fn, max_steps=1))
 
 
