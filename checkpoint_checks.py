@@ -3,8 +3,8 @@
 
 A truncated `.data` file fails only when the damaged variable is restored,
 and a bert_config.json with more layers than the checkpoint leaves the
-extra layers silently random; both are found here, in about a second for
-BERT-Base, before anything expensive starts.
+extra layers silently random; both are found here, before anything
+expensive starts, by reading every variable once.
 """
 
 import glob
