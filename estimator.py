@@ -963,7 +963,7 @@ class Estimator(object):
   # ------------------------------------------------------------------ export
 
   def export_saved_model(self, export_dir_base, serving_input_receiver_fn,
-                         checkpoint_path=None):
+                         checkpoint_path=None, assets=None):
     """Writes a SavedModel of the PREDICT graph; returns its directory.
 
     The model is `export_dir_base/<unix time>`, with the tag "serve" and a
@@ -979,6 +979,11 @@ class Estimator(object):
         called in the export graph.
       checkpoint_path: weights to export; default the latest checkpoint of
         model_dir.
+      assets: optional dict file name -> path of files the model needs
+        beside its graph (config, vocabulary, labels), copied into the
+        SavedModel's `assets.extra/`: the folder TensorFlow Serving keeps
+        for files no graph op reads, so loading ignores them and a client
+        finds them next to the model.
 
     Raises:
       ValueError: there is no checkpoint, or the predictions are not a dict.
@@ -1012,6 +1017,10 @@ class Estimator(object):
             signature_def_map={"serving_default": signature},
             strip_default_attrs=True)
         builder.save()
+      extra = os.path.join(temporary_dir, "assets.extra")
+      for name, path in sorted((assets or {}).items()):
+        tf.io.gfile.makedirs(extra)
+        tf.io.gfile.copy(path, os.path.join(extra, name), overwrite=True)
     tf.io.gfile.rename(temporary_dir, export_dir)
     logging.info("Exported %s as a SavedModel to %s", checkpoint, export_dir)
     return export_dir

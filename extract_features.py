@@ -24,14 +24,21 @@ output is written under a temporary name and renamed when complete.
 
 import collections
 import json
+import os
 import re
 
-from absl import app
 from absl import flags
 from absl import logging
+# Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
+import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
 import tensorflow as tf
 
+import cli
 import modeling
+import output_files
+import progress
+import run_setup
+import runner_flags
 import tokenization
 
 FLAGS = flags.FLAGS
@@ -73,15 +80,10 @@ def define_flags(flag_values=flags.FLAGS):
                     "False for cased ones.", flag_values=fv)
   flags.DEFINE_integer("batch_size", 32, "Examples per batch.",
                        flag_values=fv)
-  flags.DEFINE_bool("use_tpu", False,
-                    "Run on a TPU (not supported by this build).",
-                    flag_values=fv)
-  flags.DEFINE_string("master", None,
-                      "TensorFlow master address (TPU only, not supported).",
-                      flag_values=fv)
-  flags.DEFINE_integer("num_tpu_cores", 8,
-                       "TPU cores to use (TPU only, not supported).",
-                       flag_values=fv)
+  # Google's --use_tpu, --master and --num_tpu_cores (and the other TPU
+  # flags of the training scripts), accepted as run_setup.py says.
+  runner_flags.define_tpu_flags(fv)
+  flags.adopt_module_key_flags(runner_flags, flag_values=fv)
   flags.DEFINE_bool("use_one_hot_embeddings", False,
                     "Look up word embeddings with a one-hot matmul instead "
                     "of a gather (faster on TPUs, same values).",
@@ -116,23 +118,39 @@ def read_examples(input_file):
   an example with empty text, so ids stay aligned with the lines.
 
   Raises:
-    FileNotFoundError: `input_file` does not exist.
+    cli.UserError: `input_file` does not exist, is not UTF-8 or is empty.
   """
   if not input_file or not tf.io.gfile.exists(input_file):
-    raise FileNotFoundError(
+    raise cli.UserError(
         "Input file %r not found; set --input_file to a text file with one "
         "example per line (\"text_a\" or \"text_a ||| text_b\")." %
         (input_file,))
+  with tf.io.gfile.GFile(input_file, "rb") as reader:
+    data = reader.read()
+  try:
+    text = data.decode("utf-8")
+  except UnicodeDecodeError as e:
+    raise cli.UserError("--input_file=%s:%d is not UTF-8; save the file as "
+                        "UTF-8 or repair that line." % (
+                            input_file, data.count(b"\n", 0, e.start) + 1)
+                        ) from None
+  if not text.strip():
+    raise cli.UserError("--input_file=%s holds no text; write one example "
+                        "per line (\"text_a\" or \"text_a ||| text_b\")."
+                        % input_file)
+  # Lines as reading the file line by line gives them: split at "\n" only.
+  lines = text.split("\n")
+  if not lines[-1]:
+    lines.pop()
   examples = []
-  with tf.io.gfile.GFile(input_file, "r") as reader:
-    for unique_id, line in enumerate(reader):
-      line = tokenization.convert_to_unicode(line).strip()
-      match = re.match(r"^(.*) \|\|\| (.*)$", line)
-      if match is None:
-        text_a, text_b = line, None
-      else:
-        text_a, text_b = match.group(1), match.group(2)
-      examples.append(InputExample(unique_id, text_a, text_b))
+  for unique_id, line in enumerate(lines):
+    line = line.strip()
+    match = re.match(r"^(.*) \|\|\| (.*)$", line)
+    if match is None:
+      text_a, text_b = line, None
+    else:
+      text_a, text_b = match.group(1), match.group(2)
+    examples.append(InputExample(unique_id, text_a, text_b))
   return examples
 
 
@@ -204,17 +222,17 @@ def parse_layers(layers, num_hidden_layers):
   Returns:
     list of ints in [-num_hidden_layers, num_hidden_layers - 1].
   Raises:
-    ValueError: not a list of integers, or an index out of range.
+    cli.UserError: not a list of integers, or an index out of range.
   """
   try:
     indexes = [int(x) for x in layers.split(",")]
   except ValueError as e:
-    raise ValueError(
+    raise cli.UserError(
         "--layers=%s: expected comma-separated integers such as "
         "-1,-2,-3,-4." % layers) from e
   for index in indexes:
     if not -num_hidden_layers <= index < num_hidden_layers:
-      raise ValueError(
+      raise cli.UserError(
           "--layers=%s: layer %d is out of range; the model has %d layers, "
           "so use indexes from %d to %d (-1 is the last layer)." %
           (layers, index, num_hidden_layers, -num_hidden_layers,
@@ -232,7 +250,7 @@ def _build_model(bert_config, seq_length, layer_indexes, init_checkpoint,
     outputs is a list of float32 [batch_size, seq_length, hidden_size], one
     per entry of `layer_indexes`.
   Raises:
-    ValueError: the checkpoint lacks some of the model's variables.
+    cli.UserError: the checkpoint lacks some of the model's variables.
   """
   inputs = {
       name: tf.compat.v1.placeholder(tf.int32, [None, seq_length], name=name)
@@ -254,7 +272,7 @@ def _build_model(bert_config, seq_length, layer_indexes, init_checkpoint,
   # Features from randomly initialized weights would be meaningless.
   missing = [v.name for v in tvars if v.name not in initialized]
   if missing:
-    raise ValueError(
+    raise cli.UserError(
         "--init_checkpoint=%s lacks %d of the model's variables (e.g. %s); "
         "check that --bert_config_file belongs to this checkpoint." %
         (init_checkpoint, len(missing), missing[0]))
@@ -310,54 +328,63 @@ def feature_to_json(feature, layer_indexes, values):
 
 def _check_flags(flag_obj):
   """Refuses missing or unsupported flags before any slow work."""
-  if flag_obj.use_tpu:
-    raise ValueError("--use_tpu: no TPU support in this build; run on "
-                     "CPU/GPU without it.")
+  run_setup.check_tpu_flags(flag_obj)
   for name in ("input_file", "output_file", "vocab_file", "bert_config_file",
                "init_checkpoint"):
     if not getattr(flag_obj, name):
-      raise ValueError("--%s is required." % name)
+      raise cli.UserError("--%s is required." % name)
   if flag_obj.batch_size < 1:
-    raise ValueError("--batch_size=%d: must be at least 1." %
-                     flag_obj.batch_size)
+    raise cli.UserError("--batch_size=%d: must be at least 1." %
+                        flag_obj.batch_size)
+  tokenization.validate_case_matches_checkpoint(flag_obj.do_lower_case,
+                                                flag_obj.init_checkpoint)
 
 
 def _check_max_seq_length(max_seq_length, bert_config):
   """[CLS] x [SEP] needs 3 positions; the model has only so many."""
   if not 3 <= max_seq_length <= bert_config.max_position_embeddings:
-    raise ValueError(
+    raise cli.UserError(
         "--max_seq_length=%d: must be between 3 and the model's "
         "max_position_embeddings (%d in --bert_config_file)." %
         (max_seq_length, bert_config.max_position_embeddings))
 
 
 def run(flag_obj):
-  """Extracts the features the flags ask for and writes --output_file."""
+  """Extracts the features the flags ask for and writes --output_file.
+
+  Everything that can be checked is checked first: flags, config,
+  vocabulary (size and casing), input file, checkpoint (complete and of
+  the config's shapes) and the output file's folder.
+  """
   _check_flags(flag_obj)
-  bert_config = modeling.BertConfig.from_json_file(flag_obj.bert_config_file)
+  bert_config = run_setup.load_bert_config(flag_obj.bert_config_file)
   _check_max_seq_length(flag_obj.max_seq_length, bert_config)
   layer_indexes = parse_layers(flag_obj.layers,
                                bert_config.num_hidden_layers)
-  tokenization.validate_case_matches_checkpoint(flag_obj.do_lower_case,
-                                                flag_obj.init_checkpoint)
-  tokenizer = tokenization.FullTokenizer(
-      vocab_file=flag_obj.vocab_file, do_lower_case=flag_obj.do_lower_case)
+  tokenizer = run_setup.make_tokenizer(flag_obj)
+  run_setup.check_vocab(flag_obj, bert_config, tokenizer)
   examples = read_examples(flag_obj.input_file)
+  run_setup.check_init_checkpoint(flag_obj.init_checkpoint, bert_config,
+                                  flag_obj.bert_config_file)
+  output_folder = os.path.dirname(os.path.abspath(flag_obj.output_file))
+  run_setup.prepare_output_dir(
+      output_folder, "the folder of --output_file=%s" % flag_obj.output_file)
   features = convert_examples_to_features(
       examples, flag_obj.max_seq_length, tokenizer)
 
   # Written under a temporary name so a killed run leaves no partial file
   # that looks complete.
-  temp_file = flag_obj.output_file + ".tmp"
-  with tf.io.gfile.GFile(temp_file, "w") as writer:
+  meter = progress.Progress("Writing features to %s" % flag_obj.output_file,
+                            len(features))
+  with output_files.replacing(flag_obj.output_file) as temp_file, (
+      tf.io.gfile.GFile(temp_file, "w")) as writer:
     for feature, values in compute_layer_values(
         features, bert_config, flag_obj.init_checkpoint, layer_indexes,
         flag_obj.batch_size, flag_obj.use_one_hot_embeddings):
       writer.write(json.dumps(feature_to_json(
           feature, layer_indexes, values)) + "\n")
-  tf.io.gfile.rename(temp_file, flag_obj.output_file, overwrite=True)
-  logging.info("Wrote %d examples to %s", len(features),
-               flag_obj.output_file)
+      meter.advance()
+  meter.finish()
 
 
 def main(_):
@@ -370,4 +397,4 @@ if __name__ == "__main__":
   for required in ("input_file", "output_file", "vocab_file",
                    "bert_config_file", "init_checkpoint"):
     flags.mark_flag_as_required(required)
-  app.run(main)
+  cli.run(main)

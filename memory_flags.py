@@ -1,22 +1,23 @@
 # coding=utf-8
 """Precision, checkpointing and micro-batch of a training run, and its advice.
 
-Shared by run_classifier.py and run_squad.py. `resolve` turns the flags
-that runner_flags.py defines (--precision, --gradient_checkpointing,
---micro_batch_size, --device_memory_gb, --num_accumulation_steps) into the
-`MemorySettings` a run uses, asking memory_plan.py when
---micro_batch_size=auto. `oom_message_fn` builds the out-of-memory advice
-the runner shows, and `stop_on_training_error` ends a script with that
-advice (or the non-finite-loss advice) instead of a stack trace.
+`resolve` turns the flags that runner_flags.py defines (--precision,
+--gradient_checkpointing, --micro_batch_size, --device_memory_gb,
+--num_accumulation_steps) into the `MemorySettings` a run uses, asking the
+model's memory estimate (`BertMemory`, memory_plan.py's term model) when
+--micro_batch_size=auto; `accumulation_steps` is the one place where the
+accumulation steps are derived and checked. `oom_message_fn` words the
+out-of-memory advice the runner raises. run_setup.py calls these; ending
+the program is cli.py's business, not this module's.
 """
 
 import collections
-import contextlib
+import math
 
 from absl import logging
 import tensorflow as tf
 
-import estimator
+import cli
 import memory_plan
 import tf_internals
 
@@ -125,6 +126,52 @@ def _replica_memory(device, replicas):
           device.source, device.bytes / GIB, replicas.per_memory))
 
 
+class BertMemory(object):
+  """What a training step of BERT with a classifier head keeps in memory.
+
+  The estimates are memory_plan.py's. A script whose model needs more (e.g.
+  pretraining's masked-LM head) passes an object with the same methods to
+  `resolve` and `oom_message_fn` instead.
+  """
+
+  def __init__(self, bert_config, seq_length, optimizer="adamw"):
+    self.bert_config = bert_config
+    self.seq_length = seq_length
+    self.optimizer = optimizer
+
+  def describe(self):
+    """E.g. "BERT with 24 layers, hidden size 1024 (335.1M parameters) at
+    --max_seq_length=512"."""
+    config = self.bert_config
+    return ("BERT with %d layers, hidden size %d (%.1fM parameters) at "
+            "--max_seq_length=%d" % (
+                config.num_hidden_layers, config.hidden_size,
+                memory_plan.num_params(config) / 1e6, self.seq_length))
+
+  def estimate_bytes(self, micro_batch, precision, gradient_checkpointing,
+                     num_accumulation_steps):
+    """The planner's peak bytes for one replica running `micro_batch`."""
+    return memory_plan.estimate_bytes(
+        self.bert_config, self.seq_length, micro_batch, precision,
+        gradient_checkpointing, num_accumulation_steps,
+        self.optimizer)["total"]
+
+  def plan(self, batch_size, memory_bytes, precision, allow_checkpointing):
+    """memory_plan.Plan for `batch_size` examples per update on one replica
+    with `memory_bytes`, or None when not even one example fits."""
+    return memory_plan.plan(
+        self.bert_config, self.seq_length, batch_size, memory_bytes,
+        precisions=(precision,), allow_checkpointing=allow_checkpointing,
+        optimizer=self.optimizer)
+
+
+def _memory_model(bert_config, flag_obj, memory_model):
+  """`memory_model`, or BertMemory of the config and the flags."""
+  if memory_model is not None:
+    return memory_model
+  return BertMemory(bert_config, flag_obj.max_seq_length, flag_obj.optimizer)
+
+
 def _describe_memory(memory):
   """E.g. "12.00 GiB (--device_memory_gb=12)"."""
   return "%.2f GiB (%s)" % (memory.bytes / GIB, memory.source)
@@ -170,8 +217,8 @@ def device_memory(device_memory_gb=None):
     DeviceMemory(bytes, source) or None when it cannot be found out.
   """
   if device_memory_gb is not None:
-    if device_memory_gb <= 0:
-      raise ValueError("--device_memory_gb=%s must be positive (GiB of the "
+    if not (math.isfinite(device_memory_gb) and device_memory_gb > 0):
+      raise cli.UserError("--device_memory_gb=%s must be positive (GiB of the "
                        "device, e.g. 12 or 16)." % device_memory_gb)
     return DeviceMemory(int(device_memory_gb * GIB),
                         "--device_memory_gb=%g" % device_memory_gb)
@@ -184,122 +231,161 @@ def device_memory(device_memory_gb=None):
 
 
 def parse_micro_batch_size(value):
-  """None (flag empty), AUTO, or a positive int; ValueError otherwise."""
+  """None (flag empty), AUTO, or a positive int; UserError otherwise."""
   text = (value or "").strip().lower()
   if not text:
     return None
   if text == AUTO:
     return AUTO
   if not text.isdigit() or int(text) < 1:
-    raise ValueError("--micro_batch_size=%s must be empty, a positive "
-                     "integer or auto." % value)
+    raise cli.UserError("--micro_batch_size=%s must be empty, a positive "
+                        "integer or auto." % value)
   return int(text)
 
 
-def _is_explicit(flag_obj, name):
-  """Whether the command line set flag `name` (absl FlagValues)."""
-  return bool(flag_obj[name].present)
+def explicit_steps(flag_obj):
+  """--num_accumulation_steps when the command line set it, else None."""
+  if flag_obj["num_accumulation_steps"].present:
+    return flag_obj.num_accumulation_steps
+  return None
 
 
-def _steps_for_micro_batch(flag_obj, micro_batch):
-  batch = flag_obj.train_batch_size
-  if batch % micro_batch:
-    raise ValueError(
-        "--micro_batch_size=%d does not divide --train_batch_size=%d; choose "
-        "a divisor of --train_batch_size." % (micro_batch, batch))
-  steps = batch // micro_batch
-  if (_is_explicit(flag_obj, "num_accumulation_steps") and
-      flag_obj.num_accumulation_steps != steps):
-    raise ValueError(
-        "--micro_batch_size=%d with --train_batch_size=%d means %d "
-        "accumulation steps, but --num_accumulation_steps=%d was given; drop "
-        "one of the two flags." % (micro_batch, batch, steps,
-                                   flag_obj.num_accumulation_steps))
+def accumulation_steps(train_batch_size, micro_batch_size=None,
+                       num_accumulation_steps=None, replicas=ONE_DEVICE):
+  """The accumulation steps of a run; the one place they are derived.
+
+  Args:
+    train_batch_size: --train_batch_size, examples per update over all
+      replicas.
+    micro_batch_size: examples per micro-batch (--micro_batch_size, or the
+      planner's choice), or None to take --num_accumulation_steps.
+    num_accumulation_steps: --num_accumulation_steps if the command line set
+      it, else None (1).
+    replicas: Replicas of the run.
+
+  Returns:
+    int k >= 1 with train_batch_size = k * micro-batch, the micro-batch
+    splitting evenly over the replicas.
+
+  Raises:
+    cli.UserError naming the flags to change.
+  """
+  batch = train_batch_size
+  if batch < 1:
+    raise cli.UserError("--train_batch_size=%d must be at least 1." % batch)
+  if micro_batch_size is None:
+    steps = 1 if num_accumulation_steps is None else num_accumulation_steps
+    if steps < 1:
+      raise cli.UserError("--num_accumulation_steps=%d must be at least 1."
+                          % steps)
+    if batch % steps:
+      raise cli.UserError(
+          "--train_batch_size=%d is not a multiple of "
+          "--num_accumulation_steps=%d; choose accumulation steps that "
+          "divide the batch." % (batch, steps))
+  else:
+    if batch % micro_batch_size:
+      raise cli.UserError(
+          "--micro_batch_size=%d does not divide --train_batch_size=%d; "
+          "choose a divisor of --train_batch_size." % (micro_batch_size,
+                                                       batch))
+    steps = batch // micro_batch_size
+    if num_accumulation_steps is not None and num_accumulation_steps != steps:
+      raise cli.UserError(
+          "--micro_batch_size=%d with --train_batch_size=%d means %d "
+          "accumulation steps, but --num_accumulation_steps=%d was given; "
+          "drop one of the two flags." % (micro_batch_size, batch, steps,
+                                         num_accumulation_steps))
+  micro = batch // steps
+  if micro % replicas.total:
+    raise cli.UserError(
+        "A micro-batch of %d examples (--train_batch_size=%d / %d "
+        "accumulation steps) does not split evenly over the %d replicas of "
+        "--distribution; make the micro-batch a multiple of %d." % (
+            micro, batch, steps, replicas.total, replicas.total))
   return steps
 
 
-def _estimate_bytes(bert_config, flag_obj, settings):
-  """The planner's peak for one replica of `settings`."""
-  return memory_plan.estimate_bytes(
-      bert_config, flag_obj.max_seq_length,
-      settings.replica_micro_batch_size,
-      settings.precision, settings.gradient_checkpointing,
-      settings.num_accumulation_steps, flag_obj.optimizer)["total"]
-
-
 def _replica_batch_size(flag_obj, replicas):
-  """--train_batch_size / replicas; ValueError when it does not split."""
+  """--train_batch_size / replicas; UserError when it does not split."""
   if flag_obj.train_batch_size % replicas.total:
-    raise ValueError(
+    raise cli.UserError(
         "--train_batch_size=%d does not split evenly over the %d replicas "
         "of --distribution; choose a multiple of %d." % (
             flag_obj.train_batch_size, replicas.total, replicas.total))
   return flag_obj.train_batch_size // replicas.total
 
 
-def _plan_for_replicas(bert_config, flag_obj, replicas, memory_bytes,
-                       precision, allow_checkpointing):
-  """memory_plan.plan for one replica, its micro-batch made global."""
-  found = memory_plan.plan(
-      bert_config, flag_obj.max_seq_length,
-      _replica_batch_size(flag_obj, replicas), memory_bytes,
-      precisions=(precision,), allow_checkpointing=allow_checkpointing,
-      optimizer=flag_obj.optimizer)
+def _plan_for_replicas(model, flag_obj, replicas, memory_bytes, precision,
+                       allow_checkpointing):
+  """The model's plan for one replica, its micro-batch made global."""
+  found = model.plan(_replica_batch_size(flag_obj, replicas), memory_bytes,
+                     precision, allow_checkpointing)
   if found is None:
     return None
   return found._replace(micro_batch=found.micro_batch * replicas.total)
 
 
-def _auto(flag_obj, bert_config, device, replicas):
+def _estimate_bytes(model, settings):
+  """The model's peak for one replica of `settings`."""
+  return model.estimate_bytes(
+      settings.replica_micro_batch_size, settings.precision,
+      settings.gradient_checkpointing, settings.num_accumulation_steps)
+
+
+def _auto(flag_obj, model, device, replicas):
   """The planner's settings for the device (never changing the precision).
 
   Each replica plans for its share of the micro-batch in its share of the
   memory: a GPU's own, or the RAM divided by the CPU replicas sharing it.
   """
-  if _is_explicit(flag_obj, "num_accumulation_steps"):
-    raise ValueError(
+  if explicit_steps(flag_obj) is not None:
+    raise cli.UserError(
         "--micro_batch_size=auto chooses the accumulation steps; drop "
         "--num_accumulation_steps=%d or give --micro_batch_size as an "
         "integer." % flag_obj.num_accumulation_steps)
   if device is None:
-    raise ValueError("--micro_batch_size=auto needs the device's memory, "
-                     "which could not be found out (no GPU and no readable "
-                     "%s); pass --device_memory_gb." % MEMINFO)
+    raise cli.UserError(
+        "--micro_batch_size=auto needs the device's memory, which could not "
+        "be found out (no GPU and no readable %s); pass --device_memory_gb."
+        % MEMINFO)
   if (replicas.total > replicas.local and flag_obj.device_memory_gb is None
       and not tf.config.list_physical_devices("GPU")):
-    raise ValueError(
+    raise cli.UserError(
         "--micro_batch_size=auto with --distribution=multi_worker on CPUs "
         "needs --device_memory_gb, the same on every worker: the free RAM "
         "differs from machine to machine, and workers whose plans differ "
         "cannot train together.")
   # An explicit --nogradient_checkpointing is honoured; otherwise the planner
   # turns checkpointing on when nothing fits without it.
-  allow_checkpointing = (flag_obj.gradient_checkpointing or not _is_explicit(
-      flag_obj, "gradient_checkpointing"))
+  allow_checkpointing = (flag_obj.gradient_checkpointing or
+                         not flag_obj["gradient_checkpointing"].present)
   memory = _replica_memory(device, replicas)
-  found = _plan_for_replicas(bert_config, flag_obj, replicas, memory.bytes,
+  found = _plan_for_replicas(model, flag_obj, replicas, memory.bytes,
                              flag_obj.precision, allow_checkpointing)
   if found is None:
-    raise ValueError(
+    raise cli.UserError(
         "--micro_batch_size=auto: not even one example of --max_seq_length="
         "%d fits %s in --precision=%s%s. Lower --max_seq_length, use half "
         "precision or a smaller model, or set --device_memory_gb." %
         (flag_obj.max_seq_length, _describe_memory(memory),
          flag_obj.precision, " with gradient checkpointing"
          if allow_checkpointing else ""))
+  steps = accumulation_steps(flag_obj.train_batch_size, found.micro_batch,
+                             None, replicas)
   settings = MemorySettings(
-      flag_obj.precision, found.micro_batch, found.accumulation_steps,
+      flag_obj.precision, found.micro_batch, steps,
       found.gradient_checkpointing or flag_obj.gradient_checkpointing,
       device, replicas)
   logging.info("--micro_batch_size=auto: %s; planned peak %.2f GiB%s of "
-               "%s.", settings.describe(),
-               _estimate_bytes(bert_config, flag_obj, settings) / GIB,
-               " per replica" if replicas.total > 1 else "",
+               "%s.", settings.describe(), _estimate_bytes(model, settings) /
+               GIB, " per replica" if replicas.total > 1 else "",
                _describe_memory(memory))
   return settings
 
 
-def resolve(flag_obj, bert_config, do_train, distribution=None):
+def resolve(flag_obj, bert_config, do_train, distribution=None,
+            memory_model=None):
   """The MemorySettings the flags ask for.
 
   Args:
@@ -307,29 +393,27 @@ def resolve(flag_obj, bert_config, do_train, distribution=None):
     bert_config: modeling.BertConfig of the model.
     do_train: whether the run trains (--micro_batch_size=auto plans only
       then).
-    distribution: the run's tf.distribute strategy (runner_flags.
+    distribution: the run's tf.distribute strategy (run_setup.
       make_distribution), or None for one device.
+    memory_model: what a training step keeps (see BertMemory, the default).
 
   Returns:
     MemorySettings; micro_batch_size * num_accumulation_steps equals
-    --train_batch_size whenever --micro_batch_size is set.
+    --train_batch_size.
 
   Raises:
-    ValueError naming the flags to fix.
+    cli.UserError naming the flags to fix.
   """
   device = device_memory(flag_obj.device_memory_gb)
   replicas = replicas_of(distribution)
   requested = parse_micro_batch_size(flag_obj.micro_batch_size)
   if requested == AUTO and do_train:
-    return _auto(flag_obj, bert_config, device, replicas)
-  if isinstance(requested, int):
-    steps = _steps_for_micro_batch(flag_obj, requested)
-  else:
-    steps = flag_obj.num_accumulation_steps
-  if steps < 1:
-    raise ValueError("--num_accumulation_steps=%d must be at least 1." %
-                     steps)
-  # The runner refuses a --train_batch_size that steps do not divide.
+    return _auto(flag_obj, _memory_model(bert_config, flag_obj,
+                                         memory_model), device, replicas)
+  steps = accumulation_steps(
+      flag_obj.train_batch_size,
+      requested if isinstance(requested, int) else None,
+      explicit_steps(flag_obj), replicas if do_train else ONE_DEVICE)
   return MemorySettings(flag_obj.precision,
                         flag_obj.train_batch_size // steps, steps,
                         flag_obj.gradient_checkpointing, device, replicas)
@@ -356,12 +440,12 @@ def _changed_flags(found, settings):
   return " ".join(parts)
 
 
-def _fitting_flags(bert_config, flag_obj, settings, budget):
+def _fitting_flags(model, flag_obj, settings, budget):
   """Advice: the plans for `budget` bytes per replica, at this precision and
   in bf16."""
   def plan_for(precision):
-    return _plan_for_replicas(bert_config, flag_obj, settings.replicas,
-                              budget, precision, allow_checkpointing=True)
+    return _plan_for_replicas(model, flag_obj, settings.replicas, budget,
+                              precision, allow_checkpointing=True)
 
   def cost(found):  # The planner's own preference order.
     return (found.gradient_checkpointing, found.accumulation_steps)
@@ -399,16 +483,12 @@ def _tf_line(error):
   return lines[0] if lines else type(error).__name__
 
 
-def oom_message(bert_config, flag_obj, settings, error):
+def oom_message(bert_config, flag_obj, settings, error, memory_model=None):
   """The out-of-memory message: the setting, the estimate, fitting flags."""
-  estimate = _estimate_bytes(bert_config, flag_obj, settings)
-  lines = ["Out of memory training BERT with %d layers, hidden size %d "
-           "(%.1fM parameters) at --max_seq_length=%d and "
-           "--train_batch_size=%d: %s." % (
-               bert_config.num_hidden_layers, bert_config.hidden_size,
-               memory_plan.num_params(bert_config) / 1e6,
-               flag_obj.max_seq_length, flag_obj.train_batch_size,
-               settings.describe())]
+  model = _memory_model(bert_config, flag_obj, memory_model)
+  estimate = _estimate_bytes(model, settings)
+  lines = ["Out of memory training %s and --train_batch_size=%d: %s." % (
+      model.describe(), flag_obj.train_batch_size, settings.describe())]
   per_replica = " per replica" if settings.replicas.total > 1 else ""
   if settings.device is None:
     lines.append("The memory planner estimates %.2f GiB%s for it. The "
@@ -426,27 +506,13 @@ def oom_message(bert_config, flag_obj, settings, error):
                    "flags below are planned for less than the failed "
                    "setting.")
     # The error proves the failed setting does not fit, whatever the estimate.
-    lines.append(_fitting_flags(bert_config, flag_obj, settings,
+    lines.append(_fitting_flags(model, flag_obj, settings,
                                 min(budget, estimate - 1)))
   lines.append("TensorFlow said: %s" % _tf_line(error))
   return "\n".join(lines)
 
 
-def oom_message_fn(bert_config, flag_obj, settings):
+def oom_message_fn(bert_config, flag_obj, settings, memory_model=None):
   """callable(ResourceExhaustedError) -> str for estimator.RunConfig."""
-  return lambda error: oom_message(bert_config, flag_obj, settings, error)
-
-
-@contextlib.contextmanager
-def stop_on_training_error():
-  """Ends the program with only the message of a known training failure.
-
-  Out of memory, a non-finite loss and a failed worker of a multi-worker
-  cluster carry their advice; a stack trace would bury it. The exit status
-  is 1.
-  """
-  try:
-    yield
-  except (estimator.NonFiniteLossError, estimator.OutOfMemoryError,
-          estimator.WorkerFailedError) as e:
-    raise SystemExit("Training stopped. %s" % e) from None
+  return lambda error: oom_message(bert_config, flag_obj, settings, error,
+                                   memory_model)

@@ -88,10 +88,13 @@ linear factor absorbs.
 import collections
 import dataclasses
 import json
+import math
 import os
 
 from absl import app
 from absl import flags
+
+import cli
 
 GIB = 2**30
 PRECISIONS = ("fp32", "fp16", "bf16")
@@ -501,6 +504,8 @@ def load_config(path):
   except ValueError as e:
     raise ValueError("--bert_config_file=%s: %s" % (path, e)) from e
   try:
+    # quiet_tensorflow first: modeling imports TensorFlow.
+    import quiet_tensorflow  # pylint: disable=g-import-not-at-top,unused-import
     import modeling  # pylint: disable=g-import-not-at-top
   except ImportError:
     return values
@@ -541,9 +546,13 @@ def main(argv):
     config = load_config(f.bert_config_file)
   except ValueError as e:
     raise app.UsageError(str(e)) from e
-  if f.gpu_memory_gb <= 0:
-    raise app.UsageError("--gpu_memory_gb=%s must be positive (GiB of the "
-                         "GPU, e.g. 12 or 16)." % f.gpu_memory_gb)
+  if not (math.isfinite(f.gpu_memory_gb) and f.gpu_memory_gb > 0):
+    raise app.UsageError("--gpu_memory_gb=%s must be a positive number (GiB "
+                         "of the GPU, e.g. 12 or 16)." % f.gpu_memory_gb)
+  if f.train_batch_size < 1:
+    raise app.UsageError("--train_batch_size=%d must be at least 1 (the "
+                         "examples per update to plan for)." %
+                         f.train_batch_size)
   precisions = PRECISIONS if f.precision == "all" else (f.precision,)
   checkpointing = {"auto": (False, True), "true": (True,),
                    "false": (False,)}[f.gradient_checkpointing]
@@ -561,4 +570,4 @@ def main(argv):
 
 if __name__ == "__main__":
   define_flags()
-  app.run(main)
+  cli.run(main)

@@ -9,21 +9,26 @@ reusable feature files and refusing an --output_dir of another task.
 
 import collections
 import csv
-import hashlib
+import io
 import json
 import os
 import random
 
-from absl import app
 from absl import flags
 from absl import logging
+# Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
+import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
 import tensorflow as tf
 
 import classifier_metrics
+import cli
 import estimator as estimator_lib
-import memory_flags
 import modeling
 import optimization
+import output_files
+import progress
+import run_record
+import run_setup
 import runner_flags
 import serving_input
 import tfrecord_input
@@ -53,6 +58,8 @@ def define_flags(flag_values=flags.FLAGS):
       flag_values=flag_values)
   runner_flags.define_common_flags(max_seq_length_default=128,
                                    flag_values=flag_values)
+  # --help lists the shared flags with the script's own.
+  flags.adopt_module_key_flags(runner_flags, flag_values=flag_values)
   flags.DEFINE_bool("do_eval", False,
                     "Evaluate on the dev set; writes eval_results.txt.",
                     flag_values=flag_values)
@@ -136,6 +143,8 @@ class DataProcessor(object):
   labels = None
   # Regression tasks (STS-B) predict one float instead of a class.
   is_regression = False
+  # Whether an example is a pair of texts (min. --max_seq_length 5, else 3).
+  text_pairs = True
   # Official GLUE metrics beside accuracy: names in classifier_metrics.
   official_metrics = ()
   # File name (without .tsv) of the GLUE submission; None: no submission.
@@ -171,12 +180,22 @@ class DataProcessor(object):
     A UTF-8 byte-order mark (MRPC's header has one) is dropped.
     """
     if not os.path.isfile(input_file):
-      raise ValueError(
+      raise cli.UserError(
           "Data file %s does not exist. Point --data_dir at the folder that "
           "holds the task's files as the GLUE/XNLI download writes them."
           % input_file)
-    with open(input_file, "r", encoding="utf-8-sig", newline="") as f:
-      return list(csv.reader(f, delimiter="\t", quotechar=quotechar))
+    with open(input_file, "rb") as f:
+      data = f.read()
+    try:
+      text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+      raise cli.UserError(
+          "%s:%d: byte 0x%02x at column %d is not UTF-8; save the file as "
+          "UTF-8 (GLUE's files are) or repair that line." % (
+              input_file, data.count(b"\n", 0, e.start) + 1, data[e.start],
+              e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1)) from None
+    return list(csv.reader(io.StringIO(text, newline=""), delimiter="\t",
+                           quotechar=quotechar))
 
   @classmethod
   def _read_rows(cls, input_file, layout):
@@ -187,15 +206,18 @@ class DataProcessor(object):
       lines); line numbers are 1-based as an editor shows them.
     """
     lines = cls._read_tsv(input_file)
+    if not any(lines):
+      raise cli.UserError(
+          "%s is empty. Download the task's files again, or point "
+          "--data_dir at the folder that holds them." % input_file)
     expected = layout.num_columns
     first_data_row = 0
     if layout.has_header:
-      if not lines or len(lines[0]) < layout.num_columns:
-        raise ValueError(
+      if len(lines[0]) < layout.num_columns:
+        raise cli.UserError(
             "%s:1: the header has %d columns, but this task's layout needs "
             "at least %d. Check that --task_name matches the files in "
-            "--data_dir." % (input_file, len(lines[0]) if lines else 0,
-                             layout.num_columns))
+            "--data_dir." % (input_file, len(lines[0]), layout.num_columns))
       expected = len(lines[0])
       first_data_row = 1
     rows = []
@@ -204,10 +226,12 @@ class DataProcessor(object):
       if not row:
         continue
       if len(row) != expected:
-        raise ValueError(
-            "%s:%d: found %d columns, expected %d. Repair or delete that "
-            "line (a stray tab or a missing field)."
-            % (input_file, index + 1, len(row), expected))
+        fix = ("Repair or delete that line (a stray tab or a missing field)."
+               if rows else "As the file's first line already differs, the "
+               "file may be another task's: check that --task_name matches "
+               "the files in --data_dir.")
+        raise cli.UserError("%s:%d: found %d columns, expected %d. %s" % (
+            input_file, index + 1, len(row), expected, fix))
       rows.append((index + 1, row))
     return rows
 
@@ -217,13 +241,13 @@ class DataProcessor(object):
       try:
         float(label)
       except ValueError:
-        raise ValueError(
+        raise cli.UserError(
             "%s:%d: label %r is not a number; this regression task needs a "
             "float score in the last column." % (input_file, line_number,
                                                  label)) from None
       return
     if label not in self.get_labels():
-      raise ValueError(
+      raise cli.UserError(
           "%s:%d: label %r is not one of this task's labels %s. Fix the line "
           "or pass the --task_name that matches the file."
           % (input_file, line_number, label, self.get_labels()))
@@ -377,6 +401,7 @@ class ColaProcessor(GlueProcessor):
   labels = ("0", "1")
   official_metrics = ("mcc",)
   submission_name = "CoLA"
+  text_pairs = False
   # train/dev: source, label, original mark, sentence, no header.
   layouts = {
       "train": TsvLayout(False, 4, text_a=3, text_b=None, label=1),
@@ -390,6 +415,7 @@ class Sst2Processor(GlueProcessor):
 
   labels = ("0", "1")
   submission_name = "SST-2"
+  text_pairs = False
   layouts = {
       "train": TsvLayout(True, 2, text_a=0, text_b=None, label=1),
       "dev": TsvLayout(True, 2, text_a=0, text_b=None, label=1),
@@ -575,14 +601,6 @@ def _sidecar_path(output_file):
   return output_file + ".meta.json"
 
 
-def _write_atomically(path, text):
-  """Writes `text` to `path` via a temporary file and a rename."""
-  temp_path = path + ".tmp"
-  with tf.io.gfile.GFile(temp_path, "w") as writer:
-    writer.write(text)
-  tf.io.gfile.rename(temp_path, path, overwrite=True)
-
-
 def file_based_convert_examples_to_features(examples, label_list,
                                             max_seq_length, tokenizer,
                                             output_file, *, fingerprint=None):
@@ -591,17 +609,18 @@ def file_based_convert_examples_to_features(examples, label_list,
   Features: input_ids, input_mask, segment_ids (int64 [max_seq_length]),
   label_ids (int64 [1], float [1] for regression), is_real_example (int64
   [1]). The file is written under a temporary name and renamed when
-  complete; then `fingerprint` (a dict) goes to `<output_file>.meta.json`,
-  so a file without a sidecar is known to be incomplete.
+  complete (a failure leaves no temporary file); then `fingerprint` (a
+  dict) goes to `<output_file>.meta.json`, so a file without a sidecar is
+  known to be incomplete. Progress is logged every 10 seconds.
   """
   sidecar = _sidecar_path(output_file)
   if tf.io.gfile.exists(sidecar):
     tf.io.gfile.remove(sidecar)
-  temp_file = output_file + ".tmp"
-  with tf.io.TFRecordWriter(temp_file) as writer:
+  meter = progress.Progress("Writing features to %s" % output_file,
+                            len(examples))
+  with output_files.replacing(output_file) as temp_file, (
+      tf.io.TFRecordWriter(temp_file)) as writer:
     for (ex_index, example) in enumerate(examples):
-      if ex_index % 10000 == 0:
-        logging.info("Writing example %d of %d", ex_index, len(examples))
       feature = convert_single_example(ex_index, example, label_list,
                                        max_seq_length, tokenizer)
       features = collections.OrderedDict()
@@ -617,17 +636,10 @@ def file_based_convert_examples_to_features(examples, label_list,
       tf_example = tf.train.Example(
           features=tf.train.Features(feature=features))
       writer.write(tf_example.SerializeToString())
-  tf.io.gfile.rename(temp_file, output_file, overwrite=True)
+      meter.advance()
+  meter.finish()
   if fingerprint is not None:
-    _write_atomically(sidecar, json.dumps(fingerprint, sort_keys=True))
-
-
-def _sha256_of_file(path):
-  digest = hashlib.sha256()
-  with tf.io.gfile.GFile(path, "rb") as reader:
-    for block in iter(lambda: reader.read(1 << 20), b""):
-      digest.update(block)
-  return digest.hexdigest()
+    output_files.write_text(sidecar, json.dumps(fingerprint, sort_keys=True))
 
 
 def record_fingerprint(data_files, vocab_file, do_lower_case, max_seq_length,
@@ -640,8 +652,8 @@ def record_fingerprint(data_files, vocab_file, do_lower_case, max_seq_length,
   """
   fingerprint = {
       "record_format": _RECORD_FORMAT_VERSION,
-      "data_sha256": [_sha256_of_file(path) for path in data_files],
-      "vocab_sha256": _sha256_of_file(vocab_file),
+      "data_sha256": [run_record.file_sha256(path) for path in data_files],
+      "vocab_sha256": run_record.file_sha256(vocab_file),
       "do_lower_case": bool(do_lower_case),
       "max_seq_length": int(max_seq_length),
       "task": task_name,
@@ -864,66 +876,53 @@ def _pad_to_batch_multiple(examples, batch_size):
   return padded
 
 
-def _config_hash(bert_config_file):
-  """sha256 of the config's content, independent of key order and spacing."""
-  with tf.io.gfile.GFile(bert_config_file, "r") as reader:
-    config = json.load(reader)
-  return hashlib.sha256(
-      json.dumps(config, sort_keys=True).encode("utf-8")).hexdigest()
-
-
-def _run_info(task_name):
-  return {
-      "task": task_name,
-      "max_seq_length": FLAGS.max_seq_length,
-      "bert_config_sha256": _config_hash(FLAGS.bert_config_file),
-  }
-
-
-def check_output_dir(output_dir, run_info):
-  """Refuses an output_dir whose run_info.json names another task/model."""
-  path = os.path.join(output_dir, "run_info.json")
-  if not tf.io.gfile.exists(path):
-    return
-  with tf.io.gfile.GFile(path, "r") as reader:
-    stored = json.load(reader)
-  for key, what in (("task", "task"), ("bert_config_sha256", "BERT config")):
-    if stored.get(key) != run_info[key]:
-      raise ValueError(
-          "--output_dir=%s holds checkpoints of another %s (%s says %s=%r, "
-          "this run has %r). Pass a new --output_dir, or delete that "
-          "directory to start over." % (output_dir, what, path, key,
-                                        stored.get(key), run_info[key]))
-
-
 def _check_flags():
-  """Validates the flags that need no file; raises ValueError."""
+  """Validates the script's own flags; returns the task's processor."""
   if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict or
           FLAGS.export_dir):
-    raise ValueError("Nothing to do: pass at least one of --do_train, "
-                     "--do_eval, --do_predict and --export_dir.")
-  runner_flags.check_tpu_flags(FLAGS)
+    raise cli.UserError("Nothing to do: pass at least one of --do_train, "
+                        "--do_eval, --do_predict and --export_dir.")
   if not os.path.isdir(FLAGS.data_dir):
-    raise ValueError("--data_dir=%s is not a directory; point it at the "
-                     "task's data folder." % FLAGS.data_dir)
+    raise cli.UserError("--data_dir=%s is not a directory; point it at the "
+                        "task's data folder." % FLAGS.data_dir)
+  return _processor_for(FLAGS.task_name)
 
 
-def _check_max_seq_length(bert_config):
-  """Refuses a max_seq_length beyond the model's position embeddings."""
-  if FLAGS.max_seq_length > bert_config.max_position_embeddings:
-    raise ValueError(
-        "--max_seq_length=%d is longer than the model's position "
-        "embeddings (max_position_embeddings=%d in --bert_config_file=%s); "
-        "lower --max_seq_length to at most %d."
-        % (FLAGS.max_seq_length, bert_config.max_position_embeddings,
-           FLAGS.bert_config_file, bert_config.max_position_embeddings))
+# The data set each action reads: (action flag, set type, reader method).
+_ACTION_SETS = (("do_train", "train", "get_train_examples"),
+                ("do_eval", "dev", "get_dev_examples"),
+                ("do_predict", "test", "get_test_examples"))
+
+
+def _read_examples(processor):
+  """{set type: examples} of every requested action, read and checked
+  before anything slow starts, so a bad test.tsv is not found only after
+  training."""
+  examples = {}
+  for action, set_type, reader in _ACTION_SETS:
+    if not FLAGS[action].value:
+      continue
+    examples[set_type] = getattr(processor, reader)(FLAGS.data_dir)
+    if not examples[set_type]:
+      raise cli.UserError(
+          "%s holds no examples for --%s. Download the task's files again, "
+          "or point --data_dir at the folder that holds them." % (
+              processor.get_data_files(FLAGS.data_dir, set_type)[0], action))
+  return examples
+
+
+def _record(task_name, label_list):
+  """The run_info.json of this run (run_record.py)."""
+  return run_record.make_record(
+      task_name, label_list, FLAGS.do_lower_case, FLAGS.max_seq_length,
+      FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.spm_model_file)
 
 
 def _processor_for(task_name):
   processor_class = PROCESSORS.get(task_name.lower())
   if processor_class is None:
-    raise ValueError("Unknown --task_name=%s; known tasks (any case): %s."
-                     % (task_name, ", ".join(sorted(PROCESSORS))))
+    raise cli.UserError("Unknown --task_name=%s; known tasks (any case): %s."
+                        % (task_name, ", ".join(sorted(PROCESSORS))))
   return processor_class()
 
 
@@ -968,9 +967,8 @@ def _train(estimator, processor, train_examples, label_list, tokenizer,
   estimator.train(input_fn=train_input_fn, max_steps=num_train_steps)
 
 
-def _evaluate(estimator, processor, label_list, tokenizer):
+def _evaluate(estimator, processor, eval_examples, label_list, tokenizer):
   """Evaluates on the dev set and writes eval_results.txt."""
-  eval_examples = processor.get_dev_examples(FLAGS.data_dir)
   num_actual_eval_examples = len(eval_examples)
   eval_examples = _pad_to_batch_multiple(eval_examples, FLAGS.eval_batch_size)
   eval_file = _prepare_features(processor, "dev", eval_examples, label_list,
@@ -992,7 +990,7 @@ def _evaluate(estimator, processor, label_list, tokenizer):
   for key in sorted(result.keys()):
     logging.info("  %s = %s", key, str(result[key]))
     lines.append("%s = %s\n" % (key, str(result[key])))
-  _write_atomically(output_eval_file, "".join(lines))
+  output_files.write_text(output_eval_file, "".join(lines))
 
 
 def _prediction_lines(processor, label_list, results, num_actual):
@@ -1014,9 +1012,8 @@ def _prediction_lines(processor, label_list, results, num_actual):
   return result_lines, submission_lines
 
 
-def _predict(estimator, processor, label_list, tokenizer):
+def _predict(estimator, processor, predict_examples, label_list, tokenizer):
   """Predicts the test set: test_results.tsv and the GLUE submission file."""
-  predict_examples = processor.get_test_examples(FLAGS.data_dir)
   num_actual_predict_examples = len(predict_examples)
   predict_examples = _pad_to_batch_multiple(predict_examples,
                                             FLAGS.predict_batch_size)
@@ -1037,44 +1034,31 @@ def _predict(estimator, processor, label_list, tokenizer):
   if len(result_lines) != num_actual_predict_examples:
     raise RuntimeError("Got %d predictions for %d test examples."
                        % (len(result_lines), num_actual_predict_examples))
-  _write_atomically(os.path.join(FLAGS.output_dir, "test_results.tsv"),
-                    "".join(result_lines))
+  output_files.write_text(os.path.join(FLAGS.output_dir, "test_results.tsv"),
+                          "".join(result_lines))
   if processor.submission_name:
-    _write_atomically(
+    output_files.write_text(
         os.path.join(FLAGS.output_dir, processor.submission_name + ".tsv"),
         "".join(submission_lines))
 
 
 def main(_):
-  logging.set_verbosity(logging.INFO)
-
-  tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case,
-                                                FLAGS.init_checkpoint)
-  _check_flags()
-  processor = _processor_for(FLAGS.task_name)
+  processor = _check_flags()
   task_name = FLAGS.task_name.lower()
-  runner_flags.check_required_files(FLAGS, FLAGS.do_train)
-  bert_config = modeling.BertConfig.from_json_file(FLAGS.bert_config_file)
-  _check_max_seq_length(bert_config)
-  distribution = runner_flags.make_distribution(FLAGS)
-  memory = memory_flags.resolve(FLAGS, bert_config, FLAGS.do_train,
-                                distribution)
+  bert_config, tokenizer = run_setup.start(
+      FLAGS, do_train=FLAGS.do_train,
+      min_seq_length=5 if processor.text_pairs else 3)
   label_list = processor.get_labels()
-  run_info = _run_info(task_name)
-  check_output_dir(FLAGS.output_dir, run_info)
-  tf.io.gfile.makedirs(FLAGS.output_dir)
-
-  tokenizer = tokenization.FullTokenizer(
-      vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
-      spm_model_file=FLAGS.spm_model_file)
-
-  train_examples = None
-  num_train_steps = None
-  num_warmup_steps = None
+  record = _record(task_name, label_list)
+  run_setup.check_output_dir(FLAGS, record, do_train=FLAGS.do_train)
+  examples = _read_examples(processor)
+  num_train_steps = num_warmup_steps = None
   if FLAGS.do_train:
-    train_examples = processor.get_train_examples(FLAGS.data_dir)
-    num_train_steps, num_warmup_steps = runner_flags.num_train_and_warmup_steps(
-        len(train_examples), FLAGS)
+    num_train_steps, num_warmup_steps = run_setup.num_train_and_warmup_steps(
+        len(examples["train"]), FLAGS,
+        processor.get_data_files(FLAGS.data_dir, "train")[0])
+  setup = run_setup.set_up(FLAGS, bert_config, do_train=FLAGS.do_train,
+                           record=record)
 
   model_fn = model_fn_builder(
       bert_config=bert_config,
@@ -1085,45 +1069,36 @@ def main(_):
       num_warmup_steps=num_warmup_steps,
       use_tpu=FLAGS.use_tpu,
       use_one_hot_embeddings=FLAGS.use_tpu,
-      num_accumulation_steps=memory.num_accumulation_steps,
+      num_accumulation_steps=setup.num_accumulation_steps,
       optimizer=FLAGS.optimizer,
       is_regression=processor.is_regression,
       official_metrics=processor.official_metrics,
-      gradient_checkpointing=memory.gradient_checkpointing,
-      compute_dtype=memory.compute_dtype,
+      gradient_checkpointing=setup.gradient_checkpointing,
+      compute_dtype=setup.compute_dtype,
       skip_padding=_skip_padding(FLAGS))
-
   estimator = estimator_lib.Estimator(
-      model_fn=model_fn,
-      config=runner_flags.make_run_config(
-          FLAGS, memory_flags.oom_message_fn(bert_config, FLAGS, memory),
-          num_accumulation_steps=memory.num_accumulation_steps,
-          distribution=distribution),
+      model_fn=model_fn, config=setup.run_config,
       train_batch_size=FLAGS.train_batch_size,
       eval_batch_size=FLAGS.eval_batch_size,
       predict_batch_size=FLAGS.predict_batch_size)
 
   if FLAGS.do_train:
-    # Written before any checkpoint, so a later run of another task (whose
-    # checkpoints would not fit this one's) is refused by check_output_dir.
-    _write_atomically(os.path.join(FLAGS.output_dir, "run_info.json"),
-                      json.dumps(run_info, indent=2, sort_keys=True) + "\n")
-    with memory_flags.stop_on_training_error():
-      _train(estimator, processor, train_examples, label_list, tokenizer,
-             num_train_steps)
+    _train(estimator, processor, examples["train"], label_list, tokenizer,
+           num_train_steps)
   if not estimator.config.is_chief:
     # Evaluation and prediction run on one device; the chief writes them.
     logging.info("This worker's training is done; the chief writes the "
                  "evaluation and prediction outputs.")
     return
   if FLAGS.do_eval:
-    _evaluate(estimator, processor, label_list, tokenizer)
+    _evaluate(estimator, processor, examples["dev"], label_list, tokenizer)
   if FLAGS.do_predict:
-    _predict(estimator, processor, label_list, tokenizer)
+    _predict(estimator, processor, examples["test"], label_list, tokenizer)
   if FLAGS.export_dir:
     estimator.export_saved_model(
         FLAGS.export_dir, serving_input_receiver_fn_builder(
-            FLAGS.max_seq_length, processor.is_regression))
+            FLAGS.max_seq_length, processor.is_regression),
+        assets=run_record.assets(FLAGS.output_dir))
 
 
 if __name__ == "__main__":
@@ -1132,4 +1107,4 @@ if __name__ == "__main__":
   flags.mark_flag_as_required("task_name")
   flags.mark_flag_as_required("bert_config_file")
   flags.mark_flag_as_required("output_dir")
-  app.run(main)
+  cli.run(main)

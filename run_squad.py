@@ -48,16 +48,21 @@ import os
 import random
 import unicodedata
 
-from absl import app
 from absl import flags
 from absl import logging
 import numpy as np
+# Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
+import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
 import tensorflow as tf
 
+import cli
 import estimator as estimator_lib
-import memory_flags
 import modeling
 import optimization
+import output_files
+import progress
+import run_record
+import run_setup
 import runner_flags
 import serving_input
 import squad_evaluate
@@ -76,6 +81,8 @@ def define_flags(flag_values=flags.FLAGS):
   """
   runner_flags.define_common_flags(max_seq_length_default=384,
                                    flag_values=flag_values)
+  # --help lists the shared flags with the script's own.
+  flags.adopt_module_key_flags(runner_flags, flag_values=flag_values)
   flags.DEFINE_string(
       "train_file", None,
       "SQuAD json file to train on, e.g. train-v1.1.json.",
@@ -217,18 +224,24 @@ def feature_metadata(feature):
 def load_squad_data(input_file):
   """The "data" list of a SQuAD json file; clear errors for a bad file."""
   if not tf.io.gfile.exists(input_file):
-    raise ValueError("SQuAD file %s does not exist; check --train_file / "
-                     "--predict_file." % input_file)
-  with tf.io.gfile.GFile(input_file, "r") as reader:
-    text = reader.read()
+    raise cli.UserError("SQuAD file %s does not exist; check --train_file / "
+                        "--predict_file." % input_file)
+  with tf.io.gfile.GFile(input_file, "rb") as reader:
+    data = reader.read()
   try:
-    parsed = json.loads(text)
+    parsed = json.loads(data.decode("utf-8"))
+  except UnicodeDecodeError as e:
+    raise cli.UserError("%s is not UTF-8 at line %d (byte %d); save it as "
+                        "UTF-8, as the official SQuAD files are." % (
+                            input_file, data.count(b"\n", 0, e.start) + 1,
+                            e.start)) from None
   except json.JSONDecodeError as e:
-    raise ValueError("%s is not valid JSON: %s at line %d column %d (char "
-                     "%d); fix the file or regenerate it." %
-                     (input_file, e.msg, e.lineno, e.colno, e.pos))
+    # str(e) puts the place after the message ("... starting at: line 2
+    # column 13 (char 24)"), which reads right whatever the message is.
+    raise cli.UserError("%s is not valid JSON (%s); fix the file or "
+                        "regenerate it." % (input_file, e)) from None
   if not isinstance(parsed, dict) or not isinstance(parsed.get("data"), list):
-    raise ValueError("%s: expected a JSON object with a \"data\" list of "
+    raise cli.UserError("%s: expected a JSON object with a \"data\" list of "
                      "articles, as in the official SQuAD files." % input_file)
   return parsed["data"]
 
@@ -236,7 +249,7 @@ def load_squad_data(input_file):
 def _field(container, key, input_file, where, fix):
   """container[key], or a ValueError naming the file, the place and a fix."""
   if not isinstance(container, dict) or key not in container:
-    raise ValueError("%s: %s has no \"%s\" field. %s" %
+    raise cli.UserError("%s: %s has no \"%s\" field. %s" %
                      (input_file, where, key, fix))
   return container[key]
 
@@ -294,7 +307,7 @@ class _QuestionReader(object):
     question_text = _field(qa, "question", self.input_file, where,
                            "Every question needs its \"question\" text.")
     if qas_id in self.seen_ids:
-      raise ValueError("%s: %s appears twice; question ids must be unique "
+      raise cli.UserError("%s: %s appears twice; question ids must be unique "
                        "because predictions are keyed by id." %
                        (self.input_file, where))
     self.seen_ids.add(qas_id)
@@ -319,7 +332,7 @@ class _QuestionReader(object):
     """The answer dict to train on, or None for an impossible question."""
     is_impossible = bool(qa.get("is_impossible", False))
     if is_impossible and not self.version_2_with_negative:
-      raise ValueError("%s: %s is marked is_impossible; set "
+      raise cli.UserError("%s: %s is marked is_impossible; set "
                        "--version_2_with_negative=True to train on SQuAD 2.0 "
                        "data." % (self.input_file, where))
     if is_impossible:
@@ -329,7 +342,7 @@ class _QuestionReader(object):
                      "\"answer_start\"} (or \"is_impossible\": true with "
                      "--version_2_with_negative).")
     if not isinstance(answers, list) or not answers:
-      raise ValueError("%s: %s has no answer; training needs one answer per "
+      raise cli.UserError("%s: %s has no answer; training needs one answer per "
                        "question (or \"is_impossible\": true with "
                        "--version_2_with_negative)." % (self.input_file, where))
     if len(answers) > 1:
@@ -668,6 +681,45 @@ class FeatureWriter(object):
     self._writer.close()
 
 
+def write_features(examples, tokenizer, output_file, max_seq_length,
+                   doc_stride, max_query_length, is_training, on_feature=None):
+  """Converts `examples` and writes their features to `output_file`.
+
+  The file is written under a temporary name and renamed when complete (a
+  failure leaves no temporary file); progress is logged every 10 seconds.
+
+  Args:
+    on_feature: optional callable(InputFeatures), called for each feature
+      before it is written.
+
+  Returns:
+    The number of features written.
+  """
+  meter = progress.Progress("Writing features to %s" % output_file,
+                            len(examples))
+  with output_files.replacing(output_file) as temporary:
+    writer = FeatureWriter(filename=temporary, is_training=is_training)
+
+    def write(feature):
+      if on_feature is not None:
+        on_feature(feature)
+      writer.process_feature(feature)
+      # An example yields one or more features, in example order.
+      meter.advance(feature.example_index + 1 - meter.done)
+
+    try:
+      convert_examples_to_features(
+          examples=examples, tokenizer=tokenizer,
+          max_seq_length=max_seq_length, doc_stride=doc_stride,
+          max_query_length=max_query_length, is_training=is_training,
+          output_fn=write)
+    finally:
+      writer.close()
+  meter.advance(len(examples) - meter.done)
+  meter.finish()
+  return writer.num_features
+
+
 def write_eval_features(examples, tokenizer, output_file, max_seq_length,
                         doc_stride, max_query_length):
   """Streams the prediction features of `examples` to `output_file`.
@@ -678,18 +730,10 @@ def write_eval_features(examples, tokenizer, output_file, max_seq_length,
   Returns:
     list of FeatureMetadata, one per feature written, in file order.
   """
-  writer = FeatureWriter(filename=output_file, is_training=False)
   metadata = []
-
-  def keep_metadata_and_write(feature):
-    metadata.append(feature_metadata(feature))
-    writer.process_feature(feature)
-
-  convert_examples_to_features(
-      examples=examples, tokenizer=tokenizer, max_seq_length=max_seq_length,
-      doc_stride=doc_stride, max_query_length=max_query_length,
-      is_training=False, output_fn=keep_metadata_and_write)
-  writer.close()
+  write_features(examples, tokenizer, output_file, max_seq_length,
+                 doc_stride, max_query_length, is_training=False,
+                 on_feature=lambda f: metadata.append(feature_metadata(f)))
   return metadata
 
 
@@ -1070,10 +1114,7 @@ def predictions_at_threshold(null_odds, best_non_null, threshold):
 
 def write_json_atomically(path, value):
   """Writes `value` as indented JSON; readers never see a partial file."""
-  tmp_path = "%s.tmp-%d" % (path, os.getpid())
-  with tf.io.gfile.GFile(tmp_path, "w") as writer:
-    writer.write(json.dumps(value, indent=4) + "\n")
-  tf.io.gfile.rename(tmp_path, path, overwrite=True)
+  output_files.write_text(path, json.dumps(value, indent=4) + "\n")
 
 
 def write_predictions(all_examples, all_features, all_results, n_best_size,
@@ -1145,35 +1186,32 @@ def _result_of(unique_id_to_result, feature, example):
 
 
 def validate_flags_or_throw(bert_config, flag_obj=FLAGS):
-  """Checks flag combinations before any slow work starts.
+  """Checks the script's flag combinations before any slow work starts.
 
   Args:
     bert_config: modeling.BertConfig of --bert_config_file.
     flag_obj: parsed flags (absl FLAGS or any object with the attributes).
+
+  Raises:
+    cli.UserError naming the flags and the fix.
   """
-  tokenization.validate_case_matches_checkpoint(flag_obj.do_lower_case,
-                                                flag_obj.init_checkpoint)
   if not (flag_obj.do_train or flag_obj.do_predict or flag_obj.export_dir):
-    raise ValueError("At least one of --do_train, --do_predict or "
-                     "--export_dir must be given.")
+    raise cli.UserError("At least one of --do_train, --do_predict or "
+                        "--export_dir must be given.")
   if flag_obj.do_train and not flag_obj.train_file:
-    raise ValueError("--do_train needs --train_file (a SQuAD json file).")
+    raise cli.UserError("--do_train needs --train_file (a SQuAD json file).")
   if flag_obj.do_predict and not flag_obj.predict_file:
-    raise ValueError("--do_predict needs --predict_file (a SQuAD json file).")
-  if flag_obj.max_seq_length > bert_config.max_position_embeddings:
-    raise ValueError(
-        "--max_seq_length=%d is longer than the model's "
-        "max_position_embeddings=%d (in --bert_config_file); lower "
-        "--max_seq_length." % (flag_obj.max_seq_length,
-                               bert_config.max_position_embeddings))
+    raise cli.UserError("--do_predict needs --predict_file (a SQuAD json "
+                        "file).")
+  run_setup.check_max_seq_length(flag_obj, bert_config)
   if flag_obj.max_seq_length <= flag_obj.max_query_length + 3:
-    raise ValueError(
+    raise cli.UserError(
         "--max_seq_length=%d must be greater than --max_query_length=%d + 3 "
         "to leave room for the document." % (flag_obj.max_seq_length,
                                              flag_obj.max_query_length))
   max_doc_tokens = flag_obj.max_seq_length - flag_obj.max_query_length - 3
   if not 1 <= flag_obj.doc_stride < max_doc_tokens:
-    raise ValueError(
+    raise cli.UserError(
         "--doc_stride=%d must be at least 1 and smaller than the document "
         "room of a window, --max_seq_length - --max_query_length - 3 = "
         "%d - %d - 3 = %d, so that windows overlap; lower --doc_stride or "
@@ -1181,9 +1219,22 @@ def validate_flags_or_throw(bert_config, flag_obj=FLAGS):
         (flag_obj.doc_stride, flag_obj.max_seq_length,
          flag_obj.max_query_length, max_doc_tokens))
   if flag_obj.n_best_size < 1 or flag_obj.max_answer_length < 1:
-    raise ValueError("--n_best_size=%d and --max_answer_length=%d must be at "
-                     "least 1." % (flag_obj.n_best_size,
-                                   flag_obj.max_answer_length))
+    raise cli.UserError("--n_best_size=%d and --max_answer_length=%d must be "
+                        "at least 1." % (flag_obj.n_best_size,
+                                         flag_obj.max_answer_length))
+
+
+def _read_examples(input_file, flag, is_training):
+  """The questions of --train_file / --predict_file; refuses none."""
+  examples = read_squad_examples(
+      input_file, is_training=is_training,
+      version_2_with_negative=FLAGS.version_2_with_negative)
+  if not examples:
+    raise cli.UserError("%s=%s holds no questions%s; pass a SQuAD json file "
+                        "with articles." % (
+                            flag, input_file, " whose answer is found in "
+                            "its context" if is_training else ""))
+  return examples
 
 
 def _train(estimator, tokenizer, train_examples, num_train_steps):
@@ -1191,26 +1242,19 @@ def _train(estimator, tokenizer, train_examples, num_train_steps):
   # Shuffle the examples once here so that the input_fn's small shuffle
   # buffer suffices (windows of one example are adjacent in the file).
   random.Random(FLAGS.seed).shuffle(train_examples)
-  train_writer = FeatureWriter(
-      filename=os.path.join(FLAGS.output_dir, "train.tf_record"),
-      is_training=True)
-  convert_examples_to_features(
-      examples=train_examples, tokenizer=tokenizer,
-      max_seq_length=FLAGS.max_seq_length, doc_stride=FLAGS.doc_stride,
-      max_query_length=FLAGS.max_query_length, is_training=True,
-      output_fn=train_writer.process_feature)
-  train_writer.close()
+  train_file = os.path.join(FLAGS.output_dir, "train.tf_record")
+  num_features = write_features(
+      train_examples, tokenizer, train_file, FLAGS.max_seq_length,
+      FLAGS.doc_stride, FLAGS.max_query_length, is_training=True)
   logging.info("***** Running training *****")
   logging.info("  Num orig examples = %d", len(train_examples))
-  logging.info("  Num split examples = %d", train_writer.num_features)
+  logging.info("  Num split examples = %d", num_features)
   logging.info("  Batch size = %d", FLAGS.train_batch_size)
   logging.info("  Num steps = %d", num_train_steps)
   train_input_fn = input_fn_builder(
-      input_file=train_writer.filename, seq_length=FLAGS.max_seq_length,
+      input_file=train_file, seq_length=FLAGS.max_seq_length,
       is_training=True, drop_remainder=True, seed=FLAGS.seed)
   estimator.train(input_fn=train_input_fn, max_steps=num_train_steps)
-
-
 def _predict_results(estimator, input_file):
   """RawResults of every feature in `input_file` (logits as float32)."""
   predict_input_fn = input_fn_builder(
@@ -1259,16 +1303,13 @@ def _evaluate(predictions):
   return results
 
 
-def _predict(estimator, tokenizer):
+def _predict(estimator, tokenizer, eval_examples):
   """Predicts on --predict_file, writes the prediction files, evaluates.
 
   Memory: the examples (words of every context) and, per feature, its
   tokens and maps and two float32 logit vectors stay in memory; the id
   arrays are only in eval.tf_record.
   """
-  eval_examples = read_squad_examples(
-      FLAGS.predict_file, is_training=False,
-      version_2_with_negative=FLAGS.version_2_with_negative)
   eval_file = os.path.join(FLAGS.output_dir, "eval.tf_record")
   eval_features = write_eval_features(
       eval_examples, tokenizer, eval_file, FLAGS.max_seq_length,
@@ -1291,61 +1332,55 @@ def _predict(estimator, tokenizer):
 
 
 def main(_):
-  logging.set_verbosity(logging.INFO)
-  runner_flags.check_tpu_flags(FLAGS)
-  runner_flags.check_required_files(FLAGS, FLAGS.do_train)
-  bert_config = modeling.BertConfig.from_json_file(FLAGS.bert_config_file)
+  bert_config, tokenizer = run_setup.start(FLAGS, do_train=FLAGS.do_train)
   validate_flags_or_throw(bert_config, FLAGS)
-  distribution = runner_flags.make_distribution(FLAGS)
-  memory = memory_flags.resolve(FLAGS, bert_config, FLAGS.do_train,
-                                distribution)
-  tf.io.gfile.makedirs(FLAGS.output_dir)
-  tokenizer = tokenization.FullTokenizer(
-      vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
-      spm_model_file=FLAGS.spm_model_file)
-  train_examples = None
+  record = run_record.make_record(
+      "squad", None, FLAGS.do_lower_case, FLAGS.max_seq_length,
+      FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.spm_model_file,
+      version_2_with_negative=FLAGS.version_2_with_negative)
+  run_setup.check_output_dir(FLAGS, record, do_train=FLAGS.do_train)
+  train_examples = eval_examples = None
   num_train_steps = num_warmup_steps = None
   if FLAGS.do_train:
-    train_examples = read_squad_examples(
-        FLAGS.train_file, is_training=True,
-        version_2_with_negative=FLAGS.version_2_with_negative)
-    num_train_steps, num_warmup_steps = (
-        runner_flags.num_train_and_warmup_steps(len(train_examples), FLAGS))
+    train_examples = _read_examples(FLAGS.train_file, "--train_file", True)
+    num_train_steps, num_warmup_steps = run_setup.num_train_and_warmup_steps(
+        len(train_examples), FLAGS, FLAGS.train_file)
+  if FLAGS.do_predict:
+    eval_examples = _read_examples(FLAGS.predict_file, "--predict_file",
+                                   False)
+  setup = run_setup.set_up(FLAGS, bert_config, do_train=FLAGS.do_train,
+                           record=record)
   model_fn = model_fn_builder(
       bert_config=bert_config, init_checkpoint=FLAGS.init_checkpoint,
       learning_rate=FLAGS.learning_rate, num_train_steps=num_train_steps,
       num_warmup_steps=num_warmup_steps, use_tpu=FLAGS.use_tpu,
       use_one_hot_embeddings=FLAGS.use_tpu,
-      num_accumulation_steps=memory.num_accumulation_steps,
+      num_accumulation_steps=setup.num_accumulation_steps,
       optimizer=FLAGS.optimizer,
-      gradient_checkpointing=memory.gradient_checkpointing,
-      compute_dtype=memory.compute_dtype)
+      gradient_checkpointing=setup.gradient_checkpointing,
+      compute_dtype=setup.compute_dtype)
   estimator = estimator_lib.Estimator(
-      model_fn=model_fn,
-      config=runner_flags.make_run_config(
-          FLAGS, memory_flags.oom_message_fn(bert_config, FLAGS, memory),
-          num_accumulation_steps=memory.num_accumulation_steps,
-          distribution=distribution),
+      model_fn=model_fn, config=setup.run_config,
       train_batch_size=FLAGS.train_batch_size,
       predict_batch_size=FLAGS.predict_batch_size)
   if FLAGS.do_train:
-    with memory_flags.stop_on_training_error():
-      _train(estimator, tokenizer, train_examples, num_train_steps)
+    _train(estimator, tokenizer, train_examples, num_train_steps)
   if not estimator.config.is_chief:
     # Evaluation and prediction run on one device; the chief writes them.
     logging.info("This worker's training is done; the chief writes the "
                  "evaluation and prediction outputs.")
     return
   if FLAGS.do_predict:
-    _predict(estimator, tokenizer)
+    _predict(estimator, tokenizer, eval_examples)
   if FLAGS.export_dir:
-    estimator.export_saved_model(FLAGS.export_dir,
-                                 serving_input_receiver_fn_builder(
-                                     FLAGS.max_seq_length))
+    estimator.export_saved_model(
+        FLAGS.export_dir, serving_input_receiver_fn_builder(
+            FLAGS.max_seq_length),
+        assets=run_record.assets(FLAGS.output_dir))
 
 
 if __name__ == "__main__":
   define_flags()
   flags.mark_flag_as_required("bert_config_file")
   flags.mark_flag_as_required("output_dir")
-  app.run(main)
+  cli.run(main)

@@ -3,7 +3,10 @@
 
 A served request feeds what `convert_single_example` (run_classifier.py) or
 `convert_examples_to_features` (run_squad.py) makes of an example: int32
-input_ids, input_mask and segment_ids of [batch, max_seq_length].
+input_ids, input_mask and segment_ids of [batch, length]. The length may be
+anything up to the --max_seq_length the model was trained with: a request
+need not pad to it (the padding a request leaves out changes nothing, as
+attention ignores padding), and a longer one is refused.
 """
 
 import tensorflow as tf
@@ -17,7 +20,8 @@ def receiver_fn_builder(seq_length, stand_ins):
   """Returns a serving_input_receiver_fn for `Estimator.export_saved_model`.
 
   Args:
-    seq_length: int, the --max_seq_length the model was trained with.
+    seq_length: int, the --max_seq_length the model was trained with: the
+      longest request it serves.
     stand_ins: dict name -> dtype of the other features the model_fn reads
       (labels, ids) that no prediction depends on; each is fed as zeros of
       shape [batch].
@@ -25,11 +29,17 @@ def receiver_fn_builder(seq_length, stand_ins):
 
   def serving_input_receiver_fn():
     receiver_tensors = {
-        name: tf.compat.v1.placeholder(tf.int32, [None, seq_length],
-                                       name=name)
+        name: tf.compat.v1.placeholder(tf.int32, [None, None], name=name)
         for name in MODEL_INPUTS}
+    length = tf.shape(receiver_tensors["input_ids"])[1]
+    check = tf.debugging.assert_less_equal(
+        length, seq_length,
+        message="Requests may hold at most --max_seq_length=%d tokens per "
+        "example." % seq_length)
+    with tf.control_dependencies([check]):
+      features = {name: tf.identity(tensor)
+                  for name, tensor in receiver_tensors.items()}
     batch_size = tf.shape(receiver_tensors["input_ids"])[0]
-    features = dict(receiver_tensors)
     for name, dtype in stand_ins.items():
       features[name] = tf.zeros([batch_size], dtype)
     return estimator.ServingInputReceiver(features, receiver_tensors)

@@ -37,6 +37,8 @@ import re
 import string
 import sys
 
+import cli
+
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCTUATION = frozenset(string.punctuation)
 
@@ -295,12 +297,16 @@ def load_json(path, what):
     with open(path, "r", encoding="utf-8") as f:
       return json.load(f)
   except FileNotFoundError:
-    raise ValueError("%s file %s does not exist; check the path." %
-                     (what, path))
+    raise cli.UserError("%s file %s does not exist; check the path." %
+                        (what, path)) from None
+  except UnicodeDecodeError as e:
+    raise cli.UserError("%s file %s is not UTF-8 (%s); save it as UTF-8." %
+                        (what, path, e.reason)) from None
   except json.JSONDecodeError as e:
-    raise ValueError("%s file %s is not valid JSON: %s at line %d column %d; "
-                     "fix or regenerate the file." % (what, path, e.msg,
-                                                      e.lineno, e.colno))
+    # str(e) puts the place after the message ("... starting at: line 2
+    # column 13 (char 24)"), which reads right whatever the message is.
+    raise cli.UserError("%s file %s is not valid JSON (%s); fix or "
+                        "regenerate the file." % (what, path, e)) from None
 
 
 def is_version_2(dataset_json, has_na_probs=False):
@@ -367,8 +373,8 @@ def main(argv=None):
   try:
     result = run(args)
   except ValueError as e:
-    print("squad_evaluate: error: %s" % e, file=sys.stderr)
-    return 2
+    print(cli.error_line(e), file=sys.stderr)
+    return cli.USAGE_STATUS
   # v1.1 printed a single line, v2.0 an indented OrderedDict.
   text = json.dumps(result) if "exact_match" in result else json.dumps(
       result, indent=2)
@@ -381,4 +387,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  sys.exit(cli.call(main))

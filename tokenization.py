@@ -20,6 +20,8 @@ import unicodedata
 import sentencepiece as spm
 import tensorflow as tf
 
+import cli
+
 # Google's released checkpoints, by the name of their directory, and whether
 # their pretraining text was lowercased.
 _LOWERCASED_MODELS = (
@@ -33,6 +35,10 @@ _CASED_MODELS = (
     "cased_L-24_H-1024_A-16",
     "multi_cased_L-12_H-768_A-12",
 )
+
+# A vocabulary is cased when at least this share of its pieces with letters
+# holds an uppercase letter (Google's cased vocab: 29%; uncased: none).
+_CASED_VOCAB_SHARE = 0.05
 
 # ASCII characters that are not letters or digits; all count as punctuation
 # (e.g. "$", "^", "`" are symbols in Unicode but split like punctuation).
@@ -76,11 +82,64 @@ def validate_case_matches_checkpoint(do_lower_case, init_checkpoint):
     kind, fix = "cased", "False"
   else:
     return
-  raise ValueError(
+  raise cli.UserError(
       "--init_checkpoint=%s is Google's %s model `%s`, but "
       "--do_lower_case=%s was given; set --do_lower_case=%s so that "
       "fine-tuning sees text cased the way pretraining did." %
       (init_checkpoint, kind, model_name, bool(do_lower_case), fix))
+
+
+def vocab_is_cased(tokens):
+  """Whether a vocabulary was made from cased text, judged from its pieces.
+
+  An uncased vocabulary (text lowercased before it was built) holds no
+  uppercase letter outside its [bracketed] special tokens; a cased one holds
+  many (Google's cased vocab: 8366 of 28890 pieces with letters).
+
+  Args:
+    tokens: the vocabulary's tokens (WordPiece lines or SentencePiece
+      pieces).
+
+  Returns:
+    False (uncased), True (cased), or None when the pieces do not tell (no
+    letters with case, or only a few uppercase pieces).
+  """
+  with_letters = uppercase = 0
+  for token in tokens:
+    if token.startswith("[") and token.endswith("]"):
+      continue
+    if any(c.lower() != c.upper() for c in token):
+      with_letters += 1
+      if any(c != c.lower() for c in token):
+        uppercase += 1
+  if not with_letters:
+    return None
+  if uppercase == 0:
+    return False
+  if uppercase >= _CASED_VOCAB_SHARE * with_letters:
+    return True
+  return None
+
+
+def validate_case_matches_vocab(do_lower_case, tokens, vocab_file):
+  """Refuses a `do_lower_case` that contradicts the vocabulary's casing.
+
+  Lowercased text meets a cased vocabulary with most capitalized words
+  missing, and cased text an uncased vocabulary with every capital unknown;
+  either way fine-tuning would see different pieces than pretraining did.
+
+  Raises:
+    cli.UserError naming --do_lower_case and the value to set.
+  """
+  cased = vocab_is_cased(tokens)
+  if cased is None or cased != bool(do_lower_case):
+    return
+  kind, fix = ("cased (it holds uppercase pieces)", "False") if cased else (
+      "uncased (it holds no uppercase pieces)", "True")
+  raise cli.UserError(
+      "%s is %s, but --do_lower_case=%s was given; set --do_lower_case=%s "
+      "so that fine-tuning sees text cased the way pretraining did." %
+      (vocab_file, kind, bool(do_lower_case), fix))
 
 
 def convert_to_unicode(text):

@@ -187,9 +187,9 @@ def _run_mirrored(out_dir, k):
   """
   import estimator  # pylint: disable=import-outside-toplevel
   import memory_flags  # pylint: disable=import-outside-toplevel
-  import runner_flags  # pylint: disable=import-outside-toplevel
+  import run_setup  # pylint: disable=import-outside-toplevel
   fv = _parsed_flags("--distribution=mirrored", "--devices=/cpu:0,/cpu:1")
-  strategy = runner_flags.make_distribution(fv)
+  strategy = run_setup.make_distribution(fv)
   print("REPLICAS:", json.dumps(memory_flags.replicas_of(strategy)))
   init = os.path.join(out_dir, "init", "model.ckpt")
   _write_init_checkpoint(init)
@@ -201,9 +201,10 @@ def _run_mirrored(out_dir, k):
   fv = _parsed_flags("--distribution=mirrored", "--devices=/cpu:0,/cpu:1",
                      "--output_dir=" + os.path.join(out_dir, "bad"),
                      "--train_batch_size=6", "--num_accumulation_steps=2")
-  est = estimator.Estimator(lambda *args: None,
-                            runner_flags.make_run_config(fv),
-                            train_batch_size=6)
+  est = estimator.Estimator(
+      lambda *args: None,
+      run_setup.make_run_config(fv, distribution=strategy),
+      train_batch_size=6)
   _print_error(lambda: est.train(_input_fn, max_steps=1))
 
 
@@ -217,8 +218,8 @@ def _run_worker(out_dir):
      its second micro-batch, and worker 0 prints the error it gets.
   """
   import estimator  # pylint: disable=import-outside-toplevel
-  import runner_flags  # pylint: disable=import-outside-toplevel
-  strategy = runner_flags.make_distribution(
+  import run_setup  # pylint: disable=import-outside-toplevel
+  strategy = run_setup.make_distribution(
       _parsed_flags("--distribution=multi_worker"))
   index = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
   init = os.path.join(out_dir, "init", "model.ckpt")
@@ -390,13 +391,13 @@ def test_multi_worker(tmp_path):
      '"ps", "index": 0}}', "the task must be a \"chief\" or \"worker\""),
 ])
 def test_make_distribution_errors(monkeypatch, args, tf_config, message):
-  import runner_flags  # pylint: disable=import-outside-toplevel
+  import run_setup  # pylint: disable=import-outside-toplevel
   if tf_config is None:
     monkeypatch.delenv("TF_CONFIG", raising=False)
   else:
     monkeypatch.setenv("TF_CONFIG", tf_config)
   with pytest.raises(ValueError) as error:
-    runner_flags.make_distribution(_parsed_flags(*args))
+    run_setup.make_distribution(_parsed_flags(*args))
   assert message in str(error.value)
 
 

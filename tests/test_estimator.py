@@ -1,4 +1,4 @@
-"""Tests for estimator.py (the runner) and runner_flags.py.
+"""Tests for estimator.py (the runner).
 
 A toy linear regression (3 inputs, squared loss, plain SGD) is trained through
 the runner and checked against a NumPy re-derivation of the same SGD steps.
@@ -12,13 +12,11 @@ import subprocess
 import sys
 import time
 
-from absl import flags
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import estimator
-import runner_flags
 
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(TESTS_DIR)
@@ -626,91 +624,6 @@ def test_progress_line_and_summaries(tmp_path, caplog):
   np.testing.assert_allclose(scalars[("learning_rate", 4)], LR, rtol=1e-6)
   assert scalars[("loss_scale", 2)] == 128.0
   assert scalars[("examples_per_sec", 2)] > 0
-
-
-# ------------------------------------------------------------ runner_flags
-
-@pytest.fixture
-def fv():
-  values = flags.FlagValues()
-  runner_flags.define_common_flags(128, flag_values=values)
-  return values
-
-
-def test_flag_defaults(fv):
-  fv(["prog"])
-  assert fv.max_seq_length == 128
-  assert fv.do_lower_case is True
-  assert (fv.train_batch_size, fv.predict_batch_size) == (32, 8)
-  assert (fv.learning_rate, fv.num_train_epochs) == (5e-5, 3.0)
-  assert (fv.warmup_proportion, fv.save_checkpoints_steps) == (0.1, 1000)
-  assert (fv.iterations_per_loop, fv.num_tpu_cores) == (1000, 8)
-  assert fv.use_tpu is False and fv.tpu_name is None
-  assert (fv.num_accumulation_steps, fv.optimizer, fv.seed) == (1, "adamw",
-                                                                12345)
-  assert (fv.keep_checkpoint_max, fv.log_step_count_steps) == (5, 100)
-  with pytest.raises(flags.IllegalFlagValueError):
-    fv(["prog", "--optimizer=sgd"])
-
-
-def test_check_tpu_flags(fv):
-  fv(["prog"])
-  runner_flags.check_tpu_flags(fv)
-  for argv in (["--use_tpu"], ["--tpu_name=grpc://10.0.0.2"]):
-    fv.unparse_flags()
-    fv(["prog"] + argv)
-    with pytest.raises(ValueError) as info:
-      runner_flags.check_tpu_flags(fv)
-    assert str(info.value) == ("--use_tpu/--tpu_name: no TPU support in "
-                               "this build; run on CPU/GPU without them")
-
-
-def test_num_train_and_warmup_steps(fv):
-  # MRPC: 3668 training examples, batch 32, 3 epochs -> 343 steps, 34 warmup.
-  fv(["prog"])
-  assert runner_flags.num_train_and_warmup_steps(3668, fv) == (343, 34)
-  fv.unparse_flags()
-  fv(["prog", "--train_batch_size=24", "--num_train_epochs=2.0",
-      "--warmup_proportion=0.25"])
-  # int(100 / 24 * 2) = int(8.33) = 8; int(8 * 0.25) = 2.
-  assert runner_flags.num_train_and_warmup_steps(100, fv) == (8, 2)
-
-
-def test_make_run_config(fv, tmp_path):
-  fv(["prog", "--output_dir=%s" % tmp_path, "--seed=3",
-      "--num_accumulation_steps=4", "--save_checkpoints_steps=50",
-      "--keep_checkpoint_max=2", "--log_step_count_steps=10"])
-  config = runner_flags.make_run_config(fv)
-  assert config.model_dir == str(tmp_path)
-  assert (config.tf_random_seed, config.num_accumulation_steps) == (3, 4)
-  assert (config.save_checkpoints_steps, config.keep_checkpoint_max,
-          config.log_step_count_steps) == (50, 2, 10)
-
-
-def test_check_required_files(fv, tmp_path, minilm_dir):
-  good = ["prog", "--vocab_file=%s/vocab.txt" % minilm_dir,
-          "--bert_config_file=%s/bert_config.json" % minilm_dir,
-          "--output_dir=%s" % tmp_path]
-  fv(good + ["--init_checkpoint=%s/bert_model.ckpt" % minilm_dir])
-  runner_flags.check_required_files(fv, do_train=True)
-  runner_flags.check_required_files(fv, do_train=False)
-
-  cases = [
-      (["--vocab_file=%s/nope.txt" % minilm_dir], "--vocab_file=.*not found"),
-      (["--bert_config_file="], "--bert_config_file is required"),
-      (["--init_checkpoint=%s" % minilm_dir],
-       "--init_checkpoint=.*index not found.*prefix"),
-  ]
-  for extra, pattern in cases:
-    fv.unparse_flags()
-    fv(good + extra)
-    with pytest.raises(ValueError, match=pattern):
-      runner_flags.check_required_files(fv, do_train=True)
-  fv.unparse_flags()
-  fv(good)
-  runner_flags.check_required_files(fv, do_train=True)
-  with pytest.raises(ValueError, match="--output_dir=.*no checkpoint"):
-    runner_flags.check_required_files(fv, do_train=False)
 
 
 @pytest.mark.parametrize("signum,k", [(signal.SIGTERM, 2), (signal.SIGINT, 1)])

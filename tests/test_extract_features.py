@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import cli
 import extract_features
 import modeling
 import tokenization
@@ -145,7 +146,7 @@ def test_values_match_bert_model(extracted, minilm_dir):
 def test_missing_input_file(tmp_path, minilm_dir):
   missing = tmp_path / "nope.txt"
   fv = _flags(minilm_dir, missing, tmp_path / "out.jsonl")
-  with pytest.raises(FileNotFoundError) as info:
+  with pytest.raises(cli.UserError) as info:
     extract_features.run(fv)
   assert str(missing) in str(info.value)
   assert "--input_file" in str(info.value)

@@ -729,6 +729,38 @@ def test_exported_saved_model_serves_the_predictions(mrpc_run):
                              atol=1e-5)
 
 
+def test_exported_model_serves_shorter_requests_and_stands_alone(mrpc_run):
+  """A request need not pad to --max_seq_length: an example cut to its 7
+  real tokens gets the probabilities of its padded form. The model's
+  assets.extra carry the config, the vocabulary and run_info.json."""
+  (model_dir,) = os.listdir(mrpc_run["export_dir"])
+  path = os.path.join(mrpc_run["export_dir"], model_dir)
+  serve = tf.saved_model.load(path).signatures["serving_default"]
+  vocab = [line.rstrip("\n") for line in open(mrpc_run["vocab_file"])]
+  tokens = ["[CLS]", "river", "stone", "[SEP]", "quiet", ".", "[SEP]"]
+  ids = [vocab.index(token) for token in tokens]
+  padded = {"input_ids": [ids + [0] * 25], "input_mask": [[1] * 7 + [0] * 25],
+            "segment_ids": [[0] * 4 + [1] * 3 + [0] * 25]}
+  short = {name: [row[:7] for row in value]
+           for name, value in padded.items()}
+  want = serve(**{k: tf.constant(v, tf.int32) for k, v in padded.items()})
+  got = serve(**{k: tf.constant(v, tf.int32) for k, v in short.items()})
+  np.testing.assert_allclose(got["probabilities"].numpy(),
+                             want["probabilities"].numpy(), atol=1e-6)
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match="at most --max_seq_length=32"):
+    serve(**{k: tf.zeros([1, 33], tf.int32) for k in padded})
+  extra = os.path.join(path, "assets.extra")
+  assert sorted(os.listdir(extra)) == ["bert_config.json", "run_info.json",
+                                       "vocab.txt"]
+  with open(os.path.join(extra, "run_info.json")) as f:
+    info = json.load(f)
+  assert (info["task"], info["labels"], info["do_lower_case"],
+          info["max_seq_length"]) == ("mrpc", ["0", "1"], True, 32)
+  with open(os.path.join(extra, "vocab.txt")) as f:
+    assert [line.rstrip("\n") for line in f] == vocab
+
+
 def test_export_without_a_checkpoint_names_the_fix(tmp_path):
   import estimator  # pylint: disable=import-outside-toplevel
   est = estimator.Estimator(lambda *args: None,

@@ -308,3 +308,33 @@ def test_sentencepiece_keeps_case(spm_model):
   pieces = tokenizer.tokenize("The dollar")
   assert "".join(pieces).replace("\u2581", " ") == " The dollar"
   assert "T" in pieces
+
+
+def _tokens(path):
+  with open(path, encoding="utf-8") as f:
+    return [line.rstrip("\n") for line in f]
+
+
+def test_casing_detected_from_google_vocabularies(assets_dir):
+  vocab = os.path.join(assets_dir, "bert_vocab")
+  assert tokenization.vocab_is_cased(
+      _tokens(os.path.join(vocab, "uncased", "vocab.txt"))) is False
+  assert tokenization.vocab_is_cased(
+      _tokens(os.path.join(vocab, "cased", "vocab.txt"))) is True
+  # No letter with case: nothing to tell.
+  assert tokenization.vocab_is_cased(["[PAD]", "[UNK]", "1", "##2"]) is None
+  assert tokenization.vocab_is_cased(["[CLS]", "[SEP]", "hello"]) is False
+
+
+@pytest.mark.parametrize("do_lower_case, folder, fix", [
+    (True, "cased", "False"), (False, "uncased", "True")])
+def test_case_must_match_the_vocab(assets_dir, do_lower_case, folder, fix):
+  path = os.path.join(assets_dir, "bert_vocab", folder, "vocab.txt")
+  tokens = _tokens(path)
+  with pytest.raises(ValueError) as info:
+    tokenization.validate_case_matches_vocab(do_lower_case, tokens, path)
+  message = str(info.value)
+  assert path in message
+  assert "--do_lower_case=%s was given" % do_lower_case in message
+  assert "set --do_lower_case=%s" % fix in message
+  tokenization.validate_case_matches_vocab(not do_lower_case, tokens, path)

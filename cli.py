@@ -1,0 +1,184 @@
+# coding=utf-8
+"""How every command-line script ends when something goes wrong.
+
+A script hands its `main` to `run` (absl scripts) or `call` (argparse ones):
+
+  * `UserError` (bad flags, files, configs, checkpoints, vocabularies) and a
+    flag absl cannot parse end the program with ONE line on stderr,
+    `<script>: error: <message>`, and exit status 2. The message names the
+    flag, file or line and says how to fix it; no traceback.
+  * Known training failures (out of memory, a loss that is no longer finite,
+    a failed worker; estimator.py raises them with their advice) end with
+    "Training stopped. <advice>" and status 1.
+  * A full disk, a read-only file system or a missing permission ends with
+    one line naming the file, status 1.
+  * Ctrl-C ends with one line, status 130. While training, the first Ctrl-C
+    or SIGTERM lets the update under way finish and saves a checkpoint
+    (estimator.TrainingInterrupted); the line names it, and the status is
+    128 + the signal's number (130, 143).
+  * Anything else is a bug: its traceback, then one line saying so and where
+    to report it, status 1.
+
+`--help` prints the first paragraph of the script's docstring and the help
+of the flags a user needs (the script's key flags); `--helpfull` lists all.
+
+Library functions raise `UserError` and never exit; it is a ValueError, so
+callers that catch ValueError keep working. This module imports neither
+TensorFlow nor the project's modules, so light scripts stay light.
+"""
+
+import errno
+import os
+import sys
+import traceback
+
+from absl import app
+from absl import flags
+
+USAGE_STATUS = 2
+FAILURE_STATUS = 1
+INTERRUPTED_STATUS = 130
+
+_HELP_ARGS = ("--help", "-help", "--helpshort", "-helpshort", "-?", "-h")
+_HELPFULL_ARGS = ("--helpfull", "-helpfull")
+# The runner's exceptions whose message is the advice (estimator.py).
+_TRAINING_FAILURES = ("NonFiniteLossError", "OutOfMemoryError",
+                      "WorkerFailedError")
+_ENVIRONMENT_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES,
+                       errno.EFBIG)
+# How TensorFlow's file errors (which are not OSErrors) word the same.
+_ENVIRONMENT_TEXTS = ("No space left on device", "Disk quota exceeded",
+                      "Read-only file system", "Permission denied",
+                      "File too large")
+
+
+class UserError(ValueError):
+  """Input the user can fix; the message names what and how, in one line."""
+
+
+def program_name():
+  """The script's file name, as the user typed it (e.g. run_classifier.py)."""
+  return os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else (
+      "python")
+
+
+def _one_line(text):
+  return " ".join(str(text).split())
+
+
+def _exit(status, line):
+  """Prints `line` alone as the last line of stderr and exits."""
+  sys.stdout.flush()
+  sys.stderr.flush()
+  sys.stderr.write(line + "\n")
+  sys.stderr.flush()
+  sys.exit(status)
+
+
+def error_line(message):
+  """`<script>: error: <message>` on one line."""
+  return "%s: error: %s" % (program_name(), _one_line(message))
+
+
+def _training_failure(error):
+  """The advice of a known training failure, or None.
+
+  Only estimator.py raises these, so an exception can be one only when that
+  module was imported; looking it up in sys.modules keeps this module free
+  of TensorFlow.
+  """
+  estimator = sys.modules.get("estimator")
+  if estimator is None:
+    return None
+  kinds = tuple(getattr(estimator, name) for name in _TRAINING_FAILURES
+                if hasattr(estimator, name))
+  if kinds and isinstance(error, kinds):
+    return "Training stopped. %s" % error
+  return None
+
+
+def _training_interrupted(error):
+  """The signal number of an estimator.TrainingInterrupted, or None."""
+  estimator = sys.modules.get("estimator")
+  kind = getattr(estimator, "TrainingInterrupted", None)
+  return error.signum if kind is not None and isinstance(error, kind) else None
+
+
+def _environment_problem(error):
+  """One line for a full disk, a read-only file system or a permission."""
+  if isinstance(error, OSError) and error.errno in _ENVIRONMENT_ERRNOS:
+    where = " writing %s" % error.filename if error.filename else ""
+    return "%s%s. Free space or fix the permissions there, or choose " \
+        "another --output_dir." % (error.strerror or error, where)
+  text = str(error)
+  if any(known in text for known in _ENVIRONMENT_TEXTS):
+    first = text.strip().splitlines()[0] if text.strip() else text
+    return "%s. Free space or fix the permissions there, or choose another " \
+        "--output_dir." % first.rstrip(".")
+  return None
+
+
+def call(main, *args):
+  """Runs `main(*args)` and ends the program as the module docstring says.
+
+  Returns:
+    What `main` returns, when it returns.
+  """
+  try:
+    return main(*args)
+  except (UserError, app.UsageError) as e:
+    _exit(USAGE_STATUS, error_line(e))
+  except KeyboardInterrupt:
+    _exit(INTERRUPTED_STATUS, "%s: interrupted." % program_name())
+  except Exception as e:  # pylint: disable=broad-except
+    signum = _training_interrupted(e)
+    if signum is not None:
+      _exit(128 + signum, "%s: %s" % (program_name(), _one_line(e)))
+    advice = _training_failure(e)
+    if advice is not None:
+      _exit(FAILURE_STATUS, advice)
+    problem = _environment_problem(e)
+    if problem is not None:
+      _exit(FAILURE_STATUS, error_line(problem))
+    traceback.print_exc()
+    _exit(FAILURE_STATUS, "%s: internal error: the traceback above is a bug "
+          "in this program, not a problem with your input; please report "
+          "it, with the command line, on the project's issue tracker." %
+          program_name())
+
+
+def _summary():
+  """The first paragraph of the running script's docstring."""
+  main_module = sys.modules.get("__main__")
+  doc = (getattr(main_module, "__doc__", None) or "").strip()
+  return doc.split("\n\n")[0].strip()
+
+
+def print_help(full=False, flag_values=flags.FLAGS, out=None):
+  """The script's summary and the help of its key flags (all if `full`)."""
+  out = out or sys.stdout
+  summary = _summary()
+  if summary:
+    out.write(summary + "\n\n")
+  out.write("USAGE: %s [flags]\n\nflags:\n" % program_name())
+  out.write((flag_values.get_help() if full else
+             flag_values.main_module_help()) + "\n")
+  if not full:
+    out.write("\nTry --helpfull to list every flag, absl's own included.\n")
+
+
+def _parse_flags(argv):
+  """absl's flag parsing, with one-line errors and our --help."""
+  args = argv[1:argv.index("--")] if "--" in argv else argv[1:]
+  if any(arg in _HELP_ARGS + _HELPFULL_ARGS for arg in args):
+    print_help(full=any(arg in _HELPFULL_ARGS for arg in args))
+    sys.exit(0)
+  try:
+    return flags.FLAGS(argv)
+  except flags.Error as e:
+    _exit(USAGE_STATUS, error_line("%s (see --help)" % e))
+
+
+def run(main, argv=None):
+  """absl.app.run(main) with the endings of the module docstring."""
+  app.run(lambda args: call(main, args), argv=argv, flags_parser=_parse_flags)

@@ -1,0 +1,78 @@
+# coding=utf-8
+"""Imports TensorFlow without the start-up lines that are noise on a CPU.
+
+Imported first by each script (before anything imports TensorFlow). On a
+machine without CUDA, TensorFlow 2.21 prints at import and at its first
+device query:
+
+  WARNING: All log messages before absl::InitializeLog() is called are
+    written to STDERR                                  (twice)
+  I... cudart_stub.cc:31] Could not find cuda drivers on your machine, GPU
+    will not be used.                                  (twice)
+  I... cpu_feature_guard.cc:227] This TensorFlow binary is optimized to use
+    available CPU instructions ... To enable the following instructions:
+    AVX2 FMA, in other operations, rebuild TensorFlow ...
+  E... cuda_platform.cc:52] failed call to cuInit: INTERNAL: CUDA error:
+    Failed call to cuInit: UNKNOWN ERROR (303)
+
+Two mechanisms, each for what it can silence without hiding real problems:
+
+  * TF_CPP_MIN_LOG_LEVEL=1, set only when the user has not set it, hides
+    TensorFlow's C++ INFO lines (the CPU-feature notice among them) and keeps
+    its warnings and errors. Level 2 or 3 would also hide errors.
+  * The cudart_stub and absl lines are written before TensorFlow reads that
+    variable, and the cuInit line is an ERROR; so the import and the first
+    device query run with stderr (file descriptor 2) sent to a temporary
+    file, and every line of it is written back except those known lines.
+    The cuInit failure is dropped only when the cudart_stub line said that
+    the machine has no CUDA driver at all, where it is expected; on a machine
+    with a driver it is kept, since there it is a real problem.
+"""
+
+import os
+import re
+import sys
+import tempfile
+
+_NO_DRIVER = re.compile(r"cudart_stub\.cc:\d+\] Could not find cuda drivers")
+_NOISE = (
+    re.compile(r"^WARNING: All log messages before absl::InitializeLog\(\) is "
+               r"called are written to STDERR$"),
+    _NO_DRIVER,
+)
+_NOISE_WITHOUT_DRIVER = re.compile(r"cuda_platform\.cc:\d+\] failed call to "
+                                   r"cuInit")
+
+
+def kept_lines(lines):
+  """The lines of TensorFlow's start-up output that are not known noise."""
+  no_driver = any(_NO_DRIVER.search(line) for line in lines)
+  return [line for line in lines
+          if not any(pattern.search(line) for pattern in _NOISE) and
+          not (no_driver and _NOISE_WITHOUT_DRIVER.search(line))]
+
+
+def _import_tensorflow():
+  """Imports TensorFlow and queries its devices with fd 2 filtered."""
+  sys.stderr.flush()
+  saved = os.dup(2)
+  with tempfile.TemporaryFile(mode="w+b") as captured:
+    os.dup2(captured.fileno(), 2)
+    try:
+      import tensorflow as tf  # pylint: disable=import-outside-toplevel
+      tf.config.list_physical_devices()
+    finally:
+      sys.stderr.flush()
+      os.dup2(saved, 2)
+      os.close(saved)
+      captured.seek(0)
+      text = captured.read().decode("utf-8", "replace")
+      kept = kept_lines(text.splitlines(keepends=True))
+      if kept:
+        sys.stderr.write("".join(kept))
+        sys.stderr.flush()
+
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+if "tensorflow" not in sys.modules:
+  _import_tensorflow()

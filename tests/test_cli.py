@@ -1,0 +1,156 @@
+"""Tests for cli.py (how scripts end), quiet_tensorflow.py (start-up noise),
+progress.py (progress lines) and output_files.py (no half-written file)."""
+import errno
+import os
+import subprocess
+import sys
+
+from absl import app
+import pytest
+import tensorflow as tf
+
+import cli
+import output_files
+import progress
+import quiet_tensorflow
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _raise(error):
+  raise error
+
+
+@pytest.mark.parametrize("error", [
+    cli.UserError("--x=1 must be\n  at least 2."),
+    app.UsageError("bad usage")])
+def test_user_errors_end_with_one_line_and_status_2(error, capsys,
+                                                    monkeypatch):
+  monkeypatch.setattr(sys, "argv", ["run_x.py"])
+  with pytest.raises(SystemExit) as stop:
+    cli.call(_raise, error)
+  assert stop.value.code == 2
+  err = capsys.readouterr().err
+  assert err.count("\n") == 1
+  assert err.startswith("run_x.py: error: ")
+  assert "Traceback" not in err
+
+
+def test_a_bug_shows_its_traceback_and_says_so(capsys, monkeypatch):
+  monkeypatch.setattr(sys, "argv", ["run_x.py"])
+  with pytest.raises(SystemExit) as stop:
+    cli.call(_raise, KeyError("internal"))
+  assert stop.value.code == 1
+  err = capsys.readouterr().err
+  assert err.startswith("Traceback (most recent call last):")
+  assert "KeyError: 'internal'" in err
+  last = err.strip().splitlines()[-1]
+  assert last.startswith("run_x.py: internal error:") and "bug" in last
+
+
+def test_full_disk_is_one_line(capsys, monkeypatch, tmp_path):
+  monkeypatch.setattr(sys, "argv", ["run_x.py"])
+  full = OSError(errno.ENOSPC, "No space left on device",
+                 str(tmp_path / "train.tf_record"))
+  with pytest.raises(SystemExit) as stop:
+    cli.call(_raise, full)
+  assert stop.value.code == 1
+  err = capsys.readouterr().err
+  assert err.count("\n") == 1 and "Traceback" not in err
+  assert "No space left on device writing %s" % (
+      tmp_path / "train.tf_record") in err
+
+
+def test_user_error_is_a_value_error():
+  assert issubclass(cli.UserError, ValueError)
+  assert cli.call(lambda x: x + 1, 1) == 2
+
+
+def test_help_lists_the_shared_flags_not_the_module_text():
+  result = subprocess.run(
+      [sys.executable, "run_classifier.py", "--help"], cwd=REPO_ROOT,
+      capture_output=True, text=True, timeout=300, check=False)
+  assert result.returncode == 0, result.stderr
+  out = result.stdout
+  assert out.startswith("BERT finetuning runner for sentence (pair) "
+                        "classification")
+  for flag in ("--task_name", "--data_dir", "--vocab_file", "--output_dir",
+               "--init_checkpoint", "--train_batch_size", "--learning_rate",
+               "--num_train_epochs", "--max_seq_length", "--[no]do_lower_case",
+               "--[no]do_train", "--micro_batch_size", "--precision",
+               "--export_dir"):
+    assert flag in out, flag
+  # absl's own flags (logging, ...) only under --helpfull.
+  assert "--verbosity" not in out and "--helpfull" in out
+  plan = subprocess.run(
+      [sys.executable, "memory_plan.py", "--help"], cwd=REPO_ROOT,
+      capture_output=True, text=True, timeout=300, check=False)
+  assert plan.returncode == 0
+  assert "--gpu_memory_gb" in plan.stdout
+  # The module text (the term model) is not repeated by --help.
+  assert "Per-example activations" not in plan.stdout
+
+
+def test_cpu_start_up_noise_is_filtered_and_other_lines_kept():
+  noise = [
+      "WARNING: All log messages before absl::InitializeLog() is called are "
+      "written to STDERR\n",
+      "I0000 00:00:1795591880.904692   11556 cudart_stub.cc:31] Could not "
+      "find cuda drivers on your machine, GPU will not be used.\n",
+      "E0000 00:00:1795591925.607895   12072 cuda_platform.cc:52] failed "
+      "call to cuInit: INTERNAL: CUDA error: Failed call to cuInit: UNKNOWN "
+      "ERROR (303)\n"]
+  real = "E0000 00:00:1.0  1 some_kernel.cc:12] A real problem.\n"
+  assert quiet_tensorflow.kept_lines(noise + [real]) == [real]
+  # With a driver (no cudart_stub line), a failing cuInit is real.
+  assert quiet_tensorflow.kept_lines(noise[2:]) == noise[2:]
+
+
+def test_scripts_start_without_cuda_noise():
+  env = dict(os.environ)
+  env.pop("TF_CPP_MIN_LOG_LEVEL", None)
+  result = subprocess.run(
+      [sys.executable, "-c", "import quiet_tensorflow, tensorflow as tf; "
+       "print(tf.constant(2).numpy() * 3)"], cwd=REPO_ROOT, env=env,
+      capture_output=True, text=True, timeout=300, check=False)
+  assert result.stdout == "6\n"
+  if not tf.config.list_physical_devices("GPU"):
+    for line in ("cudart_stub", "cuInit", "cpu_feature_guard",
+                 "absl::InitializeLog"):
+      assert line not in result.stderr, result.stderr
+
+
+def test_progress_line_counts_rate_and_time_left():
+  now = [100.0]
+  lines = []
+  meter = progress.Progress("Writing features to x", 400, interval=10,
+                            clock=lambda: now[0],
+                            log=lambda fmt, *args: lines.append(fmt % args))
+  now[0] = 105.0
+  meter.advance(50)  # 5 s: no line yet.
+  assert not lines
+  now[0] = 110.0
+  meter.advance(50)  # 100 of 400 in 10 s: 10/s, 300 left = 30 s.
+  assert lines == ["Writing features to x: 100/400 (25.0%), 10.0 examples/s, "
+                   "30 s left"]
+  now[0] = 150.0
+  meter.advance(300)
+  meter.finish()
+  assert lines[-1] == "Writing features to x: 400 examples in 50 s."
+  assert progress.format_seconds(185) == "3 min 05 s"
+  assert progress.format_seconds(7800) == "2 h 10 min"
+
+
+def test_replacing_leaves_the_whole_file_or_none(tmp_path):
+  path = str(tmp_path / "out.txt")
+  output_files.write_text(path, "first\n")
+  with pytest.raises(RuntimeError):
+    with output_files.replacing(path) as temporary:
+      with open(temporary, "w") as f:
+        f.write("half")
+      raise RuntimeError("killed half-way")
+  assert os.listdir(tmp_path) == ["out.txt"]
+  with open(path) as f:
+    assert f.read() == "first\n"
+  output_files.copy(path, str(tmp_path / "copy.txt"))
+  assert sorted(os.listdir(tmp_path)) == ["copy.txt", "out.txt"]
