@@ -310,31 +310,17 @@ def make_step_callable(sess, step_op, fetches):
   of `fetches`, a dict of tensors, as a dict of numpy values.
 
   `sess.run` builds the executors of a set of fetches (graph optimization,
-  kernels) inside its first run; a callable builds them here. The heap
+  kernels) inside its first run; a callable builds them here, and the heap
   memory that construction freed goes back to the system (host_memory.py)
-  before the first step allocates its tensors, which lowers that step's
-  peak. The first run compiles the step's XLA kernels (the optimizer's
-  after the backward pass, when the gradients are all alive) and creates
-  oneDNN's primitives, whose scratch memory goes back every second while it
-  runs, and once more after it. (The public `Session.make_callable` builds
-  nothing before its first call.)
+  before the first step allocates its tensors. (What the first runs free
+  later, e.g. compiling XLA kernels, the train op of
+  optimization.create_optimizer hands back itself.)
   """
   keys = sorted(fetches)
   run = tf_internals.prepared_callable(sess, step_op,
                                        [fetches[key] for key in keys])
   host_memory.release_freed_heap()
-  first_run = True
-
-  def step():
-    nonlocal first_run
-    if not first_run:
-      return dict(zip(keys, run()))
-    first_run = False
-    with host_memory.releasing_freed_heap(interval_seconds=1.0):
-      values = run()
-    return dict(zip(keys, values))
-
-  return step
+  return lambda: dict(zip(keys, run()))
 
 
 def _step_fns(sess, built):
