@@ -446,9 +446,8 @@ def _zeros_initializer(shape, dtype=tf.float32, partition_info=None):
   The classic graph optimizer (OptimizerOptions L1, the session default)
   folds `tf.zeros(shape)` into a Const node that holds the whole tensor for
   the session's life, and the variable gets a copy of it: every
-  zero-initialized slot and accumulator was resident twice (measured:
-  +1.7 GiB at initialization for BERT-Large). `Empty` is stateful, so it is
-  never folded; `init=True` fills it with zeros.
+  zero-initialized slot and accumulator would be resident twice. `Empty` is
+  stateful, so it is never folded; `init=True` fills it with zeros.
   """
   del partition_info  # Unused; part of the initializer signature.
   return tf.raw_ops.Empty(shape=shape, dtype=dtype, init=True)
@@ -646,12 +645,11 @@ class AdamWeightDecayOptimizer(tf.compat.v1.train.Optimizer):
     Unfused, each line of the class docstring is a TensorFlow op that reads
     and writes whole variable-sized tensors, a dozen passes over memory per
     variable and a new tensor for each. The compiled kernel reads g, m, v
-    and p once and writes m, v and p in place: for BERT-Base the update
-    takes 0.13 s instead of 0.39 s (bench/optimizer_update.py), and it holds
-    no temporaries. The
-    formulas are those of the class docstring, in float32; XLA may fuse a
-    multiply and an add into one rounding, so a result can differ from the
-    op-by-op value in its last bit.
+    and p once and writes m, v and p in place, with no temporaries
+    (bench/optimizer_update.py times both). The formulas are those of the
+    class docstring, in float32; XLA may fuse a multiply and an add into one
+    rounding, so a result can differ from the op-by-op value in its last
+    bit.
 
     Returns:
       A scalar tensor that exists once the updates are done.
