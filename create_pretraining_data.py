@@ -1,5 +1,9 @@
 # coding=utf-8
-"""Writes BERT's pre-training data: masked LM and next-sentence TFRecords.
+"""Writes BERT's pre-training data (masked LM and next sentence) as TFRecords.
+The default --mode=faithful writes exactly the records of Google's
+create_pretraining_data.py; --mode=scalable builds different (equally
+valid) records shard by shard in parallel, with memory bounded by
+--shard_size_mb instead of by the corpus.
 
 The input is plain text, one sentence per line, with an empty line between
 two documents. Each output record is one tf.train.Example holding a pair of
@@ -10,21 +14,21 @@ text segments A and B as Google's script builds them:
   masked_lm_weights                         float [max_predictions_per_seq]
   next_sentence_labels                      int64 [1]  (1: B is random text)
 
-Two modes:
+The two modes:
 
   --mode=faithful (the default) is Google's algorithm with Google's random
     draws: for the same text, vocabulary, flags and seed it writes the very
-    records Google's create_pretraining_data.py writes under Python 3. Like
-    Google's script it holds the whole corpus and all its instances in
-    memory, so for big corpora split the text into several files and run
-    once per file, or use the scalable mode.
+    records Google's script writes under Python 3. Like Google's script it
+    holds the whole corpus and all its instances in memory, so for big
+    corpora split the text into several files and run once per file, or use
+    the scalable mode.
 
   --mode=scalable streams the documents into shards of about
     --shard_size_mb of text and builds each shard in one of --num_workers
     processes, so memory stays bounded by the shard size and all cores are
-    busy. Its records are different from Google's (equally valid): the
-    random next segments come from documents of the same shard and each
-    shard is shuffled on its own. Shard k is written to
+    busy. Each shard is Google's algorithm on the shard's documents alone:
+    the random next segments come from the same shard and each shard is
+    shuffled on its own. Shard k of n is written to
     <output_file>-0000k-of-0000n; the records depend on the text, the
     flags, the seed and the shard size, never on the number of workers.
 
@@ -39,18 +43,23 @@ Outputs are written under temporary names and renamed once complete.
 
 import collections
 import concurrent.futures
-import datetime
+import contextlib
 import multiprocessing
 import os
 import random
-import time
 
-from absl import app
 from absl import flags
 from absl import logging
+# Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
+import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
 import tensorflow as tf
 
+import cli
 import host_memory
+import output_files
+import progress
+import run_setup
+import runner_flags
 import tokenization
 
 FLAGS = flags.FLAGS
@@ -62,6 +71,7 @@ _NUM_LOGGED_INSTANCES = 5
 
 # Seconds between two progress lines.
 _PROGRESS_INTERVAL = 30.0
+_MB = 1e6
 
 # SentencePiece marks the first piece of each word with this character.
 _SPM_WORD_START = "\u2581"
@@ -88,19 +98,10 @@ def define_flags(flag_values=flags.FLAGS):
       "TFRecord file(s) to write: a comma-separated list; the records are "
       "dealt out to the files in turn. In --mode=scalable a single name, "
       "the prefix of the shard files.", flag_values=fv)
-  flags.DEFINE_string(
-      "vocab_file", None,
-      "The vocab.txt (WordPiece) of the model to pre-train; not needed "
-      "with --spm_model_file.", flag_values=fv)
-  flags.DEFINE_string(
-      "spm_model_file", None,
-      "A SentencePiece .model file (ALBERT-style vocabulary) that replaces "
-      "WordPiece and --vocab_file. It must have the pieces [CLS], [SEP] "
-      "and [MASK].", flag_values=fv)
-  flags.DEFINE_bool(
-      "do_lower_case", True,
-      "Lower-case the text; True for uncased models, False for cased "
-      "ones.", flag_values=fv)
+  # --vocab_file, --spm_model_file and --do_lower_case, as the other
+  # scripts have them.
+  runner_flags.define_vocab_flags(fv)
+  flags.adopt_module_key_flags(runner_flags, flag_values=fv)
   flags.DEFINE_bool(
       "do_whole_word_mask", False,
       "Mask all pieces of a word together instead of each piece on its "
@@ -141,18 +142,11 @@ def define_flags(flag_values=flags.FLAGS):
       "Processes building shards in --mode=scalable (default: one per "
       "CPU core). The records do not depend on it.", flag_values=fv)
   flags.DEFINE_float(
-      "shard_size_mb", 32.0,
+      "shard_size_mb", 8.0,
       "Megabytes of input text per shard in --mode=scalable; each worker "
       "holds one shard and its instances (about 2 + 2 x dupe_factor times "
       "the shard's size). Changing it changes the records.",
       flag_values=fv)
-
-
-class InputError(Exception):
-  """A problem with the flags or the input that the user can fix.
-
-  The message is one line naming the flag, file or line and the fix.
-  """
 
 
 # ---------------------------------------------------------------------------
@@ -204,12 +198,12 @@ def masking_vocab(tokenizer):
   line, as Google's dict-based lookup gives it).
 
   Raises:
-    InputError: [CLS], [SEP] or [MASK] is not in the vocabulary.
+    cli.UserError: [CLS], [SEP] or [MASK] is not in the vocabulary.
   """
   missing = [t for t in ("[CLS]", "[SEP]", "[MASK]")
              if t not in tokenizer.vocab]
   if missing:
-    raise InputError(
+    raise cli.UserError(
         "The vocabulary has no %s; use the vocabulary of a BERT model "
         "(a SentencePiece model needs them as user-defined symbols)." %
         " or ".join(missing))
@@ -234,7 +228,7 @@ def _continuation_ids(tokenizer):
 
 def create_training_instances(all_documents, options, vocab, rng,
                               make_record=lambda instance: instance,
-                              progress=None):
+                              meter=None):
   """Google's instances of a corpus, in Google's order.
 
   Shuffles the documents, makes `options.dupe_factor` passes over them
@@ -249,7 +243,7 @@ def create_training_instances(all_documents, options, vocab, rng,
     rng: random.Random; every draw comes from it, in Google's order.
     make_record: applied to each TrainingInstance as it is made (e.g. to
       serialize it, which keeps far less in memory).
-    progress: optional _Progress, advanced by documents processed.
+    meter: optional progress.Progress, advanced by documents processed.
 
   Returns:
     list of make_record(instance), shuffled.
@@ -261,8 +255,8 @@ def create_training_instances(all_documents, options, vocab, rng,
       records.extend(
           make_record(instance) for instance in create_instances_from_document(
               all_documents, document_index, options, vocab, rng))
-      if progress is not None:
-        progress.advance(1, records=len(records))
+      if meter is not None:
+        meter.advance(instances=len(records))
   rng.shuffle(records)
   return records
 
@@ -478,35 +472,17 @@ def _logging_serializer(options, tokenizer):
   return make_record
 
 
-def write_example_files(records, output_files, progress=None):
-  """Deals the serialized records out to `output_files` in turn (record i
-  to file i mod n), each written under a temporary name and renamed once
+def write_example_files(records, paths, meter=None):
+  """Deals the serialized records out to the files `paths` in turn (record
+  i to file i mod n), each written under a temporary name and renamed once
   all are complete."""
-  temp_files = [_temp_name(f) for f in output_files]
-  writers = [tf.io.TFRecordWriter(t) for t in temp_files]
-  try:
+  with contextlib.ExitStack() as stack:
+    writers = [stack.enter_context(tf.io.TFRecordWriter(
+        stack.enter_context(output_files.replacing(path)))) for path in paths]
     for index, record in enumerate(records):
       writers[index % len(writers)].write(record)
-      if progress is not None and index % 1000 == 999:
-        progress.advance(1000)
-    for writer in writers:
-      writer.close()
-    for temp_file, output_file in zip(temp_files, output_files):
-      tf.io.gfile.rename(temp_file, output_file, overwrite=True)
-  finally:
-    for writer in writers:
-      writer.close()
-    _remove_files(temp_files)
-
-
-def _temp_name(path):
-  return "%s.tmp-%d" % (path, os.getpid())
-
-
-def _remove_files(paths):
-  for path in paths:
-    if tf.io.gfile.exists(path):
-      tf.io.gfile.remove(path)
+      if meter is not None:
+        meter.advance()
 
 
 # ---------------------------------------------------------------------------
@@ -521,17 +497,17 @@ def resolve_input_files(input_file):
   Google's script.
 
   Raises:
-    InputError: a pattern matches nothing, or a match is a directory or
+    cli.UserError: a pattern matches nothing, or a match is a directory or
       cannot be read.
   """
   input_files = []
   for pattern in input_file.split(","):
     if not pattern:
-      raise InputError("--input_file=%s has an empty entry; separate the "
-                       "files by single commas." % input_file)
+      raise cli.UserError("--input_file=%s has an empty entry; separate "
+                          "the files by single commas." % input_file)
     matches = tf.io.gfile.glob(pattern)
     if not matches:
-      raise InputError("--input_file: %s matches no file." % pattern)
+      raise cli.UserError("--input_file: %s matches no file." % pattern)
     input_files.extend(matches)
   for path in input_files:
     _check_readable(path)
@@ -540,14 +516,15 @@ def resolve_input_files(input_file):
 
 def _check_readable(path):
   if tf.io.gfile.isdir(path):
-    raise InputError("--input_file: %s is a directory; name the text files "
-                     "in it (e.g. %s)." % (path, os.path.join(path, "*.txt")))
+    raise cli.UserError("--input_file: %s is a directory; name the text "
+                        "files in it (e.g. %s)." %
+                        (path, os.path.join(path, "*.txt")))
   try:
     with tf.io.gfile.GFile(path, "rb") as reader:
       reader.read(1)
   except (tf.errors.OpError, OSError) as e:
-    raise InputError("--input_file: cannot read %s (%s)." %
-                     (path, _error_text(e))) from None
+    raise cli.UserError("--input_file: cannot read %s (%s)." %
+                        (path, _error_text(e))) from None
 
 
 def _error_text(error):
@@ -568,7 +545,7 @@ def read_documents(input_files):
     str) and the input bytes read so far.
 
   Raises:
-    InputError: a line is not valid UTF-8, or a file cannot be read.
+    cli.UserError: a line is not valid UTF-8, or a file cannot be read.
   """
   document = []
   bytes_read = 0
@@ -592,13 +569,14 @@ def _lines(path):
         try:
           text = raw.decode("utf-8")
         except UnicodeDecodeError as e:
-          raise InputError(
+          raise cli.UserError(
               "%s, line %d: not valid UTF-8 (byte 0x%02x at column %d); "
               "convert the file to UTF-8." %
               (path, number, raw[e.start], e.start + 1)) from None
         yield text.strip(), len(raw)
   except tf.errors.OpError as e:
-    raise InputError("Cannot read %s: %s" % (path, _error_text(e))) from None
+    raise cli.UserError("Cannot read %s: %s" %
+                        (path, _error_text(e))) from None
 
 
 def tokenize_document(lines, tokenizer):
@@ -615,58 +593,10 @@ def _total_size(paths):
   return sum(tf.io.gfile.stat(p).length for p in paths)
 
 
-# ---------------------------------------------------------------------------
-# Progress lines.
-# ---------------------------------------------------------------------------
-
-
-class _Progress(object):
-  """Logs "<task>: done/total (pct), <rates>, <time> left" now and then.
-
-  `advance` counts units of `total`; keyword counts (documents, records,
-  ...) are reported as rates per second.
-  """
-
-  def __init__(self, task, total, unit="", scale=1.0,
-               interval=_PROGRESS_INTERVAL, clock=time.monotonic):
-    self._task = task
-    self._total = total
-    self._unit = unit
-    self._scale = scale
-    self._interval = interval
-    self._clock = clock
-    self._start = clock()
-    self._last_log = self._start
-    self.done = 0
-
-  def advance(self, amount, **counts):
-    self.set(self.done + amount, **counts)
-
-  def set(self, done, **counts):
-    self.done = done
-    now = self._clock()
-    if now - self._last_log >= self._interval:
-      self._last_log = now
-      logging.info("%s", self.line(now, counts))
-
-  def line(self, now, counts):
-    """The progress line at time `now` with cumulative `counts`."""
-    elapsed = max(now - self._start, 1e-9)
-    parts = ["%s: %s/%s%s" % (self._task, _amount(self.done / self._scale),
-                              _amount(self._total / self._scale),
-                              self._unit)]
-    if self._total:
-      parts[0] += " (%d%%)" % (100 * self.done // self._total)
-    parts += ["%.0f %s/s" % (value / elapsed, name)
-              for name, value in sorted(counts.items())]
-    if 0 < self.done < self._total:
-      left = elapsed * (self._total - self.done) / self.done
-      parts.append("%s left" % datetime.timedelta(seconds=int(left)))
-    return ", ".join(parts)
-
-
-def _amount(value):
-  return "%d" % value if value == int(value) else "%.1f" % value
+def _reading_meter(what, input_files):
+  """A progress meter of the input read, in MB."""
+  return progress.Progress(what, _total_size(input_files), unit="MB",
+                           interval=_PROGRESS_INTERVAL, scale=_MB)
 
 
 # ---------------------------------------------------------------------------
@@ -674,37 +604,42 @@ def _amount(value):
 # ---------------------------------------------------------------------------
 
 
-def run_faithful(settings, tokenizer, input_files, output_files):
-  """Google's pipeline on the whole corpus in memory."""
+def run_faithful(settings, tokenizer, input_files, paths):
+  """Google's pipeline on the whole corpus in memory; writes `paths`."""
   vocab = masking_vocab(tokenizer)
-  reading = _Progress("Reading", _total_size(input_files), " MB", 1e6)
+  meter = _reading_meter("Reading", input_files)
   all_documents = []
+  bytes_done = 0
   for lines, bytes_read in read_documents(input_files):
     document = tokenize_document(lines, tokenizer)
     if document:
       all_documents.append(document)
-    reading.set(bytes_read, documents=len(all_documents))
+    meter.advance(bytes_read - bytes_done, documents=len(all_documents))
+    bytes_done = bytes_read
+  meter.finish()
   _check_has_pairs(sum(len(d) >= 2 for d in all_documents), input_files)
-  logging.info("Read %d documents; making instances (%d passes).",
-               len(all_documents), settings.options.dupe_factor)
 
-  building = _Progress("Building", settings.options.dupe_factor *
-                       len(all_documents), " documents")
+  meter = progress.Progress(
+      "Making instances (%d passes over %d documents)" % (
+          settings.options.dupe_factor, len(all_documents)),
+      settings.options.dupe_factor * len(all_documents), unit="documents",
+      interval=_PROGRESS_INTERVAL)
   records = create_training_instances(
       all_documents, settings.options, vocab,
       random.Random(settings.random_seed),
-      _logging_serializer(settings.options, tokenizer), building)
+      _logging_serializer(settings.options, tokenizer), meter)
+  meter.finish()
   del all_documents
-  logging.info("Writing %d instances to %s", len(records),
-               ", ".join(output_files))
-  write_example_files(records, output_files,
-                      _Progress("Writing", len(records), " records"))
+  meter = progress.Progress("Writing %s" % ", ".join(paths), len(records),
+                            unit="records", interval=_PROGRESS_INTERVAL)
+  write_example_files(records, paths, meter)
+  meter.finish()
   logging.info("Wrote %d total instances", len(records))
 
 
 def _check_has_pairs(num_multi_sentence_documents, input_files):
   if not num_multi_sentence_documents:
-    raise InputError(
+    raise cli.UserError(
         "No document in %s has two sentences, so there is no sentence pair "
         "to learn from; put one sentence per line and an empty line "
         "between documents." % ", ".join(input_files))
@@ -727,8 +662,8 @@ class Settings(collections.namedtuple(
 
 
 ShardResult = collections.namedtuple(
-    "ShardResult", ["index", "num_documents", "num_multi_sentence_documents",
-                    "num_instances", "bytes_read"])
+    "ShardResult", ["num_documents", "num_multi_sentence_documents",
+                    "num_instances"])
 
 
 def shard_documents(documents, shard_bytes):
@@ -765,7 +700,7 @@ def shard_rng(random_seed, shard_index):
 
 def build_shard(shard_index, documents_lines, settings, temp_file):
   """Builds one shard's instances and writes them to `temp_file` (runs in a
-  worker process). Returns its ShardResult (bytes_read left 0)."""
+  worker process). Returns its ShardResult."""
   tokenizer = settings.tokenizer()
   vocab = masking_vocab(tokenizer)
   all_documents = []
@@ -781,9 +716,8 @@ def build_shard(shard_index, documents_lines, settings, temp_file):
   with tf.io.TFRecordWriter(temp_file) as writer:
     for record in records:
       writer.write(record)
-  result = ShardResult(shard_index, len(all_documents),
-                       sum(len(d) >= 2 for d in all_documents),
-                       len(records), 0)
+  result = ShardResult(len(all_documents),
+                       sum(len(d) >= 2 for d in all_documents), len(records))
   del all_documents, records
   # The next shard reuses little of this one's heap; give it back so a
   # worker's memory stays that of one shard.
@@ -799,10 +733,11 @@ def run_scalable(settings, input_files, output_prefix, num_workers,
       "Scalable mode: %d workers, shards of %.1f MB. The records differ from "
       "Google's script (random next segments come from the same shard); "
       "use --mode=faithful for Google's exact records.", num_workers,
-      shard_bytes / 1e6)
-  progress = _Progress("Input", _total_size(input_files), " MB", 1e6)
-  temp_files = []
-  results = []
+      shard_bytes / _MB)
+  meter = _reading_meter("Building shards", input_files)
+  totals = collections.Counter(documents=0, instances=0)
+  temp_paths = []
+  num_multi_sentence_documents = 0
   try:
     # Forked workers start at once, without importing TensorFlow again.
     pool = concurrent.futures.ProcessPoolExecutor(
@@ -811,45 +746,51 @@ def run_scalable(settings, input_files, output_prefix, num_workers,
       pending = collections.deque()
       shards = shard_documents(read_documents(input_files), shard_bytes)
       for index, (documents_lines, bytes_read) in enumerate(shards):
-        temp_files.append(_temp_name("%s-%05d" % (output_prefix, index)))
-        future = pool.submit(build_shard, index, documents_lines, settings,
-                             temp_files[-1])
-        pending.append((future, bytes_read))
+        temp_paths.append("%s-%05d%s" % (output_prefix, index,
+                                         output_files.TEMPORARY_SUFFIX))
+        pending.append((pool.submit(build_shard, index, documents_lines,
+                                    settings, temp_paths[-1]), bytes_read))
         del documents_lines
         while len(pending) >= _SHARDS_IN_FLIGHT_PER_WORKER * num_workers:
-          results.append(_collect(pending.popleft(), results, progress))
+          num_multi_sentence_documents += _finish_shard(
+              pending.popleft(), meter, totals)
       while pending:
-        results.append(_collect(pending.popleft(), results, progress))
+        num_multi_sentence_documents += _finish_shard(pending.popleft(),
+                                                      meter, totals)
     finally:
-      # On an error, shards not started yet are dropped.
+      # After an error, the shards not started yet are dropped.
       pool.shutdown(cancel_futures=True)
-    _check_has_pairs(sum(r.num_multi_sentence_documents for r in results),
-                     input_files)
-    output_files = ["%s-%05d-of-%05d" % (output_prefix, r.index, len(results))
-                    for r in results]
-    for temp_file, output_file in zip(temp_files, output_files):
-      tf.io.gfile.rename(temp_file, output_file, overwrite=True)
+    _check_has_pairs(num_multi_sentence_documents, input_files)
+    for index, temp_path in enumerate(temp_paths):
+      tf.io.gfile.rename(temp_path, "%s-%05d-of-%05d" % (
+          output_prefix, index, len(temp_paths)), overwrite=True)
   finally:
-    _remove_files(temp_files)
+    _remove_files(temp_paths)
+  meter.finish()
   logging.info("Wrote %d total instances in %d shards: %s-*-of-%05d",
-               sum(r.num_instances for r in results), len(results),
-               output_prefix, len(results))
+               totals["instances"], len(temp_paths), output_prefix,
+               len(temp_paths))
 
 
-def _collect(pending_item, results, progress):
-  """Waits for a shard; logs progress. Returns its ShardResult."""
+def _finish_shard(pending_item, meter, totals):
+  """Waits for a shard and counts it. Returns its multi-sentence documents."""
   future, bytes_read = pending_item
   try:
     result = future.result()
   except concurrent.futures.process.BrokenProcessPool:
-    raise InputError(
+    raise cli.UserError(
         "A worker process died (out of memory?); lower --shard_size_mb or "
         "--num_workers.") from None
-  progress.set(bytes_read, documents=sum(r.num_documents for r in results) +
-               result.num_documents,
-               instances=sum(r.num_instances for r in results) +
-               result.num_instances)
-  return result._replace(bytes_read=bytes_read)
+  totals["documents"] += result.num_documents
+  totals["instances"] += result.num_instances
+  meter.advance(bytes_read - meter.done, **totals)
+  return result.num_multi_sentence_documents
+
+
+def _remove_files(paths):
+  for path in paths:
+    if tf.io.gfile.exists(path):
+      tf.io.gfile.remove(path)
 
 
 # ---------------------------------------------------------------------------
@@ -861,38 +802,38 @@ def check_flags(flag_obj):
   """Refuses flag values that cannot work, before any slow step.
 
   Raises:
-    InputError naming the flag and the fix.
+    cli.UserError naming the flag and the fix.
   """
   for name in ("input_file", "output_file"):
-    if not getattr(flag_obj, name):
-      raise InputError("--%s is required." % name)
+    if not flag_obj[name].value:
+      raise cli.UserError("--%s is required." % name)
   if not (flag_obj.vocab_file or flag_obj.spm_model_file):
-    raise InputError("--vocab_file is required (or --spm_model_file for a "
-                     "SentencePiece vocabulary).")
+    raise cli.UserError("--vocab_file is required (or --spm_model_file for "
+                        "a SentencePiece vocabulary).")
   for name in ("vocab_file", "spm_model_file"):
-    path = getattr(flag_obj, name)
+    path = flag_obj[name].value
     if path and not tf.io.gfile.exists(path):
-      raise InputError("--%s=%s: file not found." % (name, path))
+      raise cli.UserError("--%s=%s: file not found." % (name, path))
   if flag_obj.max_seq_length < 5:
-    raise InputError("--max_seq_length=%d: must be at least 5 ([CLS], "
-                     "[SEP], [SEP] and a token of each segment)." %
-                     flag_obj.max_seq_length)
+    raise cli.UserError("--max_seq_length=%d: must be at least 5 ([CLS], "
+                        "[SEP], [SEP] and a token of each segment)." %
+                        flag_obj.max_seq_length)
   maskable = flag_obj.max_seq_length - 3
   if not 1 <= flag_obj.max_predictions_per_seq <= maskable:
-    raise InputError(
+    raise cli.UserError(
         "--max_predictions_per_seq=%d: must be between 1 and %d, the "
         "tokens a record of --max_seq_length=%d holds besides [CLS] and "
         "[SEP] (about max_seq_length * masked_lm_prob is usual)." %
         (flag_obj.max_predictions_per_seq, maskable, flag_obj.max_seq_length))
   if flag_obj.dupe_factor < 1:
-    raise InputError("--dupe_factor=%d: must be at least 1." %
-                     flag_obj.dupe_factor)
+    raise cli.UserError("--dupe_factor=%d: must be at least 1." %
+                        flag_obj.dupe_factor)
   if not 0.0 < flag_obj.masked_lm_prob < 1.0:
-    raise InputError("--masked_lm_prob=%g: must be between 0 and 1 "
-                     "(0.15 is BERT's)." % flag_obj.masked_lm_prob)
+    raise cli.UserError("--masked_lm_prob=%g: must be between 0 and 1 "
+                        "(0.15 is BERT's)." % flag_obj.masked_lm_prob)
   if not 0.0 <= flag_obj.short_seq_prob <= 1.0:
-    raise InputError("--short_seq_prob=%g: must be between 0 and 1." %
-                     flag_obj.short_seq_prob)
+    raise cli.UserError("--short_seq_prob=%g: must be between 0 and 1." %
+                        flag_obj.short_seq_prob)
   _check_mode_flags(flag_obj)
 
 
@@ -900,35 +841,36 @@ def _check_mode_flags(flag_obj):
   if flag_obj.mode == "faithful":
     for name in ("num_workers", "shard_size_mb"):
       if flag_obj[name].present:
-        raise InputError("--%s applies to --mode=scalable only." % name)
+        raise cli.UserError("--%s applies to --mode=scalable only." % name)
     return
   if flag_obj.num_workers is not None and flag_obj.num_workers < 1:
-    raise InputError("--num_workers=%d: must be at least 1." %
-                     flag_obj.num_workers)
+    raise cli.UserError("--num_workers=%d: must be at least 1." %
+                        flag_obj.num_workers)
   if not flag_obj.shard_size_mb > 0:
-    raise InputError("--shard_size_mb=%g: must be positive." %
-                     flag_obj.shard_size_mb)
+    raise cli.UserError("--shard_size_mb=%g: must be positive." %
+                        flag_obj.shard_size_mb)
   if "," in flag_obj.output_file:
-    raise InputError(
+    raise cli.UserError(
         "--output_file=%s: --mode=scalable takes one name, the prefix of "
         "its shard files." % flag_obj.output_file)
 
 
-def check_output_files(output_files, input_files):
+def check_output_files(paths, input_files):
   """Refuses outputs whose folder is missing or that would replace input.
 
   Raises:
-    InputError naming the file.
+    cli.UserError naming the file.
   """
-  if len(set(output_files)) != len(output_files):
-    raise InputError("--output_file names a file twice.")
-  for path in output_files:
+  if len(set(paths)) != len(paths):
+    raise cli.UserError("--output_file names a file twice.")
+  inputs = {os.path.abspath(p) for p in input_files}
+  for path in paths:
     folder = os.path.dirname(path) or "."
     if not tf.io.gfile.isdir(folder):
-      raise InputError("--output_file=%s: folder %s does not exist." %
-                       (path, folder))
-    if os.path.abspath(path) in map(os.path.abspath, input_files):
-      raise InputError("--output_file=%s is also an input file." % path)
+      raise cli.UserError("--output_file=%s: folder %s does not exist." %
+                          (path, folder))
+    if os.path.abspath(path) in inputs:
+      raise cli.UserError("--output_file=%s is also an input file." % path)
 
 
 def settings_from_flags(flag_obj):
@@ -946,40 +888,49 @@ def settings_from_flags(flag_obj):
           dupe_factor=flag_obj.dupe_factor))
 
 
+def _warn_if_casing_differs(flag_obj, tokenizer):
+  """Warns when --do_lower_case contradicts the vocabulary's casing.
+
+  Only a warning: Google's script does not check, and its records for such
+  a pair are still what it writes.
+  """
+  try:
+    tokenization.validate_case_matches_vocab(
+        flag_obj.do_lower_case, tokenizer.vocab,
+        "--spm_model_file=%s" % flag_obj.spm_model_file
+        if flag_obj.spm_model_file else "--vocab_file=%s" % flag_obj.vocab_file)
+  except cli.UserError as e:
+    logging.warning("%s", e)
+
+
 def run(flag_obj):
   """Writes the pre-training records the flags ask for.
 
   Raises:
-    InputError for flags or input that cannot work.
+    cli.UserError for flags or input that cannot work.
   """
   check_flags(flag_obj)
-  settings = settings_from_flags(flag_obj)
-  try:
-    tokenizer = settings.tokenizer()
-  except (OSError, ValueError, RuntimeError, tf.errors.OpError) as e:
-    raise InputError("Cannot load the vocabulary: %s" %
-                     _error_text(e)) from None
+  tokenizer = run_setup.make_tokenizer(flag_obj)
   masking_vocab(tokenizer)  # Refuses a vocabulary without [CLS] etc.
+  _warn_if_casing_differs(flag_obj, tokenizer)
   input_files = resolve_input_files(flag_obj.input_file)
   logging.info("Reading from %s", ", ".join(input_files))
-  output_files = flag_obj.output_file.split(",")
-  check_output_files(output_files, input_files)
+  paths = flag_obj.output_file.split(",")
+  check_output_files(paths, input_files)
+  settings = settings_from_flags(flag_obj)
   if flag_obj.mode == "faithful":
-    run_faithful(settings, tokenizer, input_files, output_files)
+    run_faithful(settings, tokenizer, input_files, paths)
   else:
-    run_scalable(settings, input_files, output_files[0],
+    run_scalable(settings, input_files, paths[0],
                  flag_obj.num_workers or len(os.sched_getaffinity(0)),
-                 int(flag_obj.shard_size_mb * 1e6))
+                 int(flag_obj.shard_size_mb * _MB))
 
 
 def main(_):
   logging.set_verbosity(logging.INFO)
-  try:
-    run(FLAGS)
-  except InputError as e:
-    raise SystemExit(str(e)) from None
+  run(FLAGS)
 
 
 if __name__ == "__main__":
   define_flags()
-  app.run(main)
+  cli.run(main)

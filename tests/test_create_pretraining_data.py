@@ -23,6 +23,7 @@ import pytest
 import sentencepiece as spm
 import tensorflow as tf
 
+import cli
 import create_pretraining_data as cpd
 import tokenization
 
@@ -300,7 +301,7 @@ def test_document_boundaries(tmp_path, uncased_vocab):
 def test_invalid_utf8_names_file_and_line(tmp_path):
   path = tmp_path / "bad.txt"
   path.write_bytes(b"fine\n\nstill fine\nbad \xff here\n")
-  with pytest.raises(cpd.InputError, match=r"bad.txt, line 4: not valid "
+  with pytest.raises(cli.UserError, match=r"bad.txt, line 4: not valid "
                      r"UTF-8 \(byte 0xff at column 5\)"):
     list(cpd.read_documents([str(path)]))
 
@@ -638,7 +639,7 @@ def test_scalable_instance_statistics(tmp_path, uncased_vocab):
 
 
 # ---------------------------------------------------------------------------
-# Errors and progress.
+# Errors.
 # ---------------------------------------------------------------------------
 
 
@@ -658,7 +659,7 @@ def test_scalable_instance_statistics(tmp_path, uncased_vocab):
 ])
 def test_bad_flags(tmp_path, uncased_vocab, extra, message):
   corpus = _small_corpus(tmp_path)
-  with pytest.raises(cpd.InputError) as raised:
+  with pytest.raises(cli.UserError) as raised:
     cpd.run(_flags("--input_file=" + corpus, "--vocab_file=" + uncased_vocab,
                    "--output_file=" + str(tmp_path / "o"), *extra))
   assert str(raised.value).startswith(message)
@@ -687,7 +688,7 @@ def test_bad_input(tmp_path, uncased_vocab, mode):
     flag_args = ["--input_file=" + args[0], "--mode=" + mode,
                  "--vocab_file=" + uncased_vocab,
                  "--output_file=" + str(tmp_path / "o")] + args[1:]
-    with pytest.raises(cpd.InputError) as raised:
+    with pytest.raises(cli.UserError) as raised:
       cpd.run(_flags(*flag_args))
     assert str(raised.value).startswith(message), str(raised.value)
     assert sorted(os.listdir(tmp_path)) == before
@@ -702,19 +703,9 @@ def test_user_error_is_one_line_without_traceback(tmp_path, uncased_vocab):
        "--vocab_file=" + uncased_vocab],
       capture_output=True, text=True, timeout=300,
       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-  assert result.returncode == 1
+  assert result.returncode == 2
   assert "Traceback" not in result.stderr + result.stdout
   assert result.stderr.strip().splitlines()[-1] == (
-      "%s, line 2: not valid UTF-8 (byte 0xc3 at column 5); convert the "
-      "file to UTF-8." % bad)
+      "create_pretraining_data.py: error: %s, line 2: not valid UTF-8 (byte "
+      "0xc3 at column 5); convert the file to UTF-8." % bad)
   assert sorted(os.listdir(tmp_path)) == ["bad.txt"]
-
-
-def test_progress_line():
-  now = [100.0]
-  progress = cpd._Progress("Reading", 200e6, " MB", 1e6, interval=5.0,
-                           clock=lambda: now[0])
-  now[0] = 110.0
-  progress.set(50e6, documents=1000)
-  assert progress.line(now[0], {"documents": 1000}) == (
-      "Reading: 50/200 MB (25%), 100 documents/s, 0:00:30 left")
