@@ -144,8 +144,9 @@ def define_flags(flag_values=flags.FLAGS):
   flags.DEFINE_float(
       "shard_size_mb", 8.0,
       "Megabytes of input text per shard in --mode=scalable; each worker "
-      "holds one shard and its instances (about 2 + 2 x dupe_factor times "
-      "the shard's size). Changing it changes the records.",
+      "holds one shard, its token ids and its records (roughly 10 + 3 x "
+      "dupe_factor times the shard's size). Changing it changes the "
+      "records.",
       flag_values=fv)
 
 
