@@ -142,7 +142,7 @@ def define_flags(flag_values=flags.FLAGS):
       "Processes building shards in --mode=scalable (default: one per "
       "CPU core). The records do not depend on it.", flag_values=fv)
   flags.DEFINE_float(
-      "shard_size_mb", 8.0,
+      "shard_size_mb", 4.0,
       "Megabytes of input text per shard in --mode=scalable; each worker "
       "holds one shard, its token ids and its records (roughly 10 + 3 x "
       "dupe_factor times the shard's size). Changing it changes the "
@@ -532,7 +532,7 @@ def _error_text(error):
   return getattr(error, "message", None) or str(error)
 
 
-def read_documents(input_files):
+def read_documents(input_files, max_document_bytes=None):
   """Yields the documents of the text files as lists of lines.
 
   Lines are read as Google's script reads them through tf.io.gfile: split
@@ -540,6 +540,12 @@ def read_documents(input_files):
   empty line ends a document, and so does nothing else: a file that does
   not end with an empty line continues its last document into the next
   file.
+
+  Args:
+    input_files: paths, read in this order.
+    max_document_bytes: if set, a document is also ended once it holds more
+      than this many bytes of lines (with a warning the first time), so
+      that text without empty lines cannot fill the memory.
 
   Yields:
     (lines, bytes_read): a document's non-empty lines (a non-empty list of
@@ -549,21 +555,31 @@ def read_documents(input_files):
     cli.UserError: a line is not valid UTF-8, or a file cannot be read.
   """
   document = []
+  document_bytes = 0
   bytes_read = 0
   for path in input_files:
-    for line, size in _lines(path):
+    for number, line, size in _lines(path):
       bytes_read += size
       if line:
         document.append(line)
-      elif document:
+        document_bytes += size
+      if document and (not line or (max_document_bytes is not None and
+                                    document_bytes > max_document_bytes)):
+        if line:
+          logging.log_first_n(
+              logging.WARNING, "%s, line %d: a document longer than %.1f MB "
+              "(is an empty line missing between documents?); it is cut "
+              "into documents of that size.", 1, path, number,
+              max_document_bytes / _MB)
         yield document, bytes_read
         document = []
+        document_bytes = 0
   if document:
     yield document, bytes_read
 
 
 def _lines(path):
-  """(stripped text, bytes) of each line of a file."""
+  """(line number, stripped text, bytes) of each line of a file."""
   try:
     with tf.io.gfile.GFile(path, "rb") as reader:
       for number, raw in enumerate(reader, 1):
@@ -574,7 +590,7 @@ def _lines(path):
               "%s, line %d: not valid UTF-8 (byte 0x%02x at column %d); "
               "convert the file to UTF-8." %
               (path, number, raw[e.start], e.start + 1)) from None
-        yield text.strip(), len(raw)
+        yield number, text.strip(), len(raw)
   except tf.errors.OpError as e:
     raise cli.UserError("Cannot read %s: %s" %
                         (path, _error_text(e))) from None
@@ -745,7 +761,8 @@ def run_scalable(settings, input_files, output_prefix, num_workers,
         num_workers, mp_context=multiprocessing.get_context("fork"))
     try:
       pending = collections.deque()
-      shards = shard_documents(read_documents(input_files), shard_bytes)
+      shards = shard_documents(read_documents(input_files, shard_bytes),
+                               shard_bytes)
       for index, (documents_lines, bytes_read) in enumerate(shards):
         temp_paths.append("%s-%05d%s" % (output_prefix, index,
                                          output_files.TEMPORARY_SUFFIX))
@@ -771,6 +788,19 @@ def run_scalable(settings, input_files, output_prefix, num_workers,
   logging.info("Wrote %d total instances in %d shards: %s-*-of-%05d",
                totals["instances"], len(temp_paths), output_prefix,
                len(temp_paths))
+  _warn_of_other_shards(output_prefix, len(temp_paths))
+
+
+def _warn_of_other_shards(output_prefix, num_shards):
+  """Warns of shard files of an earlier run with another shard count, which
+  a pattern like <output_file>-* would also match."""
+  others = [p for p in tf.io.gfile.glob(output_prefix + "-?????-of-?????")
+            if not p.endswith("-of-%05d" % num_shards)]
+  if others:
+    logging.warning(
+        "%d other files match %s-*-of-*, e.g. %s, from an earlier run with "
+        "another shard count; delete them before pre-training on %s-*.",
+        len(others), output_prefix, others[0], output_prefix)
 
 
 def _finish_shard(pending_item, meter, totals):

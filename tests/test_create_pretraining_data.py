@@ -298,6 +298,19 @@ def test_document_boundaries(tmp_path, uncased_vocab):
       ["continues", "in", "file", "two", "."]]
 
 
+def test_documents_without_empty_lines_are_cut_at_the_limit(tmp_path):
+  path = tmp_path / "one_long_document.txt"
+  path.write_text("".join("line %d.\n" % i for i in range(10)))  # 8 bytes
+  documents = list(cpd.read_documents([str(path)], max_document_bytes=20))
+  # A document ends when its lines pass 20 bytes: after 3 lines (24 bytes).
+  assert [lines for lines, _ in documents] == [
+      ["line 0.", "line 1.", "line 2."], ["line 3.", "line 4.", "line 5."],
+      ["line 6.", "line 7.", "line 8."], ["line 9."]]
+  assert [end for _, end in documents] == [24, 48, 72, 80]
+  whole = list(cpd.read_documents([str(path)]))
+  assert len(whole) == 1 and len(whole[0][0]) == 10
+
+
 def test_invalid_utf8_names_file_and_line(tmp_path):
   path = tmp_path / "bad.txt"
   path.write_bytes(b"fine\n\nstill fine\nbad \xff here\n")
@@ -591,15 +604,19 @@ def test_scalable_output_does_not_depend_on_workers(tmp_path, uncased_vocab):
   assert contents[0] == contents[1]
 
 
-def test_one_shard_gives_the_faithful_records(tmp_path, uncased_vocab):
+def test_one_shard_gives_the_faithful_records(tmp_path, uncased_vocab,
+                                              caplog):
   corpus = _small_corpus(tmp_path)
   common = ["--input_file=" + corpus, "--vocab_file=" + uncased_vocab,
             "--max_seq_length=32", "--max_predictions_per_seq=5"]
   cpd.run(_flags("--output_file=" + str(tmp_path / "f"), *common))
+  # A shard of an earlier run with another shard count.
+  (tmp_path / "s-00002-of-00003").write_bytes(b"")
   cpd.run(_flags("--output_file=" + str(tmp_path / "s"), "--mode=scalable",
                  "--num_workers=1", *common))
   assert (tmp_path / "s-00000-of-00001").read_bytes() == (
       tmp_path / "f").read_bytes()
+  assert "1 other files match %s-*-of-*" % (tmp_path / "s") in caplog.text
 
 
 def test_scalable_instance_statistics(tmp_path, uncased_vocab):
