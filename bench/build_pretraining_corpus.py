@@ -7,10 +7,10 @@ of their dependencies come along) and unpacked with `dpkg-deb -x` under
 bench/out/pretraining_corpus/packages/. From each HTML page, reStructuredText
 source or POD file the builder takes the prose paragraphs (no code blocks,
 tables, directives or navigation), splits them into sentences with a simple
-rule (a sentence ends at . ! ? or a CJK full stop followed by a space and a
-capital, digit or quote, except after common abbreviations and initials;
-CJK full stops end a sentence anyway) and keeps sentences of at least four
-words (eight characters for CJK text) that are mostly letters. Each file
+rule (a sentence ends at . ! or ? followed by a space and a capital, a
+digit, a quote or a CJK character, except after common abbreviations and
+initials; a CJK full stop ends a sentence anyway) and keeps sentences of at
+least four words (eight characters for CJK text) that are mostly letters. Each file
 becomes one document (if it has at least two sentences): one sentence per
 line, an empty line between documents, the input format of
 create_pretraining_data.py.
@@ -92,10 +92,11 @@ _EXCLUDED = re.compile(r"/(class-use|core_arch|arch|src)/|/index-files/|"
 _ABBREVIATIONS = frozenset(
     "e.g i.e etc vs cf al fig figs no nos mr mrs ms dr prof sr jr st vol "
     "approx resp incl ca ed eds pp ch sec ref refs eq".split())
+_CJK_RANGES = r"\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af"
 _SENTENCE_END = re.compile(
     r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9\u00c0-\u024f\u0391-\u03a9"
-    r"\u0410-\u042f])|(?<=[\u3002\uff01\uff1f])")
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+    r"\u0410-\u042f" + _CJK_RANGES + r"])|(?<=[\u3002\uff01\uff1f])")
+_CJK = re.compile("[" + _CJK_RANGES + "]")
 _MIN_WORDS = 4
 _MIN_CJK_CHARS = 8
 _MAX_SENTENCE_CHARS = 1500
@@ -186,7 +187,8 @@ def rst_paragraphs(text):
   return paragraphs
 
 
-_POD_CODE = re.compile(r"[A-Z]<+\s*(?:[^|<>]*\|)?([^<>]*?)\s*>+")
+# A formatting code such as B<bold> or L<text|target>: keep the text.
+_POD_CODE = re.compile(r"[A-Z]<+\s*([^|<>]*?)(?:\|[^<>]*)?\s*>+")
 
 
 def pod_paragraphs(text):
