@@ -1,0 +1,1204 @@
+# coding=utf-8
+"""Converts BERT models between Google's checkpoint layout and Hugging Face's.
+
+  python convert_checkpoint.py --input=DIR_OR_PREFIX --output_dir=DIR
+
+Google's layout: a TensorFlow checkpoint (`bert_model.ckpt.index` and
+`.data-*`; in a fine-tuning run's output folder the latest `model.ckpt-N`),
+`bert_config.json`, `vocab.txt` and, in this project's output folders,
+`run_info.json` (task, label list, casing). Hugging Face's: `config.json`,
+`model.safetensors`, `vocab.txt` and `tokenizer_config.json`. The layout of
+--input is recognized (or given with --from); the output is the other one,
+written into a new folder that appears only when complete.
+
+Converted: the encoder and pooler, the pretraining heads (masked LM with its
+output projection tied to the word embeddings, next sentence), and the
+heads of run_classifier.py and run_squad.py (BertForSequenceClassification
+and BertForQuestionAnswering). Names follow one table (`_MODULES`); Hugging
+Face stores a dense layer's weight [out, in], Google its kernel [in, out].
+Optimizer slots, step counters and gradient accumulators are training
+state, not model, and are left out. Google's "gelu" is the tanh
+approximation and Hugging Face's the erf form; see `_ACTIVATIONS` and
+docs/interop.md.
+
+`resolve_init_checkpoint` lets --init_checkpoint name a Hugging Face folder:
+it converts the folder once into a work folder and returns the checkpoint
+prefix. Only NumPy and the `safetensors` package read and write Hugging
+Face's files; PyTorch is not needed.
+"""
+
+import collections
+import hashlib
+import json
+import os
+import re
+import shutil
+
+from absl import flags
+from absl import logging
+import numpy as np
+# Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
+import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
+import tensorflow as tf
+
+import checkpoint_checks
+import cli
+import modeling
+import output_files
+import run_record
+import tokenization
+
+GOOGLE = "google"
+HF = "hf"
+
+HF_CONFIG_FILE = "config.json"
+HF_WEIGHTS_FILE = "model.safetensors"
+HF_SHARDS_INDEX_FILE = "model.safetensors.index.json"
+HF_TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+HF_TOKENIZER_FILE = "tokenizer.json"
+PYTORCH_WEIGHTS_FILES = ("pytorch_model.bin", "pytorch_model.bin.index.json")
+GOOGLE_CHECKPOINT_NAME = "bert_model.ckpt"
+VOCAB_FILE = run_record.WORDPIECE_VOCAB_FILE
+
+# How the tensors of one module are stored.
+_DENSE = "dense"            # Google kernel [in, out], bias; HF weight [out, in]
+_LAYER_NORM = "layer_norm"  # Google gamma, beta; HF weight, bias
+_TABLE = "table"            # an embedding table; HF appends ".weight"
+_AS_IS = "as_is"            # one tensor, same shape on both sides
+
+# (Google name, Hugging Face name, storage): the one table of names, read in
+# both directions. "{layer}" stands for an encoder layer's number. Hugging
+# Face names of the encoder ("bert/..." on Google's side) get the prefix
+# "bert." in task models (BertFor...) and none in a plain BertModel. The
+# classifier's and the span head's matrices are [outputs, hidden] on both
+# sides (Google's scripts multiply by their transpose), so they are as is.
+_LAYER = "bert/encoder/layer_{layer}/"
+_HF_LAYER = "encoder.layer.{layer}."
+_MODULES = (
+    ("bert/embeddings/word_embeddings", "embeddings.word_embeddings", _TABLE),
+    ("bert/embeddings/token_type_embeddings",
+     "embeddings.token_type_embeddings", _TABLE),
+    ("bert/embeddings/position_embeddings", "embeddings.position_embeddings",
+     _TABLE),
+    ("bert/embeddings/LayerNorm", "embeddings.LayerNorm", _LAYER_NORM),
+    (_LAYER + "attention/self/query", _HF_LAYER + "attention.self.query",
+     _DENSE),
+    (_LAYER + "attention/self/key", _HF_LAYER + "attention.self.key", _DENSE),
+    (_LAYER + "attention/self/value", _HF_LAYER + "attention.self.value",
+     _DENSE),
+    (_LAYER + "attention/output/dense", _HF_LAYER + "attention.output.dense",
+     _DENSE),
+    (_LAYER + "attention/output/LayerNorm",
+     _HF_LAYER + "attention.output.LayerNorm", _LAYER_NORM),
+    (_LAYER + "intermediate/dense", _HF_LAYER + "intermediate.dense", _DENSE),
+    (_LAYER + "output/dense", _HF_LAYER + "output.dense", _DENSE),
+    (_LAYER + "output/LayerNorm", _HF_LAYER + "output.LayerNorm",
+     _LAYER_NORM),
+    ("bert/pooler/dense", "pooler.dense", _DENSE),
+    ("cls/predictions/transform/dense", "cls.predictions.transform.dense",
+     _DENSE),
+    ("cls/predictions/transform/LayerNorm",
+     "cls.predictions.transform.LayerNorm", _LAYER_NORM),
+    ("cls/predictions/output_bias", "cls.predictions.bias", _AS_IS),
+    ("cls/seq_relationship/output_weights", "cls.seq_relationship.weight",
+     _AS_IS),
+    ("cls/seq_relationship/output_bias", "cls.seq_relationship.bias", _AS_IS),
+    ("output_weights", "classifier.weight", _AS_IS),
+    ("output_bias", "classifier.bias", _AS_IS),
+    ("cls/squad/output_weights", "qa_outputs.weight", _AS_IS),
+    ("cls/squad/output_bias", "qa_outputs.bias", _AS_IS),
+)
+_HF_ENCODER_PREFIX = "bert."
+
+# The heads a Google checkpoint may hold beside the encoder: (name, its
+# tensors). Each is there completely or not at all.
+_HEADS = (
+    ("masked LM", ("cls/predictions/transform/dense/kernel",
+                   "cls/predictions/transform/dense/bias",
+                   "cls/predictions/transform/LayerNorm/gamma",
+                   "cls/predictions/transform/LayerNorm/beta",
+                   "cls/predictions/output_bias")),
+    ("next sentence", ("cls/seq_relationship/output_weights",
+                       "cls/seq_relationship/output_bias")),
+    ("classifier", ("output_weights", "output_bias")),
+    ("SQuAD", ("cls/squad/output_weights", "cls/squad/output_bias")),
+)
+# Hugging Face's architecture of each combination of heads.
+_ARCHITECTURES = (
+    ("BertForPreTraining", ("masked LM", "next sentence")),
+    ("BertForMaskedLM", ("masked LM",)),
+    ("BertForNextSentencePrediction", ("next sentence",)),
+    ("BertForSequenceClassification", ("classifier",)),
+    ("BertForQuestionAnswering", ("SQuAD",)),
+    ("BertModel", ()),
+)
+# Architectures whose weights are a fine-tuned task's; config.json must
+# name the one its weights make (pretraining ones are often named loosely,
+# e.g. BertForMaskedLM for weights with both pretraining heads).
+_TASK_ARCHITECTURES = ("BertForSequenceClassification",
+                       "BertForQuestionAnswering")
+PLAIN_ENCODER = "BertModel"
+
+# Hugging Face tensors that are not weights: buffers of positions and
+# segments that older versions of transformers saved. Each must hold the
+# value the model would use anyway, checked by `_check_buffer`.
+_HF_BUFFERS = ("embeddings.position_ids", "embeddings.token_type_ids")
+# Hugging Face's copy of the masked LM's output projection, tied to the
+# word embeddings, and of its bias (the same parameter in transformers).
+_HF_DECODER_WEIGHT = "cls.predictions.decoder.weight"
+_HF_DECODER_BIAS = "cls.predictions.decoder.bias"
+
+# (Google hidden_act, Hugging Face hidden_act). Google's code computes
+# "gelu" with the tanh approximation, Hugging Face's "gelu" is the exact
+# erf form, which bert_config.json calls "gelu_exact". The first row of a
+# Google name is what it becomes; every Hugging Face name is read.
+_ACTIVATIONS = (
+    ("gelu_exact", "gelu"),
+    ("gelu", "gelu_new"),
+    ("gelu", "gelu_pytorch_tanh"),
+    ("relu", "relu"),
+    ("tanh", "tanh"),
+    ("linear", "linear"),
+)
+
+# Training state in Google checkpoints: not part of the model.
+_TRAINING_STATE_NAMES = ("global_step", "micro_step", "loss_scale",
+                         "loss_scale_good_steps")
+_TRAINING_STATE_SUFFIXES = ("/adam_m", "/adam_v", "/accum_grad",
+                            "/accum_half_squared_norm")
+
+# Fields the two configs share, with Hugging Face's defaults (what
+# transformers assumes for a field config.json leaves out).
+_SHARED_CONFIG_FIELDS = (
+    ("vocab_size", 30522), ("hidden_size", 768), ("num_hidden_layers", 12),
+    ("num_attention_heads", 12), ("intermediate_size", 3072),
+    ("hidden_dropout_prob", 0.1), ("attention_probs_dropout_prob", 0.1),
+    ("max_position_embeddings", 512), ("type_vocab_size", 2),
+    ("initializer_range", 0.02))
+# Hugging Face config values that only Google's architecture can hold:
+# (field, required value, default when absent).
+_FIXED_HF_FIELDS = (("layer_norm_eps", 1e-12, 1e-12),
+                    ("position_embedding_type", "absolute", "absolute"),
+                    ("is_decoder", False, False),
+                    ("add_cross_attention", False, False))
+_OTHER_MODEL_TYPES = {
+    "roberta": "RoBERTa numbers positions from 2 and has no token types",
+    "albert": "ALBERT shares one layer's weights and factorizes embeddings",
+    "distilbert": "DistilBERT has no token types and no pooler",
+    "electra": "ELECTRA's embeddings are narrower than its layers",
+}
+
+
+# ------------------------------------------------------------------ names
+
+
+class _Rule(collections.namedtuple(
+    "_Rule", "google hf transpose legacy google_re hf_re")):
+  """One tensor's names on both sides; `legacy` rules are only read."""
+
+
+def _name_pattern(template):
+  """A regex of a name template, "{layer}" matching a layer number."""
+  return re.compile("^" + re.escape(template).replace(
+      re.escape("{layer}"), r"(?P<layer>\d+)") + "$")
+
+
+def _tensor_rules():
+  """`_MODULES` expanded to one `_Rule` per tensor."""
+  pairs = []
+  for google, hf, storage in _MODULES:
+    if storage == _DENSE:
+      pairs += [(google + "/kernel", hf + ".weight", True, False),
+                (google + "/bias", hf + ".bias", False, False)]
+    elif storage == _LAYER_NORM:
+      pairs += [(google + "/gamma", hf + ".weight", False, False),
+                (google + "/beta", hf + ".bias", False, False),
+                # Names of transformers before version 4.
+                (google + "/gamma", hf + ".gamma", False, True),
+                (google + "/beta", hf + ".beta", False, True)]
+    elif storage == _TABLE:
+      pairs.append((google, hf + ".weight", False, False))
+    else:
+      pairs.append((google, hf, False, False))
+  return tuple(_Rule(g, h, t, legacy, _name_pattern(g), _name_pattern(h))
+               for g, h, t, legacy in pairs)
+
+
+_RULES = _tensor_rules()
+
+
+def _translate(name, to):
+  """The rule and other side's name of tensor `name`, or (None, None).
+
+  Args:
+    name: a Google name (to == HF) or a Hugging Face name without the
+      "bert." prefix (to == GOOGLE).
+    to: the side to name it on.
+  """
+  for rule in _RULES:
+    if to == HF and rule.legacy:
+      continue
+    match = (rule.google_re if to == HF else rule.hf_re).match(name)
+    if match:
+      target = rule.hf if to == HF else rule.google
+      return rule, target.format(**match.groupdict())
+  return None, None
+
+
+def google_to_hf_name(name, architecture=PLAIN_ENCODER):
+  """The Hugging Face name of Google tensor `name` in `architecture`
+  (None for a name outside the table)."""
+  _, hf = _translate(name, HF)
+  if hf is not None and name.startswith("bert/") and (
+      architecture != PLAIN_ENCODER):
+    hf = _HF_ENCODER_PREFIX + hf
+  return hf
+
+
+def hf_to_google_name(name):
+  """The Google name of Hugging Face tensor `name`, "bert." prefix or not
+  (None for a name outside the table)."""
+  return _translate(_strip_encoder_prefix(name), GOOGLE)[1]
+
+
+def _strip_encoder_prefix(name):
+  if name.startswith(_HF_ENCODER_PREFIX):
+    return name[len(_HF_ENCODER_PREFIX):]
+  return name
+
+
+def is_training_state(name):
+  """Whether Google tensor `name` is optimizer or step state."""
+  return name in _TRAINING_STATE_NAMES or name.endswith(
+      _TRAINING_STATE_SUFFIXES)
+
+
+# ------------------------------------------------------------ activations
+
+
+def hf_activation(google_act, where):
+  """Hugging Face's hidden_act for bert_config.json's `google_act`."""
+  for google, hf in _ACTIVATIONS:
+    if google == str(google_act).lower():
+      return hf
+  raise cli.UserError(
+      "%s: hidden_act %r has no Hugging Face counterpart; convertible: %s."
+      % (where, google_act, ", ".join(sorted({g for g, _ in _ACTIVATIONS}))))
+
+
+def google_activation(hf_act, where):
+  """bert_config.json's hidden_act for Hugging Face's `hf_act`."""
+  for google, hf in _ACTIVATIONS:
+    if hf == hf_act:
+      return google
+  raise cli.UserError(
+      "%s: hidden_act %r is not one this project computes; convertible: %s."
+      % (where, hf_act, ", ".join(hf for _, hf in _ACTIVATIONS)))
+
+
+# ---------------------------------------------------------------- configs
+
+
+def _read_json(path, what):
+  """The JSON object in file `path`; UserError naming it otherwise."""
+  try:
+    with tf.io.gfile.GFile(path, "r") as reader:
+      value = json.load(reader)
+  except ValueError as e:
+    raise cli.UserError("%s is not valid JSON (%s); %s." % (path, e, what)
+                        ) from None
+  if not isinstance(value, dict):
+    raise cli.UserError("%s must hold a JSON object; %s." % (path, what))
+  return value
+
+
+def _check_model_type(hf_config, where):
+  model_type = hf_config.get("model_type", "bert")
+  if model_type == "bert":
+    return
+  reason = _OTHER_MODEL_TYPES.get(model_type, "its architecture differs")
+  raise cli.UserError(
+      "%s: model_type %r is not supported (%s); only BERT models "
+      '(model_type "bert") convert to Google\'s layout.' %
+      (where, model_type, reason))
+
+
+def bert_config_dict_from_hf(hf_config, where):
+  """bert_config.json's fields for Hugging Face config `hf_config`.
+
+  Raises:
+    cli.UserError naming the field whose value Google's BERT cannot
+    represent (another model_type, LayerNorm epsilon, position embeddings,
+    a decoder, an activation it does not compute).
+  """
+  _check_model_type(hf_config, where)
+  for field, required, default in _FIXED_HF_FIELDS:
+    value = hf_config.get(field, default)
+    if value != required:
+      raise cli.UserError(
+          "%s: %s is %r; Google's BERT has %r only, so this model cannot be "
+          "converted." % (where, field, value, required))
+  values = {field: hf_config.get(field, default)
+            for field, default in _SHARED_CONFIG_FIELDS}
+  values["hidden_act"] = google_activation(hf_config.get("hidden_act", "gelu"),
+                                           where)
+  return dict(sorted(values.items()))
+
+
+def hf_config_dict(bert_config, architecture, labels, task, pad_token_id):
+  """Hugging Face's config.json for `bert_config` (a dict of
+  bert_config.json) and the model's head.
+
+  Args:
+    architecture: one of `_ARCHITECTURES`' names.
+    labels: the classifier's label list (strings; [None] for regression),
+      or None.
+    task: the fine-tuning task's name or None.
+    pad_token_id: the id of [PAD].
+  """
+  config = {"architectures": [architecture], "model_type": "bert"}
+  config.update({field: bert_config[field]
+                 for field, _ in _SHARED_CONFIG_FIELDS})
+  config["hidden_act"] = hf_activation(bert_config.get("hidden_act", "gelu"),
+                                       "bert_config.json")
+  config.update({field: value for field, value, _ in _FIXED_HF_FIELDS[:2]})
+  config["pad_token_id"] = pad_token_id
+  if labels is not None:
+    regression = list(labels) == [None]
+    names = ["LABEL_0"] if regression else [str(label) for label in labels]
+    config["id2label"] = {str(i): name for i, name in enumerate(names)}
+    config["label2id"] = {name: i for i, name in enumerate(names)}
+    config["problem_type"] = ("regression" if regression else
+                              "single_label_classification")
+  if task:
+    config["finetuning_task"] = task
+  return config
+
+
+def hf_labels(hf_config, where):
+  """The label list of a Hugging Face classifier config ([None] for a
+  regression, which is what one label means there), or None when it names
+  no labels."""
+  id2label = hf_config.get("id2label")
+  if not id2label:
+    count = hf_config.get("num_labels")
+    labels = None if count is None else ["LABEL_%d" % i for i in range(count)]
+  else:
+    try:
+      ids = sorted(int(i) for i in id2label)
+    except (TypeError, ValueError):
+      ids = None
+    if ids != list(range(len(id2label))):
+      raise cli.UserError("%s: id2label's keys must be the ids 0 to %d, got "
+                          "%s." % (where, len(id2label) - 1, sorted(id2label)))
+    labels = [id2label[str(i)] for i in ids]
+  if hf_config.get("problem_type") == "regression" or (
+      labels is not None and len(labels) == 1):
+    return [None]
+  return labels
+
+
+def is_hf_config(path):
+  """Whether JSON file `path` is Hugging Face's config.json (it names a
+  model_type or architectures; bert_config.json does neither)."""
+  config = _read_json(path, "a model config must be a JSON object")
+  return "model_type" in config or "architectures" in config
+
+
+def load_bert_config(config_file):
+  """modeling.BertConfig of a bert_config.json or a Hugging Face
+  config.json (converted: Hugging Face's "gelu" becomes "gelu_exact")."""
+  if is_hf_config(config_file):
+    values = bert_config_dict_from_hf(
+        _read_json(config_file, "pass the model's config.json"), config_file)
+    return modeling.BertConfig.from_dict(values)
+  try:
+    return modeling.BertConfig.from_json_file(config_file)
+  except (ValueError, FileNotFoundError) as e:
+    raise cli.UserError(str(e)) from None
+
+
+def resolve_bert_config_file(path, work_dir):
+  """A bert_config.json for `path`: itself if it is one; for a Hugging Face
+  config.json (or a folder holding one), its conversion written once into
+  `work_dir` (named by the sha256 of the config's content)."""
+  if os.path.isdir(path):
+    path = os.path.join(path, HF_CONFIG_FILE)
+  if not is_hf_config(path):
+    return path
+  values = bert_config_dict_from_hf(
+      _read_json(path, "pass the model's config.json"), path)
+  target = os.path.join(work_dir, "bert_config-%s.json" %
+                        run_record.config_sha256(path)[:16])
+  if not tf.io.gfile.exists(target):
+    tf.io.gfile.makedirs(work_dir)
+    output_files.write_text(target, _json_text(values))
+  return target
+
+
+def _json_text(value):
+  return json.dumps(value, indent=2, sort_keys=True) + "\n"
+
+
+# -------------------------------------------------------- tensors and heads
+
+
+def architecture_of(google_names, where):
+  """The Hugging Face architecture of a Google checkpoint's tensor names.
+
+  Raises:
+    cli.UserError: a head is incomplete, or the heads make no architecture
+      (e.g. a classifier beside a SQuAD head).
+  """
+  names = set(google_names)
+  present = []
+  for head, head_names in _HEADS:
+    found = [name for name in head_names if name in names]
+    if found and len(found) < len(head_names):
+      missing = sorted(set(head_names) - names)[0]
+      raise cli.UserError("%s has %s but not %s; its %s head is incomplete."
+                          % (where, found[0], missing, head))
+    if found:
+      present.append(head)
+  for architecture, heads in _ARCHITECTURES:
+    if set(heads) == set(present):
+      return architecture
+  raise cli.UserError("%s holds the %s heads together; convert a checkpoint "
+                      "of one task." % (where, " and ".join(present)))
+
+
+def head_tensor_names(architecture):
+  """The Google names of `architecture`'s head tensors."""
+  heads = dict(_HEADS)
+  return [name for head in dict(_ARCHITECTURES)[architecture]
+          for name in heads[head]]
+
+
+def expected_shapes(bert_config, architecture, num_labels=None):
+  """{Google name: shape} of a model with `architecture`'s head."""
+  h, v = bert_config.hidden_size, bert_config.vocab_size
+  shapes = dict(checkpoint_checks.bert_variable_shapes(bert_config))
+  heads = {
+      "cls/predictions/transform/dense/kernel": [h, h],
+      "cls/predictions/transform/dense/bias": [h],
+      "cls/predictions/transform/LayerNorm/gamma": [h],
+      "cls/predictions/transform/LayerNorm/beta": [h],
+      "cls/predictions/output_bias": [v],
+      "cls/seq_relationship/output_weights": [2, h],
+      "cls/seq_relationship/output_bias": [2],
+      "output_weights": [num_labels, h],
+      "output_bias": [num_labels],
+      "cls/squad/output_weights": [2, h],
+      "cls/squad/output_bias": [2],
+  }
+  shapes.update({name: heads[name]
+                 for name in head_tensor_names(architecture)})
+  return shapes
+
+
+_POOLER = ("bert/pooler/dense/kernel", "bert/pooler/dense/bias")
+
+
+def check_tensors(tensors, bert_config, architecture, where, config_where,
+                  num_labels=None):
+  """Refuses a missing or extra tensor, or a shape the config does not make.
+
+  The pooler may be missing (Hugging Face's masked-LM and question
+  answering models have none); a warning says so.
+
+  Args:
+    tensors: {Google name: np.ndarray}.
+    where, config_where: how to name the weights and the config.
+
+  Raises:
+    cli.UserError naming the first tensor that is missing, extra or
+    misshapen.
+  """
+  expected = expected_shapes(bert_config, architecture, num_labels)
+  sizes = "%s (%d layers, hidden size %d, %s)" % (
+      config_where, bert_config.num_hidden_layers, bert_config.hidden_size,
+      architecture)
+  for name in sorted(tensors):
+    if name not in expected:
+      raise cli.UserError(
+          "%s holds tensor %s, which is not part of the model of %s; pass "
+          "the weights and the config of one BERT model." % (
+              where, name, sizes))
+  for name, shape in expected.items():
+    if name not in tensors:
+      if name in _POOLER:
+        continue
+      raise cli.UserError("%s lacks %s, which %s needs; pass the weights and "
+                          "the config of one model." % (where, name, sizes))
+    if list(tensors[name].shape) != list(shape):
+      raise cli.UserError(
+          "%s holds %s of shape %s, but %s makes it %s; pass the weights and "
+          "the config of one model." % (where, name, list(tensors[name].shape),
+                                        config_where, list(shape)))
+  if not all(name in tensors for name in _POOLER):
+    logging.warning("%s has no pooler (bert/pooler/dense); a model that reads "
+                    "the pooled output starts it from random values.", where)
+
+
+def _num_labels(tensors):
+  weights = tensors.get("output_weights")
+  return None if weights is None else int(weights.shape[0])
+
+
+def google_to_hf_tensors(tensors, architecture):
+  """Google tensors (training state already removed) renamed and laid out
+  as Hugging Face's {name: C-contiguous np.ndarray}.
+
+  Raises:
+    cli.UserError naming a tensor outside the table.
+  """
+  out = {}
+  for name, value in tensors.items():
+    rule, hf = _translate(name, HF)
+    if rule is None:
+      raise cli.UserError(
+          "tensor %s is not part of a BERT model this converter knows "
+          "(encoder, pooler, pretraining, classifier or SQuAD head)." % name)
+    if name.startswith("bert/") and architecture != PLAIN_ENCODER:
+      hf = _HF_ENCODER_PREFIX + hf
+    out[hf] = np.ascontiguousarray(value.T if rule.transpose else value)
+  return out
+
+
+def hf_to_google_tensors(tensors, where):
+  """Hugging Face tensors renamed and laid out as Google's; buffers and the
+  tied copies of the masked LM's output layer are checked and dropped.
+
+  Raises:
+    cli.UserError naming a tensor outside the table, a buffer or tied copy
+    with an unexpected value, or a name given twice.
+  """
+  plain = {}
+  for name, value in tensors.items():
+    short = _strip_encoder_prefix(name)
+    if short in plain:
+      raise cli.UserError("%s holds %s both with and without the prefix "
+                          "'bert.'." % (where, short))
+    plain[short] = value
+  _check_tied_copies(plain, where)
+  out = {}
+  for name, value in plain.items():
+    if name in _HF_BUFFERS:
+      _check_buffer(name, value, where)
+      continue
+    if name in (_HF_DECODER_WEIGHT, _HF_DECODER_BIAS):
+      continue
+    rule, google = _translate(name, GOOGLE)
+    if rule is None:
+      raise cli.UserError(
+          "%s holds tensor %s, which is not part of a BERT model this "
+          "converter knows (encoder, pooler, pretraining, classifier or "
+          "question answering head)." % (where, name))
+    if google in out:
+      raise cli.UserError("%s holds %s twice (new and legacy LayerNorm "
+                          "names)." % (where, google))
+    out[google] = _float32(value.T if rule.transpose else value, name, where)
+  return out
+
+
+def _float32(value, name, where):
+  """`value` as C-contiguous float32; half precision widens exactly."""
+  if value.dtype not in (np.float32, np.float16):
+    raise cli.UserError("%s holds %s as %s; BERT's weights are floating "
+                        "point (float32 or float16)." % (where, name,
+                                                         value.dtype))
+  return np.ascontiguousarray(value, dtype=np.float32)
+
+
+def _check_buffer(name, value, where):
+  """Position ids must be 0, 1, ... and token type ids 0."""
+  flat = np.asarray(value).reshape(-1)
+  want = (np.arange(flat.size) if name.endswith("position_ids") else
+          np.zeros(flat.size))
+  if not np.array_equal(flat, want):
+    raise cli.UserError(
+        "%s holds %s with values other than %s; this model numbers its "
+        "inputs differently from BERT and cannot be converted." %
+        (where, name, "0, 1, 2, ..." if name.endswith("position_ids") else
+         "0"))
+
+
+def _check_tied_copies(plain, where):
+  """The masked LM's decoder must be the word embeddings and its bias the
+  head's bias: Google's model has one tensor for each pair. A file with
+  only the decoder's bias gets it as the head's bias."""
+  decoder = plain.get(_HF_DECODER_WEIGHT)
+  embeddings = plain.get("embeddings.word_embeddings.weight")
+  if decoder is not None and (embeddings is None or
+                              not np.array_equal(decoder, embeddings)):
+    raise cli.UserError(
+        "%s: %s differs from the word embeddings; Google's BERT ties the two, "
+        "so this model cannot be converted." % (where, _HF_DECODER_WEIGHT))
+  bias = plain.get(_HF_DECODER_BIAS)
+  if bias is None:
+    return
+  if "cls.predictions.bias" not in plain:
+    plain["cls.predictions.bias"] = bias
+  elif not np.array_equal(bias, plain["cls.predictions.bias"]):
+    raise cli.UserError("%s: %s differs from cls.predictions.bias; Google's "
+                        "BERT has one output bias." % (where,
+                                                       _HF_DECODER_BIAS))
+
+
+# ------------------------------------------------------------------ input
+
+
+def detect_layout(path):
+  """GOOGLE or HF: which layout --input holds.
+
+  A folder with config.json or Hugging Face weights is Hugging Face's;
+  a checkpoint prefix, or a folder with a checkpoint, is Google's.
+
+  Raises:
+    cli.UserError when it is neither.
+  """
+  if os.path.isdir(path):
+    names = set(os.listdir(path))
+    if names & {HF_CONFIG_FILE, HF_WEIGHTS_FILE, HF_SHARDS_INDEX_FILE} or (
+        names & set(PYTORCH_WEIGHTS_FILES)):
+      return HF
+    if any(name.endswith(".index") for name in names):
+      return GOOGLE
+  elif tf.io.gfile.exists(path + ".index"):
+    return GOOGLE
+  raise cli.UserError(
+      "--input=%s is neither a Hugging Face model folder (config.json and "
+      "model.safetensors) nor a Google checkpoint (a prefix such as "
+      ".../bert_model.ckpt, or a folder holding one)." % path)
+
+
+def google_checkpoint_prefix(path):
+  """The checkpoint of --input: the prefix itself, a folder's latest
+  checkpoint (its `checkpoint` file), or a folder's only checkpoint."""
+  if not os.path.isdir(path):
+    return path
+  latest = tf.train.latest_checkpoint(path)
+  if latest:
+    return latest
+  prefixes = sorted(name[:-len(".index")] for name in os.listdir(path)
+                    if name.endswith(".index"))
+  if len(prefixes) != 1:
+    raise cli.UserError(
+        "--input=%s holds %s; pass the checkpoint prefix (e.g. %s)." % (
+            path, "checkpoints %s" % ", ".join(prefixes) if prefixes else
+            "no checkpoint", os.path.join(path, GOOGLE_CHECKPOINT_NAME)))
+  return os.path.join(path, prefixes[0])
+
+
+def read_google_checkpoint(prefix):
+  """{name: np.ndarray} of every tensor of checkpoint `prefix`.
+
+  Raises:
+    cli.UserError naming the checkpoint when it cannot be read.
+  """
+  try:
+    reader = tf.train.load_checkpoint(prefix)
+    return {name: reader.get_tensor(name)
+            for name in sorted(reader.get_variable_to_shape_map())}
+  except (tf.errors.OpError, ValueError, IndexError) as e:
+    raise cli.UserError(
+        "checkpoint %s cannot be read (%s); pass an intact checkpoint "
+        "prefix (without .index or .data-*)." % (
+            prefix, " ".join(str(e).split())[:200])) from None
+
+
+def _split_training_state(tensors):
+  """(model tensors, names of training state left out)."""
+  model = {n: v for n, v in tensors.items() if not is_training_state(n)}
+  return model, sorted(set(tensors) - set(model))
+
+
+def hf_weight_files(folder):
+  """The safetensors files of a Hugging Face folder (one, or the shards its
+  index lists).
+
+  Raises:
+    cli.UserError when the folder has no safetensors weights, saying how to
+    make them from PyTorch weights.
+  """
+  single = os.path.join(folder, HF_WEIGHTS_FILE)
+  if os.path.exists(single):
+    return [single]
+  index = os.path.join(folder, HF_SHARDS_INDEX_FILE)
+  if os.path.exists(index):
+    weight_map = _read_json(index, "it lists the weight shards").get(
+        "weight_map", {})
+    return [os.path.join(folder, name)
+            for name in sorted(set(weight_map.values()))]
+  if any(os.path.exists(os.path.join(folder, name))
+         for name in PYTORCH_WEIGHTS_FILES):
+    raise cli.UserError(
+        "%s has PyTorch weights (pytorch_model.bin) only, which need PyTorch "
+        "to read; save them as safetensors first, e.g. with transformers: "
+        "AutoModel.from_pretrained(dir).save_pretrained(dir, "
+        "safe_serialization=True)." % folder)
+  raise cli.UserError("%s has no %s; pass a Hugging Face model folder." % (
+      folder, HF_WEIGHTS_FILE))
+
+
+def read_safetensors(files):
+  """{name: np.ndarray} of all `files`.
+
+  Raises:
+    cli.UserError naming a file that cannot be read or a name in two files.
+  """
+  from safetensors import numpy as safetensors_numpy  # pylint: disable=g-import-not-at-top
+  tensors = {}
+  for path in files:
+    try:
+      loaded = safetensors_numpy.load_file(path)
+    except FileNotFoundError:
+      raise cli.UserError("%s not found (listed in %s)." % (
+          path, HF_SHARDS_INDEX_FILE)) from None
+    except TypeError as e:  # NumPy has no bfloat16.
+      raise cli.UserError(
+          "%s holds tensors NumPy cannot read (%s); save the model in "
+          "float32 (e.g. model.float().save_pretrained(dir))." % (path, e)
+          ) from None
+    except Exception as e:  # pylint: disable=broad-except
+      raise cli.UserError("%s is not a readable safetensors file (%s)." % (
+          path, " ".join(str(e).split())[:200])) from None
+    for name in loaded:
+      if name in tensors:
+        raise cli.UserError("%s appears in two weight files (%s)." % (
+            name, path))
+    tensors.update(loaded)
+  return tensors
+
+
+def _hf_config_path(folder):
+  path = os.path.join(folder, HF_CONFIG_FILE)
+  if not os.path.exists(path):
+    raise cli.UserError(
+        "%s has no config.json; a Hugging Face model folder needs the "
+        "config.json that was saved with its weights." % folder)
+  return path
+
+
+def hf_do_lower_case(folder, vocab):
+  """The casing of a Hugging Face folder's tokenizer: tokenizer_config.json,
+  else tokenizer.json's normalizer, else the vocabulary's pieces."""
+  path = os.path.join(folder, HF_TOKENIZER_CONFIG_FILE)
+  if os.path.exists(path):
+    value = _read_json(path, "it configures the tokenizer").get(
+        "do_lower_case")
+    if value is not None:
+      return bool(value)
+  normalizer = (_read_tokenizer_json(folder) or {}).get("normalizer") or {}
+  if "lowercase" in normalizer:
+    return bool(normalizer["lowercase"])
+  return _casing_of_vocab(vocab, folder, "add \"do_lower_case\" to its "
+                          "tokenizer_config.json")
+
+
+def _casing_of_vocab(tokens, where, fix):
+  """do_lower_case as the vocabulary's pieces tell it."""
+  cased = tokenization.vocab_is_cased(tokens)
+  if cased is None:
+    raise cli.UserError("The casing of %s's vocabulary cannot be told from "
+                        "its pieces; %s." % (where, fix))
+  return not cased
+
+
+def _read_tokenizer_json(folder):
+  path = os.path.join(folder, HF_TOKENIZER_FILE)
+  if not os.path.exists(path):
+    return None
+  return _read_json(path, "it is the tokenizer's description")
+
+
+def hf_vocab(folder):
+  """The WordPiece tokens of a Hugging Face folder in id order: vocab.txt,
+  else tokenizer.json's WordPiece vocabulary.
+
+  Raises:
+    cli.UserError when the folder has neither.
+  """
+  path = os.path.join(folder, VOCAB_FILE)
+  if os.path.exists(path):
+    return list(tokenization.load_vocab(path))
+  model = (_read_tokenizer_json(folder) or {}).get("model") or {}
+  vocab = model.get("vocab")
+  if model.get("type") == "WordPiece" and isinstance(vocab, dict):
+    return [token for token, _ in sorted(vocab.items(), key=lambda t: t[1])]
+  raise cli.UserError(
+      "%s has no vocab.txt and no WordPiece tokenizer.json; BERT's "
+      "tokenizer needs the model's WordPiece vocabulary." % folder)
+
+
+# ----------------------------------------------------------------- writing
+
+
+def write_google_checkpoint(tensors, prefix):
+  """Saves {name: np.ndarray} as TensorFlow checkpoint `prefix` (what
+  tf.train.load_checkpoint and init_from_checkpoint read), under a
+  temporary prefix renamed when complete."""
+  temporary = prefix + output_files.TEMPORARY_SUFFIX
+  with tf.Graph().as_default():
+    feeds, variables = {}, {}
+    for name, value in tensors.items():
+      placeholder = tf.compat.v1.placeholder(tf.as_dtype(value.dtype),
+                                             value.shape)
+      variables[name] = tf.compat.v1.Variable(placeholder, name="v")
+      feeds[placeholder] = value
+    saver = tf.compat.v1.train.Saver(var_list=variables, max_to_keep=None)
+    with tf.compat.v1.Session() as sess:
+      sess.run([v.initializer for v in variables.values()], feeds)
+      saved = saver.save(sess, temporary, write_meta_graph=False,
+                         write_state=False)
+  data_files = tf.io.gfile.glob(saved + ".data-*")
+  # The index last: a prefix with an index is complete.
+  for path in data_files + [saved + ".index"]:
+    tf.io.gfile.rename(path, prefix + path[len(saved):], overwrite=True)
+
+
+def write_safetensors(tensors, path):
+  """Saves {name: np.ndarray} as a safetensors file transformers loads."""
+  from safetensors import numpy as safetensors_numpy  # pylint: disable=g-import-not-at-top
+  with output_files.replacing(path) as temporary:
+    safetensors_numpy.save_file(tensors, temporary,
+                                metadata={"format": "pt"})
+    # safetensors makes the file readable by its owner only; give it the
+    # permissions of the other files written here.
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(temporary, 0o666 & ~mask)
+
+
+def _write_vocab(tokens, path):
+  output_files.write_text(path, "".join(token + "\n" for token in tokens))
+
+
+def hf_tokenizer_config(do_lower_case, max_length):
+  """tokenizer_config.json of BERT's WordPiece tokenizer."""
+  return {"tokenizer_class": "BertTokenizer", "do_lower_case": do_lower_case,
+          "do_basic_tokenize": True, "tokenize_chinese_chars": True,
+          "strip_accents": None, "model_max_length": max_length,
+          "unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]",
+          "cls_token": "[CLS]", "mask_token": "[MASK]"}
+
+
+class _NewFolder(object):
+  """Writes an output folder under a temporary name; renamed when done.
+
+  The folder must not exist or be empty, so nothing of the user's is
+  overwritten; on an error the temporary folder is removed.
+  """
+
+  def __init__(self, path):
+    self.path = path
+    if os.path.isdir(path) and os.listdir(path):
+      raise cli.UserError("--output_dir=%s already holds files; pass a new "
+                          "or empty folder." % path)
+    if os.path.exists(path) and not os.path.isdir(path):
+      raise cli.UserError("--output_dir=%s is a file; pass a folder." % path)
+    self.temporary = path.rstrip("/") + output_files.TEMPORARY_SUFFIX
+
+  def __enter__(self):
+    if os.path.exists(self.temporary):
+      shutil.rmtree(self.temporary)
+    os.makedirs(self.temporary)
+    return self.temporary
+
+  def __exit__(self, kind, value, trace):
+    if kind is not None:
+      shutil.rmtree(self.temporary, ignore_errors=True)
+      return False
+    if os.path.isdir(self.path):
+      os.rmdir(self.path)
+    os.rename(self.temporary, self.path)
+    return False
+
+
+# -------------------------------------------------------------- converting
+
+
+Model = collections.namedtuple(
+    "Model", "tensors bert_config architecture labels task do_lower_case "
+    "vocab source")
+Model.__doc__ = """A model read from either layout, in Google's terms.
+
+  tensors: {Google name: float32 np.ndarray}, no training state.
+  bert_config: dict of bert_config.json's fields.
+  architecture: Hugging Face's name of the model's head.
+  labels: the classifier's labels ([None] for regression) or None.
+  task: the fine-tuning task's name or None.
+  do_lower_case: the tokenizer's casing.
+  vocab: the WordPiece tokens in id order.
+  source: what was read (for the log and run_info.json).
+"""
+
+
+def read_hf_model(folder):
+  """The `Model` of a Hugging Face folder.
+
+  Raises:
+    cli.UserError naming the file and field or tensor that does not fit.
+  """
+  config_path = _hf_config_path(folder)
+  weight_files = hf_weight_files(folder)
+  hf_config = _read_json(config_path, "pass the model's config.json")
+  bert_config = bert_config_dict_from_hf(hf_config, config_path)
+  where = ", ".join(weight_files)
+  tensors = hf_to_google_tensors(read_safetensors(weight_files), where)
+  architecture = architecture_of(tensors, where)
+  _check_declared_architecture(hf_config, architecture, config_path)
+  labels = None
+  if architecture == "BertForSequenceClassification":
+    labels = hf_labels(hf_config, config_path) or [
+        "LABEL_%d" % i for i in range(_num_labels(tensors))]
+    if len(labels) != _num_labels(tensors):
+      raise cli.UserError(
+          "%s names %d labels (id2label), but classifier.weight has %d rows."
+          % (config_path, len(labels), _num_labels(tensors)))
+  config = modeling.BertConfig.from_dict(bert_config)
+  check_tensors(tensors, config, architecture, where, config_path,
+                _num_labels(tensors))
+  vocab = hf_vocab(folder)
+  task = hf_config.get("finetuning_task") or (
+      "squad" if architecture == "BertForQuestionAnswering" else None)
+  return Model(tensors, bert_config, architecture, labels, task,
+               hf_do_lower_case(folder, vocab), vocab,
+               {"layout": HF, "path": os.path.abspath(folder),
+                "sha256": _files_sha256(weight_files + [config_path])})
+
+
+def _check_declared_architecture(hf_config, architecture, config_path):
+  """config.json's `architectures` must be convertible, and a task model's
+  must be the one its weights make."""
+  declared = hf_config.get("architectures") or []
+  known = [name for name, _ in _ARCHITECTURES]
+  for name in declared:
+    if name not in known:
+      raise cli.UserError(
+          "%s: architectures names %s, which is not supported; convertible "
+          "are %s." % (config_path, name, ", ".join(known)))
+  tasks = set(_TASK_ARCHITECTURES)
+  if declared and (tasks & set(declared) or architecture in tasks) and (
+      architecture not in declared):
+    raise cli.UserError(
+        "%s names architectures %s, but the weights make a %s; pass the "
+        "config.json saved with these weights." % (
+            config_path, declared, architecture))
+
+
+def _files_sha256(paths):
+  """One sha256 over the bytes of `paths` in order."""
+  digest = hashlib.sha256()
+  for path in paths:
+    digest.update(run_record.file_sha256(path).encode("ascii"))
+  return digest.hexdigest()
+
+
+def read_google_model(path, bert_config_file=None, vocab_file=None,
+                      do_lower_case=None):
+  """The `Model` of a Google checkpoint (prefix or folder).
+
+  Args:
+    path: a checkpoint prefix, or a folder with a checkpoint (its latest).
+    bert_config_file, vocab_file: default: bert_config.json and vocab.txt
+      beside the checkpoint.
+    do_lower_case: default: run_info.json's beside the checkpoint, else
+      the vocabulary's casing.
+
+  Raises:
+    cli.UserError naming the file or tensor that does not fit.
+  """
+  prefix = google_checkpoint_prefix(path)
+  folder = os.path.dirname(prefix)
+  bert_config_file = bert_config_file or os.path.join(
+      folder, run_record.CONFIG_FILE)
+  vocab_file = vocab_file or os.path.join(folder, VOCAB_FILE)
+  for flag, file_path in (("--bert_config_file", bert_config_file),
+                          ("--vocab_file", vocab_file)):
+    if not tf.io.gfile.exists(file_path):
+      raise cli.UserError("%s not found; pass %s." % (file_path, flag))
+  config = load_bert_config(bert_config_file)
+  tensors, dropped = _split_training_state(read_google_checkpoint(prefix))
+  if dropped:
+    logging.info("Left out %d tensors of training state (optimizer slots, "
+                 "step counters, accumulators), e.g. %s.", len(dropped),
+                 dropped[0])
+  architecture = architecture_of(tensors, prefix)
+  check_tensors(tensors, config, architecture, prefix, bert_config_file,
+                _num_labels(tensors))
+  record = run_record.read(folder) or {}
+  labels = record.get("labels") if architecture == (
+      "BertForSequenceClassification") else None
+  if architecture == "BertForSequenceClassification" and labels is None:
+    labels = ["LABEL_%d" % i for i in range(_num_labels(tensors))]
+    logging.warning("No run_info.json beside %s: the classifier's labels are "
+                    "named %s.", prefix, ", ".join(labels))
+  if labels is not None and len(labels) != _num_labels(tensors):
+    raise cli.UserError(
+        "%s lists %d labels, but %s's output_weights has %d rows." % (
+            os.path.join(folder, run_record.RECORD_FILE), len(labels), prefix,
+            _num_labels(tensors)))
+  vocab = list(tokenization.load_vocab(vocab_file))
+  if do_lower_case is None:
+    do_lower_case = record.get("do_lower_case")
+  if do_lower_case is None:
+    do_lower_case = _casing_of_vocab(vocab, vocab_file,
+                                     "pass --do_lower_case")
+  return Model(tensors, config.to_dict(), architecture, labels,
+               record.get("task"), bool(do_lower_case), vocab,
+               {"layout": GOOGLE, "path": os.path.abspath(prefix)})
+
+
+def write_hf_model(model, folder):
+  """Writes `model` into `folder` in Hugging Face's layout."""
+  tensors = google_to_hf_tensors(model.tensors, model.architecture)
+  pad_token_id = model.vocab.index("[PAD]") if "[PAD]" in model.vocab else 0
+  config = hf_config_dict(model.bert_config, model.architecture,
+                          model.labels, model.task, pad_token_id)
+  write_safetensors(tensors, os.path.join(folder, HF_WEIGHTS_FILE))
+  output_files.write_text(os.path.join(folder, HF_CONFIG_FILE),
+                          _json_text(config))
+  output_files.write_text(
+      os.path.join(folder, HF_TOKENIZER_CONFIG_FILE),
+      _json_text(hf_tokenizer_config(
+          model.do_lower_case, model.bert_config["max_position_embeddings"])))
+  _write_vocab(model.vocab, os.path.join(folder, VOCAB_FILE))
+
+
+def write_google_model(model, folder):
+  """Writes `model` into `folder` in Google's layout (bert_model.ckpt,
+  bert_config.json, vocab.txt, run_info.json)."""
+  write_google_checkpoint(model.tensors,
+                          os.path.join(folder, GOOGLE_CHECKPOINT_NAME))
+  output_files.write_text(os.path.join(folder, run_record.CONFIG_FILE),
+                          _json_text(model.bert_config))
+  _write_vocab(model.vocab, os.path.join(folder, VOCAB_FILE))
+  record = {"task": model.task, "labels": model.labels,
+            "do_lower_case": model.do_lower_case,
+            "converted_from": model.source}
+  output_files.write_text(os.path.join(folder, run_record.RECORD_FILE),
+                          _json_text(record))
+
+
+def convert(input_path, output_dir, layout=None, **google_files):
+  """Converts the model at `input_path` into the other layout.
+
+  Args:
+    input_path: a Hugging Face folder or a Google checkpoint (prefix or
+      folder).
+    output_dir: a new (or empty) folder.
+    layout: GOOGLE or HF, the layout of `input_path`; None recognizes it.
+    **google_files: bert_config_file, vocab_file, do_lower_case for a
+      Google input (`read_google_model`).
+
+  Returns:
+    The layout written (GOOGLE or HF).
+  """
+  layout = layout or detect_layout(input_path)
+  target = _NewFolder(output_dir)
+  if layout == HF:
+    model = read_hf_model(input_path)
+  else:
+    model = read_google_model(input_path, **google_files)
+  with target as folder:
+    (write_google_model if layout == HF else write_hf_model)(model, folder)
+  logging.info("Wrote %s (%s, %d tensors, %s layout) from %s.", output_dir,
+               model.architecture, len(model.tensors),
+               "Google's" if layout == HF else "Hugging Face's",
+               model.source["path"])
+  return GOOGLE if layout == HF else HF
+
+
+def resolve_init_checkpoint(path, work_dir):
+  """The checkpoint prefix that --init_checkpoint=`path` stands for.
+
+  A Hugging Face folder is converted into `work_dir/hf-<key>/` (beside the
+  checkpoint: bert_config.json, vocab.txt, run_info.json), keyed by the
+  sha256 of its weights and config; a later call with the same files
+  reuses that conversion. Anything else is returned unchanged.
+
+  Returns:
+    A checkpoint prefix for modeling.get_assignment_map_from_checkpoint and
+    tf.compat.v1.train.init_from_checkpoint.
+  """
+  if not (os.path.isdir(path) and detect_layout(path) == HF):
+    return path
+  key = _files_sha256(hf_weight_files(path) + [_hf_config_path(path)])
+  folder = os.path.join(work_dir, "hf-%s" % key[:16])
+  prefix = os.path.join(folder, GOOGLE_CHECKPOINT_NAME)
+  if _converted_from(folder) == key:
+    logging.info("--init_checkpoint=%s: using its conversion %s.", path,
+                 prefix)
+    return prefix
+  if os.path.isdir(folder):
+    shutil.rmtree(folder)
+  # Another process may convert the same folder at the same time: each
+  # writes its own, and the first to finish names it.
+  staging = "%s.%d" % (folder, os.getpid())
+  convert(path, staging, HF)
+  try:
+    os.rename(staging, folder)
+  except OSError:
+    shutil.rmtree(staging)
+  return prefix
+
+
+def _converted_from(folder):
+  """The source sha256 in run_info.json of a converted folder, or None."""
+  if not os.path.exists(os.path.join(folder, run_record.RECORD_FILE)):
+    return None
+  return (run_record.read(folder).get("converted_from") or {}).get("sha256")
+
+
+def bert_config_file_of(init_checkpoint):
+  """bert_config.json beside a checkpoint prefix, or None."""
+  path = os.path.join(os.path.dirname(init_checkpoint), run_record.CONFIG_FILE)
+  return path if tf.io.gfile.exists(path) else None
+
+
+# ------------------------------------------------------------- the command
+
+
+def define_flags(flag_values=flags.FLAGS):
+  """The command's flags (called from `__main__` only)."""
+  flags.DEFINE_string(
+      "input", None, "The model to convert: a Hugging Face folder "
+      "(config.json, model.safetensors, vocab.txt) or a Google checkpoint "
+      "prefix (.../bert_model.ckpt) or folder (its latest checkpoint).",
+      flag_values=flag_values)
+  flags.DEFINE_string(
+      "output_dir", None, "New or empty folder for the converted model, in "
+      "the other layout.", flag_values=flag_values)
+  flags.DEFINE_enum(
+      "from", None, [GOOGLE, HF], "Layout of --input; recognized when not "
+      "given.", flag_values=flag_values)
+  flags.DEFINE_string(
+      "bert_config_file", None, "Google input only: its bert_config.json "
+      "(default: the one beside the checkpoint).", flag_values=flag_values)
+  flags.DEFINE_string(
+      "vocab_file", None, "Google input only: its vocab.txt (default: the "
+      "one beside the checkpoint).", flag_values=flag_values)
+  flags.DEFINE_bool(
+      "do_lower_case", None, "Google input only: the tokenizer's casing "
+      "(default: run_info.json's beside the checkpoint, else told from the "
+      "vocabulary).", flag_values=flag_values)
+  flags.mark_flags_as_required(["input", "output_dir"],
+                               flag_values=flag_values)
+
+
+def main(_):
+  logging.set_verbosity(logging.INFO)
+  values = flags.FLAGS
+  layout = values["from"].value
+  google_files = {}
+  if (layout or detect_layout(values.input)) == GOOGLE:
+    google_files = {"bert_config_file": values.bert_config_file,
+                    "vocab_file": values.vocab_file,
+                    "do_lower_case": values.do_lower_case}
+  convert(values.input, values.output_dir, layout, **google_files)
+
+
+if __name__ == "__main__":
+  define_flags()
+  cli.run(main)
