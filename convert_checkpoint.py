@@ -500,7 +500,7 @@ _POOLER = ("bert/pooler/dense/kernel", "bert/pooler/dense/bias")
 
 
 def check_tensors(tensors, bert_config, architecture, where, config_where,
-                  num_labels=None):
+                  num_labels=None, display=str):
   """Refuses a missing or extra tensor, or a shape the config does not make.
 
   The pooler may be missing (Hugging Face's masked-LM and question
@@ -509,6 +509,7 @@ def check_tensors(tensors, bert_config, architecture, where, config_where,
   Args:
     tensors: {Google name: np.ndarray}.
     where, config_where: how to name the weights and the config.
+    display: a Google name -> the name to show (the input's own).
 
   Raises:
     cli.UserError naming the first tensor that is missing, extra or
@@ -523,18 +524,20 @@ def check_tensors(tensors, bert_config, architecture, where, config_where,
       raise cli.UserError(
           "%s holds tensor %s, which is not part of the model of %s; pass "
           "the weights and the config of one BERT model." % (
-              where, name, sizes))
+              where, display(name), sizes))
   for name, shape in expected.items():
     if name not in tensors:
       if name in _POOLER:
         continue
       raise cli.UserError("%s lacks %s, which %s needs; pass the weights and "
-                          "the config of one model." % (where, name, sizes))
+                          "the config of one model." % (
+                              where, display(name), sizes))
     if list(tensors[name].shape) != list(shape):
       raise cli.UserError(
           "%s holds %s of shape %s, but %s makes it %s; pass the weights and "
-          "the config of one model." % (where, name, list(tensors[name].shape),
-                                        config_where, list(shape)))
+          "the config of one model." % (
+              where, display(name), list(tensors[name].shape), config_where,
+              list(shape)))
   if not all(name in tensors for name in _POOLER):
     logging.warning("%s has no pooler (bert/pooler/dense); a model that reads "
                     "the pooled output starts it from random values.", where)
@@ -569,6 +572,9 @@ def hf_to_google_tensors(tensors, where):
   """Hugging Face tensors renamed and laid out as Google's; buffers and the
   tied copies of the masked LM's output layer are checked and dropped.
 
+  Returns:
+    ({Google name: float32 np.ndarray}, {Google name: Hugging Face name}).
+
   Raises:
     cli.UserError naming a tensor outside the table, a buffer or tied copy
     with an unexpected value, or a name given twice.
@@ -581,7 +587,8 @@ def hf_to_google_tensors(tensors, where):
                           "'bert.'." % (where, short))
     plain[short] = value
   _check_tied_copies(plain, where)
-  out = {}
+  out, origins = {}, {}
+  prefixed = {_strip_encoder_prefix(name): name for name in tensors}
   for name, value in plain.items():
     if name in _HF_BUFFERS:
       _check_buffer(name, value, where)
@@ -593,12 +600,13 @@ def hf_to_google_tensors(tensors, where):
       raise cli.UserError(
           "%s holds tensor %s, which is not part of a BERT model this "
           "converter knows (encoder, pooler, pretraining, classifier or "
-          "question answering head)." % (where, name))
+          "question answering head)." % (where, prefixed.get(name, name)))
     if google in out:
       raise cli.UserError("%s holds %s twice (new and legacy LayerNorm "
                           "names)." % (where, google))
     out[google] = _float32(value.T if rule.transpose else value, name, where)
-  return out
+    origins[google] = prefixed.get(name, name)
+  return out, origins
 
 
 def _float32(value, name, where):
@@ -735,10 +743,21 @@ def hf_weight_files(folder):
     raise cli.UserError(
         "%s has PyTorch weights (pytorch_model.bin) only, which need PyTorch "
         "to read; save them as safetensors first, e.g. with transformers: "
-        "AutoModel.from_pretrained(dir).save_pretrained(dir, "
-        "safe_serialization=True)." % folder)
+        "%s.from_pretrained(dir).save_pretrained(dir, "
+        "safe_serialization=True)." % (folder, _model_class(folder)))
   raise cli.UserError("%s has no %s; pass a Hugging Face model folder." % (
       folder, HF_WEIGHTS_FILE))
+
+
+def _model_class(folder):
+  """The transformers class config.json names (AutoModel without one)."""
+  path = os.path.join(folder, HF_CONFIG_FILE)
+  if os.path.exists(path):
+    architectures = _read_json(path, "pass the model's config.json").get(
+        "architectures")
+    if architectures:
+      return architectures[0]
+  return "AutoModel"
 
 
 def read_safetensors(files):
@@ -945,7 +964,8 @@ def read_hf_model(folder):
   hf_config = _read_json(config_path, "pass the model's config.json")
   bert_config = bert_config_dict_from_hf(hf_config, config_path)
   where = ", ".join(weight_files)
-  tensors = hf_to_google_tensors(read_safetensors(weight_files), where)
+  tensors, origins = hf_to_google_tensors(read_safetensors(weight_files),
+                                          where)
   architecture = architecture_of(tensors, where)
   _check_declared_architecture(hf_config, architecture, config_path)
   labels = None
@@ -958,7 +978,8 @@ def read_hf_model(folder):
           % (config_path, len(labels), _num_labels(tensors)))
   config = modeling.BertConfig.from_dict(bert_config)
   check_tensors(tensors, config, architecture, where, config_path,
-                _num_labels(tensors))
+                _num_labels(tensors), display=lambda name: origins.get(
+                    name, google_to_hf_name(name, architecture)))
   vocab = hf_vocab(folder)
   task = hf_config.get("finetuning_task") or (
       "squad" if architecture == "BertForQuestionAnswering" else None)
