@@ -37,6 +37,7 @@ import shutil
 from absl import flags
 from absl import logging
 import numpy as np
+from safetensors import numpy as safetensors_numpy
 # Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
 import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
 import tensorflow as tf
@@ -255,12 +256,6 @@ def google_to_hf_name(name, architecture=PLAIN_ENCODER):
   return hf
 
 
-def hf_to_google_name(name):
-  """The Google name of Hugging Face tensor `name`, "bert." prefix or not
-  (None for a name outside the table)."""
-  return _translate(_strip_encoder_prefix(name), GOOGLE)[1]
-
-
 def _strip_encoder_prefix(name):
   if name.startswith(_HF_ENCODER_PREFIX):
     return name[len(_HF_ENCODER_PREFIX):]
@@ -301,6 +296,8 @@ def google_activation(hf_act, where):
 
 def _read_json(path, what):
   """The JSON object in file `path`; UserError naming it otherwise."""
+  if not tf.io.gfile.exists(path):
+    raise cli.UserError("%s not found; %s." % (path, what))
   try:
     with tf.io.gfile.GFile(path, "r") as reader:
       value = json.load(reader)
@@ -342,6 +339,10 @@ def bert_config_dict_from_hf(hf_config, where):
             for field, default in _SHARED_CONFIG_FIELDS}
   values["hidden_act"] = google_activation(hf_config.get("hidden_act", "gelu"),
                                            where)
+  try:
+    modeling.BertConfig.from_dict(values)
+  except ValueError as e:
+    raise cli.UserError("%s: %s" % (where, e)) from None
   return dict(sorted(values.items()))
 
 
@@ -361,7 +362,7 @@ def hf_config_dict(bert_config, architecture, labels, task, pad_token_id):
                  for field, _ in _SHARED_CONFIG_FIELDS})
   config["hidden_act"] = hf_activation(bert_config.get("hidden_act", "gelu"),
                                        "bert_config.json")
-  config.update({field: value for field, value, _ in _FIXED_HF_FIELDS[:2]})
+  config.update({field: value for field, value, _ in _FIXED_HF_FIELDS})
   config["pad_token_id"] = pad_token_id
   if labels is not None:
     regression = list(labels) == [None]
@@ -401,7 +402,8 @@ def hf_labels(hf_config, where):
 def is_hf_config(path):
   """Whether JSON file `path` is Hugging Face's config.json (it names a
   model_type or architectures; bert_config.json does neither)."""
-  config = _read_json(path, "a model config must be a JSON object")
+  config = _read_json(path, "pass bert_config.json or Hugging Face's "
+                      "config.json")
   return "model_type" in config or "architectures" in config
 
 
@@ -557,14 +559,13 @@ def google_to_hf_tensors(tensors, architecture):
   """
   out = {}
   for name, value in tensors.items():
-    rule, hf = _translate(name, HF)
+    rule, _ = _translate(name, HF)
     if rule is None:
       raise cli.UserError(
           "tensor %s is not part of a BERT model this converter knows "
           "(encoder, pooler, pretraining, classifier or SQuAD head)." % name)
-    if name.startswith("bert/") and architecture != PLAIN_ENCODER:
-      hf = _HF_ENCODER_PREFIX + hf
-    out[hf] = np.ascontiguousarray(value.T if rule.transpose else value)
+    out[google_to_hf_name(name, architecture)] = np.ascontiguousarray(
+        value.T if rule.transpose else value)
   return out
 
 
@@ -766,7 +767,6 @@ def read_safetensors(files):
   Raises:
     cli.UserError naming a file that cannot be read or a name in two files.
   """
-  from safetensors import numpy as safetensors_numpy  # pylint: disable=g-import-not-at-top
   tensors = {}
   for path in files:
     try:
@@ -878,7 +878,6 @@ def write_google_checkpoint(tensors, prefix):
 
 def write_safetensors(tensors, path):
   """Saves {name: np.ndarray} as a safetensors file transformers loads."""
-  from safetensors import numpy as safetensors_numpy  # pylint: disable=g-import-not-at-top
   with output_files.replacing(path) as temporary:
     safetensors_numpy.save_file(tensors, temporary,
                                 metadata={"format": "pt"})
@@ -1102,7 +1101,8 @@ def write_google_model(model, folder):
                           _json_text(record))
 
 
-def convert(input_path, output_dir, layout=None, **google_files):
+def convert(input_path, output_dir, layout=None, *, bert_config_file=None,
+            vocab_file=None, do_lower_case=None):
   """Converts the model at `input_path` into the other layout.
 
   Args:
@@ -1110,18 +1110,28 @@ def convert(input_path, output_dir, layout=None, **google_files):
       folder).
     output_dir: a new (or empty) folder.
     layout: GOOGLE or HF, the layout of `input_path`; None recognizes it.
-    **google_files: bert_config_file, vocab_file, do_lower_case for a
-      Google input (`read_google_model`).
+    bert_config_file, vocab_file, do_lower_case: for a Google input only
+      (`read_google_model`).
 
   Returns:
     The layout written (GOOGLE or HF).
+
+  Raises:
+    cli.UserError naming the file, tensor or field that does not fit.
   """
   layout = layout or detect_layout(input_path)
+  google_only = {"--bert_config_file": bert_config_file,
+                 "--vocab_file": vocab_file, "--do_lower_case": do_lower_case}
+  given = [flag for flag, value in google_only.items() if value is not None]
+  if layout == HF and given:
+    raise cli.UserError("%s applies to a Google checkpoint only; a Hugging "
+                        "Face folder's own files are used." % given[0])
   target = _NewFolder(output_dir)
   if layout == HF:
     model = read_hf_model(input_path)
   else:
-    model = read_google_model(input_path, **google_files)
+    model = read_google_model(input_path, bert_config_file, vocab_file,
+                              do_lower_case)
   with target as folder:
     (write_google_model if layout == HF else write_hf_model)(model, folder)
   logging.info("Wrote %s (%s, %d tensors, %s layout) from %s.", output_dir,
@@ -1211,13 +1221,9 @@ def define_flags(flag_values=flags.FLAGS):
 def main(_):
   logging.set_verbosity(logging.INFO)
   values = flags.FLAGS
-  layout = values["from"].value
-  google_files = {}
-  if (layout or detect_layout(values.input)) == GOOGLE:
-    google_files = {"bert_config_file": values.bert_config_file,
-                    "vocab_file": values.vocab_file,
-                    "do_lower_case": values.do_lower_case}
-  convert(values.input, values.output_dir, layout, **google_files)
+  convert(values.input, values.output_dir, values["from"].value,
+          bert_config_file=values.bert_config_file,
+          vocab_file=values.vocab_file, do_lower_case=values.do_lower_case)
 
 
 if __name__ == "__main__":

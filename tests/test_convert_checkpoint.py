@@ -458,6 +458,7 @@ def test_bad_hf_tensors_are_refused(pretrained, tmp_path, change, message):
     ({"position_embedding_type": "relative_key"},
      "position_embedding_type is 'relative_key'"),
     ({"hidden_act": "silu"}, "hidden_act 'silu'"),
+    ({"vocab_size": "many"}, "vocab_size must be a positive integer"),
     ({"architectures": ["BertForTokenClassification"]},
      "architectures names BertForTokenClassification, which is not "
      "supported"),
@@ -502,6 +503,15 @@ def test_google_checkpoint_with_unknown_tensor_is_refused(tmp_path):
   with pytest.raises(cli.UserError, match="holds tensor bert/encoder/layer_0/"
                      "adapter/kernel, which is not part of the model"):
     convert_checkpoint.convert(folder, str(tmp_path / "out"))
+
+
+def test_google_only_options_are_refused_for_hf_input(pretrained,
+                                                     tmp_path):
+  _, hf_dir = pretrained
+  with pytest.raises(cli.UserError, match="--vocab_file applies to a Google "
+                     "checkpoint only"):
+    convert_checkpoint.convert(hf_dir, str(tmp_path / "out"),
+                               vocab_file=UNCASED_VOCAB)
 
 
 def test_output_dir_with_files_is_refused(pretrained, tmp_path):
