@@ -46,6 +46,7 @@ import quiet_tensorflow  # pylint: disable=unused-import
 import tensorflow as tf
 
 import convert_checkpoint
+import hf_mapping
 import modeling
 import run_classifier
 import run_squad
@@ -238,7 +239,7 @@ def check_classifier(work_dir, config_file):
   reader = tf.train.load_checkpoint(prefix)
   original = {name: reader.get_tensor(name)
               for name in reader.get_variable_to_shape_map()
-              if not convert_checkpoint.is_training_state(name)}
+              if not hf_mapping.is_training_state(name)}
   reader = tf.train.load_checkpoint(os.path.join(back, "bert_model.ckpt"))
   names = sorted(reader.get_variable_to_shape_map())
   exact = names == sorted(original) and all(

@@ -20,6 +20,7 @@ import checkpoint_checks
 import cli
 import conftest
 import convert_checkpoint
+import hf_mapping
 import modeling
 import run_classifier
 import run_record
@@ -186,16 +187,16 @@ def test_hf_config_json_serves_as_bert_config_file(tmp_path):
 
 
 def test_activation_names_map_both_ways():
-  to_hf = {g: convert_checkpoint.hf_activation(g, "x")
+  to_hf = {g: hf_mapping.hf_activation(g, "x")
            for g in ("gelu", "gelu_exact", "relu", "tanh")}
   assert to_hf == {"gelu": "gelu_new", "gelu_exact": "gelu", "relu": "relu",
                    "tanh": "tanh"}
-  to_google = {h: convert_checkpoint.google_activation(h, "x")
+  to_google = {h: hf_mapping.google_activation(h, "x")
                for h in ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu")}
   assert to_google == {"gelu": "gelu_exact", "gelu_new": "gelu",
                        "gelu_pytorch_tanh": "gelu", "relu": "relu"}
   with pytest.raises(cli.UserError, match="hidden_act 'silu'"):
-    convert_checkpoint.google_activation("silu", "config.json")
+    hf_mapping.google_activation("silu", "config.json")
 
 
 # --------------------------------------------- fine-tuned checkpoints here
