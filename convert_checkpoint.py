@@ -34,6 +34,7 @@ import shutil
 
 from absl import flags
 from absl import logging
+import safetensors
 from safetensors import numpy as safetensors_numpy
 # Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
 import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
@@ -184,7 +185,8 @@ def read_google_checkpoint(prefix):
 
 def _split_training_state(tensors):
   """(model tensors, names of training state left out)."""
-  model = {n: v for n, v in tensors.items() if not hf_mapping.is_training_state(n)}
+  model = {n: v for n, v in tensors.items()
+           if not hf_mapping.is_training_state(n)}
   return model, sorted(set(tensors) - set(model))
 
 
@@ -245,7 +247,7 @@ def read_safetensors(files):
           "%s holds tensors NumPy cannot read (%s); save the model in "
           "float32 (e.g. model.float().save_pretrained(dir))." % (path, e)
           ) from None
-    except Exception as e:  # pylint: disable=broad-except
+    except (safetensors.SafetensorError, OSError) as e:
       raise cli.UserError("%s is not a readable safetensors file (%s)." % (
           path, " ".join(str(e).split())[:200])) from None
     for name in loaded:
@@ -298,22 +300,29 @@ def _read_tokenizer_json(folder):
 
 
 def hf_vocab(folder):
-  """The WordPiece tokens of a Hugging Face folder in id order: vocab.txt,
-  else tokenizer.json's WordPiece vocabulary.
+  """(tokens in id order, vocab.txt or None) of a Hugging Face folder: its
+  vocab.txt, else tokenizer.json's WordPiece vocabulary.
 
   Raises:
-    cli.UserError when the folder has neither.
+    cli.UserError when the folder has neither, or tokenizer.json's ids are
+    not 0, 1, 2, ...
   """
   path = os.path.join(folder, VOCAB_FILE)
   if os.path.exists(path):
-    return list(tokenization.load_vocab(path))
+    return list(tokenization.load_vocab(path)), path
   model = (_read_tokenizer_json(folder) or {}).get("model") or {}
   vocab = model.get("vocab")
-  if model.get("type") == "WordPiece" and isinstance(vocab, dict):
-    return [token for token, _ in sorted(vocab.items(), key=lambda t: t[1])]
-  raise cli.UserError(
-      "%s has no vocab.txt and no WordPiece tokenizer.json; BERT's "
-      "tokenizer needs the model's WordPiece vocabulary." % folder)
+  if model.get("type") != "WordPiece" or not isinstance(vocab, dict):
+    raise cli.UserError(
+        "%s has no vocab.txt and no WordPiece tokenizer.json; BERT's "
+        "tokenizer needs the model's WordPiece vocabulary." % folder)
+  ordered = sorted(vocab.items(), key=lambda item: item[1])
+  if [i for _, i in ordered] != list(range(len(ordered))):
+    raise cli.UserError("%s: the WordPiece ids are not 0 to %d; pass a "
+                        "folder with the model's vocab.txt." % (
+                            os.path.join(folder, HF_TOKENIZER_FILE),
+                            len(ordered) - 1))
+  return [token for token, _ in ordered], None
 
 
 # ----------------------------------------------------------------- writing
@@ -354,8 +363,13 @@ def write_safetensors(tensors, path):
     os.chmod(temporary, 0o666 & ~mask)
 
 
-def _write_vocab(tokens, path):
-  output_files.write_text(path, "".join(token + "\n" for token in tokens))
+def _write_vocab(model, path):
+  """The model's vocab.txt: a copy of the one read (byte for byte), else
+  its tokens one per line."""
+  if model.vocab_file:
+    output_files.copy(model.vocab_file, path)
+  else:
+    output_files.write_text(path, "".join(t + "\n" for t in model.vocab))
 
 
 class _NewFolder(object):
@@ -395,7 +409,7 @@ class _NewFolder(object):
 
 Model = collections.namedtuple(
     "Model", "tensors bert_config architecture labels task do_lower_case "
-    "vocab source")
+    "vocab vocab_file source")
 Model.__doc__ = """A model read from either layout, in Google's terms.
 
   tensors: {Google name: float32 np.ndarray}, no training state.
@@ -405,6 +419,7 @@ Model.__doc__ = """A model read from either layout, in Google's terms.
   task: the fine-tuning task's name or None.
   do_lower_case: the tokenizer's casing.
   vocab: the WordPiece tokens in id order.
+  vocab_file: the vocab.txt they were read from, or None.
   source: what was read (for the log and run_info.json).
 """
 
@@ -420,29 +435,43 @@ def read_hf_model(folder):
   hf_config = _read_json(config_path, "pass the model's config.json")
   bert_config = hf_mapping.bert_config_dict_from_hf(hf_config, config_path)
   where = ", ".join(weight_files)
-  tensors, origins = hf_mapping.hf_to_google_tensors(read_safetensors(weight_files),
-                                          where)
+  tensors, origins = hf_mapping.hf_to_google_tensors(
+      read_safetensors(weight_files), where)
   architecture = hf_mapping.architecture_of(tensors, where)
   hf_mapping.check_declared_architecture(hf_config, architecture, config_path)
+  outputs = hf_mapping.classifier_outputs(tensors)
+  hf_mapping.check_tensors(
+      tensors, modeling.BertConfig.from_dict(bert_config), architecture,
+      where, config_path, outputs, display=lambda name: origins.get(
+          name, hf_mapping.google_to_hf_name(name, architecture)))
   labels = None
-  if architecture == "BertForSequenceClassification":
-    labels = hf_mapping.hf_labels(hf_config, config_path) or [
-        "LABEL_%d" % i for i in range(hf_mapping.classifier_outputs(tensors))]
-    if len(labels) != hf_mapping.classifier_outputs(tensors):
-      raise cli.UserError(
-          "%s names %d labels (id2label), but classifier.weight has %d rows."
-          % (config_path, len(labels), hf_mapping.classifier_outputs(tensors)))
-  config = modeling.BertConfig.from_dict(bert_config)
-  hf_mapping.check_tensors(tensors, config, architecture, where, config_path,
-                hf_mapping.classifier_outputs(tensors), display=lambda name: origins.get(
-                    name, hf_mapping.google_to_hf_name(name, architecture)))
-  vocab = hf_vocab(folder)
+  if outputs is not None:
+    labels = _checked_labels(hf_mapping.hf_labels(hf_config, config_path),
+                             outputs, "%s's id2label" % config_path)
+  vocab, vocab_file = hf_vocab(folder)
   task = hf_config.get("finetuning_task") or (
       "squad" if architecture == "BertForQuestionAnswering" else None)
   return Model(tensors, bert_config, architecture, labels, task,
-               hf_do_lower_case(folder, vocab), vocab,
+               hf_do_lower_case(folder, vocab), vocab, vocab_file,
                {"layout": HF, "path": os.path.abspath(folder),
                 "sha256": _files_sha256(weight_files + [config_path])})
+
+
+def _checked_labels(labels, outputs, where):
+  """The classifier's label list: `labels` when their count fits its
+  `outputs` ([None], regression, fits one), HF's default names without.
+
+  Raises:
+    cli.UserError naming `where` when the count differs.
+  """
+  if labels is None:
+    labels = ["LABEL_%d" % i for i in range(outputs)]
+    logging.warning("No labels are named for the classifier; they become %s.",
+                    ", ".join(labels))
+  if len(labels) != outputs:
+    raise cli.UserError("%s lists %d labels, but the classifier has %d "
+                        "outputs." % (where, len(labels), outputs))
+  return labels
 
 
 def _files_sha256(paths):
@@ -483,20 +512,14 @@ def read_google_model(path, bert_config_file=None, vocab_file=None,
                  "step counters, accumulators), e.g. %s.", len(dropped),
                  dropped[0])
   architecture = hf_mapping.architecture_of(tensors, prefix)
-  hf_mapping.check_tensors(tensors, config, architecture, prefix, bert_config_file,
-                hf_mapping.classifier_outputs(tensors))
+  outputs = hf_mapping.classifier_outputs(tensors)
+  hf_mapping.check_tensors(tensors, config, architecture, prefix,
+                           bert_config_file, outputs)
   record = run_record.read(folder) or {}
-  labels = record.get("labels") if architecture == (
-      "BertForSequenceClassification") else None
-  if architecture == "BertForSequenceClassification" and labels is None:
-    labels = ["LABEL_%d" % i for i in range(hf_mapping.classifier_outputs(tensors))]
-    logging.warning("No run_info.json beside %s: the classifier's labels are "
-                    "named %s.", prefix, ", ".join(labels))
-  if labels is not None and len(labels) != hf_mapping.classifier_outputs(tensors):
-    raise cli.UserError(
-        "%s lists %d labels, but %s's output_weights has %d rows." % (
-            os.path.join(folder, run_record.RECORD_FILE), len(labels), prefix,
-            hf_mapping.classifier_outputs(tensors)))
+  labels = None
+  if outputs is not None:
+    labels = _checked_labels(record.get("labels"), outputs, os.path.join(
+        folder, run_record.RECORD_FILE))
   vocab = list(tokenization.load_vocab(vocab_file))
   if do_lower_case is None:
     do_lower_case = record.get("do_lower_case")
@@ -504,7 +527,7 @@ def read_google_model(path, bert_config_file=None, vocab_file=None,
     do_lower_case = _casing_of_vocab(vocab, vocab_file,
                                      "pass --do_lower_case")
   return Model(tensors, config.to_dict(), architecture, labels,
-               record.get("task"), bool(do_lower_case), vocab,
+               record.get("task"), bool(do_lower_case), vocab, vocab_file,
                {"layout": GOOGLE, "path": os.path.abspath(prefix)})
 
 
@@ -521,7 +544,7 @@ def write_hf_model(model, folder):
       os.path.join(folder, HF_TOKENIZER_CONFIG_FILE),
       _json_text(hf_mapping.hf_tokenizer_config(
           model.do_lower_case, model.bert_config["max_position_embeddings"])))
-  _write_vocab(model.vocab, os.path.join(folder, VOCAB_FILE))
+  _write_vocab(model, os.path.join(folder, VOCAB_FILE))
 
 
 def write_google_model(model, folder):
@@ -531,7 +554,7 @@ def write_google_model(model, folder):
                           os.path.join(folder, GOOGLE_CHECKPOINT_NAME))
   output_files.write_text(os.path.join(folder, run_record.CONFIG_FILE),
                           _json_text(model.bert_config))
-  _write_vocab(model.vocab, os.path.join(folder, VOCAB_FILE))
+  _write_vocab(model, os.path.join(folder, VOCAB_FILE))
   record = {"task": model.task, "labels": model.labels,
             "do_lower_case": model.do_lower_case,
             "converted_from": model.source}

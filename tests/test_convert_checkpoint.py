@@ -545,3 +545,44 @@ def test_command_converts_and_errors_in_one_line(pretrained, tmp_path):
   lines = failed.stderr.strip().splitlines()
   assert lines[-1].startswith("convert_checkpoint.py: error: --input=")
   assert "Traceback" not in failed.stderr
+
+
+def test_classifier_labels_must_fit_its_outputs(tmp_path):
+  folder = _fine_tuned_folder(str(tmp_path / "mnli"), "mnli",
+                              ["contradiction", "entailment", "neutral"],
+                              _classifier)
+  hf_dir = str(tmp_path / "hf")
+  convert_checkpoint.convert(folder, hf_dir)
+  two = _hf_folder(tmp_path / "two", hf_dir, config={
+      "id2label": {"0": "no", "1": "yes"}, "label2id": {"no": 0, "yes": 1}})
+  with pytest.raises(cli.UserError, match="id2label lists 2 labels, but the "
+                     "classifier has 3 outputs"):
+    convert_checkpoint.convert(two, str(tmp_path / "out"))
+  qa = _hf_folder(tmp_path / "qa", hf_dir,
+                  config={"architectures": ["BertForQuestionAnswering"]})
+  with pytest.raises(cli.UserError, match="but the weights make a "
+                     "BertForSequenceClassification"):
+    convert_checkpoint.convert(qa, str(tmp_path / "out"))
+
+
+def test_vocabulary_and_casing_from_tokenizer_json(pretrained, tmp_path):
+  """A folder with tokenizer.json only (no vocab.txt, no
+  tokenizer_config.json): MiniLM's published tokenizer.json gives the
+  vocabulary (the published vocab.txt, line for line), and its normalizer
+  the casing, before what the vocabulary's pieces would tell."""
+  _, hf_dir = pretrained
+  folder = _hf_folder(tmp_path / "fast", hf_dir,
+                      drop=["vocab.txt", "tokenizer_config.json"])
+  tokenizer = _read_json(os.path.join(HF_MINILM_DIR, "tokenizer.json"))
+  assert tokenizer["normalizer"]["lowercase"] is True
+  for lowercase in (True, False):
+    tokenizer["normalizer"]["lowercase"] = lowercase
+    with open(os.path.join(folder, "tokenizer.json"), "w") as f:
+      json.dump(tokenizer, f)
+    out = str(tmp_path / ("google_%s" % lowercase))
+    convert_checkpoint.convert(folder, out)
+    assert _read_json(os.path.join(out, "run_info.json"))[
+        "do_lower_case"] is lowercase
+  with open(os.path.join(out, "vocab.txt"), "rb") as f:
+    with open(os.path.join(HF_MINILM_DIR, "vocab.txt"), "rb") as g:
+      assert f.read() == g.read()
