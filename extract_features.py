@@ -71,7 +71,8 @@ def define_flags(flag_values=flags.FLAGS):
                        "[SEP]); longer inputs are truncated.", flag_values=fv)
   flags.DEFINE_string("init_checkpoint", None,
                       "Checkpoint prefix of the pre-trained model, e.g. "
-                      ".../bert_model.ckpt.", flag_values=fv)
+                      ".../bert_model.ckpt, or a Hugging Face model folder.",
+                      flag_values=fv)
   flags.DEFINE_string("vocab_file", None,
                       "The vocab.txt the model was pre-trained with.",
                       flag_values=fv)
@@ -329,15 +330,18 @@ def feature_to_json(feature, layer_indexes, values):
 def _check_flags(flag_obj):
   """Refuses missing or unsupported flags before any slow work."""
   run_setup.check_tpu_flags(flag_obj)
-  for name in ("input_file", "output_file", "vocab_file", "bert_config_file",
-               "init_checkpoint"):
-    if not getattr(flag_obj, name):
-      raise cli.UserError("--%s is required." % name)
+  _check_required(flag_obj, ("input_file", "output_file", "init_checkpoint"))
   if flag_obj.batch_size < 1:
     raise cli.UserError("--batch_size=%d: must be at least 1." %
                         flag_obj.batch_size)
   tokenization.validate_case_matches_checkpoint(flag_obj.do_lower_case,
                                                 flag_obj.init_checkpoint)
+
+
+def _check_required(flag_obj, names):
+  for name in names:
+    if not getattr(flag_obj, name):
+      raise cli.UserError("--%s is required." % name)
 
 
 def _check_max_seq_length(max_seq_length, bert_config):
@@ -357,6 +361,10 @@ def run(flag_obj):
   the config's shapes) and the output file's folder.
   """
   _check_flags(flag_obj)
+  output_folder = os.path.dirname(os.path.abspath(flag_obj.output_file))
+  run_setup.use_hf_init_checkpoint(flag_obj, output_folder)
+  # A Hugging Face folder as --init_checkpoint supplies these two.
+  _check_required(flag_obj, ("vocab_file", "bert_config_file"))
   bert_config = run_setup.load_bert_config(flag_obj.bert_config_file)
   _check_max_seq_length(flag_obj.max_seq_length, bert_config)
   layer_indexes = parse_layers(flag_obj.layers,
@@ -366,7 +374,6 @@ def run(flag_obj):
   examples = read_examples(flag_obj.input_file)
   run_setup.check_init_checkpoint(flag_obj.init_checkpoint, bert_config,
                                   flag_obj.bert_config_file)
-  output_folder = os.path.dirname(os.path.abspath(flag_obj.output_file))
   run_setup.prepare_output_dir(
       output_folder, "the folder of --output_file=%s" % flag_obj.output_file)
   features = convert_examples_to_features(

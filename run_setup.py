@@ -37,6 +37,7 @@ import tensorflow as tf
 
 import checkpoint_checks
 import cli
+import convert_checkpoint
 import estimator
 import memory_flags
 import modeling
@@ -242,13 +243,51 @@ def check_required_files(flag_obj, do_train):
       flag_obj.output_dir)
 
 
+def use_hf_init_checkpoint(flag_obj, work_dir):
+  """Lets --init_checkpoint name a Hugging Face model folder.
+
+  The folder is converted once into `work_dir` (convert_checkpoint's
+  resolve_init_checkpoint caches it by content) and --init_checkpoint is
+  pointed at the converted checkpoint. --bert_config_file and --vocab_file,
+  when not given, become the converted ones; --do_lower_case, when not given
+  on the command line, becomes the model's casing. Anything else leaves the
+  flags alone.
+  """
+  path = _flag(flag_obj, "init_checkpoint")
+  if not path or not _is_hf_folder(path):
+    return
+  prepare_output_dir(work_dir)
+  prefix = convert_checkpoint.resolve_init_checkpoint(path, work_dir)
+  folder = os.path.dirname(prefix)
+  flag_obj.init_checkpoint = prefix
+  if not _flag(flag_obj, "bert_config_file"):
+    flag_obj.bert_config_file = os.path.join(folder, run_record.CONFIG_FILE)
+  if "vocab_file" in flag_obj and not (
+      flag_obj.vocab_file or _flag(flag_obj, "spm_model_file")):
+    flag_obj.vocab_file = os.path.join(folder, convert_checkpoint.VOCAB_FILE)
+  if "do_lower_case" in flag_obj and not flag_obj["do_lower_case"].present:
+    flag_obj.do_lower_case = run_record.read(folder)["do_lower_case"]
+  logging.info("--init_checkpoint=%s is a Hugging Face model: using its "
+               "conversion %s.", path, prefix)
+
+
+def _is_hf_folder(path):
+  try:
+    return os.path.isdir(path) and (
+        convert_checkpoint.detect_layout(path) == convert_checkpoint.HF)
+  except cli.UserError:
+    return False  # check_checkpoint_prefix explains what is expected.
+
+
 def check_checkpoint_prefix(init_checkpoint):
   """--init_checkpoint names a checkpoint: its .index file exists."""
   if not tf.io.gfile.exists(init_checkpoint + ".index"):
     raise cli.UserError(
         "--init_checkpoint=%s: %s.index not found. Pass the checkpoint "
-        "prefix (e.g. /path/to/bert_model.ckpt), not a directory or one of "
-        "its files (.index, .data-*)." % (init_checkpoint, init_checkpoint))
+        "prefix (e.g. /path/to/bert_model.ckpt) or a Hugging Face model "
+        "folder (config.json, model.safetensors), not one of the "
+        "checkpoint's files (.index, .data-*)." %
+        (init_checkpoint, init_checkpoint))
 
 
 def load_bert_config(bert_config_file):
@@ -324,6 +363,7 @@ def start(flag_obj, *, do_train, min_seq_length=MIN_SEQ_LENGTH):
   """
   logging.set_verbosity(logging.INFO)
   check_flags(flag_obj, do_train=do_train, min_seq_length=min_seq_length)
+  use_hf_init_checkpoint(flag_obj, flag_obj.output_dir)
   check_required_files(flag_obj, do_train)
   bert_config = load_bert_config(flag_obj.bert_config_file)
   check_max_seq_length(flag_obj, bert_config)

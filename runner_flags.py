@@ -36,7 +36,8 @@ def define_model_flags(max_seq_length_default, fv=flags.FLAGS):
   flags.DEFINE_string(
       "init_checkpoint", None,
       "Checkpoint prefix to start from, usually the pre-trained model's "
-      "bert_model.ckpt (applied only when a run starts fresh).",
+      "bert_model.ckpt, or a Hugging Face model folder (converted into "
+      "--output_dir); applied only when a run starts fresh.",
       flag_values=fv)
   flags.DEFINE_integer(
       "max_seq_length", max_seq_length_default,

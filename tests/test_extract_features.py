@@ -103,7 +103,8 @@ def test_tokens_and_truncation(extracted):
       "business", "doesn", "'", "t", "fit", "the", "[SEP]"]
 
 
-def _reference_layers(minilm_dir, input_ids, token_type_ids):
+def _reference_layers(minilm_dir, input_ids, token_type_ids,
+                      hidden_act=None):
   """All encoder layers of BertModel for one unpadded example.
 
   Returns:
@@ -111,6 +112,7 @@ def _reference_layers(minilm_dir, input_ids, token_type_ids):
   """
   config = modeling.BertConfig.from_json_file(
       os.path.join(minilm_dir, "bert_config.json"))
+  config.hidden_act = hidden_act or config.hidden_act
   checkpoint = os.path.join(minilm_dir, "bert_model.ckpt")
   with tf.Graph().as_default():
     model = modeling.BertModel(
@@ -141,6 +143,31 @@ def test_values_match_bert_model(extracted, minilm_dir):
     np.testing.assert_allclose(_layer(record, -1), reference[-1], atol=1e-5)
     np.testing.assert_allclose(_layer(record, -2), reference[-2], atol=1e-5)
   assert np.abs(_layer(records[0], -1) - _layer(records[0], -2)).max() > 0.1
+
+
+def test_hugging_face_folder_as_init_checkpoint(tmp_path, assets_dir,
+                                                 minilm_dir):
+  """The Hugging Face copy of MiniLM needs no --vocab_file or
+  --bert_config_file, and runs with the exact GELU it was trained with."""
+  input_file = tmp_path / "input.txt"
+  input_file.write_text("Hello, World!\n", encoding="utf-8")
+  output_file = tmp_path / "output.jsonl"
+  fv = flags.FlagValues()
+  extract_features.define_flags(fv)
+  fv(["extract_features.py", "--input_file=%s" % input_file,
+      "--output_file=%s" % output_file, "--layers=-1",
+      "--init_checkpoint=%s" % os.path.join(
+          assets_dir, "models", "all-minilm-l6-v2-hf"),
+      "--max_seq_length=%d" % SEQ_LENGTH])
+  extract_features.run(fv)
+  with open(output_file, encoding="utf-8") as f:
+    record = json.loads(f.readline())
+  assert _tokens(record) == ["[CLS]", "hello", ",", "world", "!", "[SEP]"]
+  hello_ids = [101, 7592, 1010, 2088, 999, 102]
+  exact = _reference_layers(minilm_dir, hello_ids, [0] * 6, "gelu_exact")
+  np.testing.assert_allclose(_layer(record, -1), exact[-1], atol=1e-5)
+  tanh = _reference_layers(minilm_dir, hello_ids, [0] * 6)
+  assert np.abs(_layer(record, -1) - tanh[-1]).max() > 1e-4
 
 
 def test_missing_input_file(tmp_path, minilm_dir):
