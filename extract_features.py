@@ -37,6 +37,7 @@ import cli
 import modeling
 import output_files
 import progress
+import run_classifier
 import run_setup
 import runner_flags
 import tokenization
@@ -167,7 +168,8 @@ def convert_examples_to_features(examples, seq_length, tokenizer):
     tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else []
     if tokens_b:
       # Room for [CLS], [SEP] and [SEP].
-      _truncate_seq_pair(tokens_a, tokens_b, seq_length - 3)
+      run_classifier._truncate_seq_pair(  # pylint: disable=protected-access
+          tokens_a, tokens_b, seq_length - 3)
     else:
       tokens_a = tokens_a[:seq_length - 2]
 
@@ -202,19 +204,6 @@ def _log_feature(feature):
   logging.info("input_mask: %s", " ".join(map(str, feature.input_mask)))
   logging.info("input_type_ids: %s",
                " ".join(map(str, feature.input_type_ids)))
-
-
-def _truncate_seq_pair(tokens_a, tokens_b, max_length):
-  """Drops tokens from the end of the longer list until both fit.
-
-  Cutting the longer one keeps as much of the shorter (often the more
-  informative, e.g. a question) as possible. Modifies the lists in place.
-  """
-  while len(tokens_a) + len(tokens_b) > max_length:
-    if len(tokens_a) > len(tokens_b):
-      tokens_a.pop()
-    else:
-      tokens_b.pop()
 
 
 def parse_layers(layers, num_hidden_layers):

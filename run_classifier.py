@@ -1109,6 +1109,5 @@ if __name__ == "__main__":
   define_flags()
   flags.mark_flag_as_required("data_dir")
   flags.mark_flag_as_required("task_name")
-  flags.mark_flag_as_required("bert_config_file")
   flags.mark_flag_as_required("output_dir")
   cli.run(main)

@@ -18,6 +18,7 @@ import tensorflow as tf
 import cli
 import extract_features
 import modeling
+import run_classifier
 import tokenization
 
 SEQ_LENGTH = 16
@@ -216,8 +217,8 @@ def test_read_examples(tmp_path):
 
 def test_truncate_seq_pair():
   a, b = list("abcde"), list("xy")
-  extract_features._truncate_seq_pair(a, b, 5)
+  run_classifier._truncate_seq_pair(a, b, 5)
   assert (a, b) == (list("abc"), list("xy"))
   a, b = list("abc"), list("xyz")
-  extract_features._truncate_seq_pair(a, b, 4)
+  run_classifier._truncate_seq_pair(a, b, 4)
   assert (a, b) == (list("ab"), list("xy"))
