@@ -1,0 +1,163 @@
+# coding=utf-8
+"""Whole-process peak memory of BERT training steps, ours and transformers'.
+
+Each run is a fresh child process timed by `/usr/bin/time -v`; its
+"Maximum resident set size" (start to exit: imports, graph, initialisation
+and every step) is the figure reported, the way peers are usually measured.
+Both sides run the same step: BERT with random weights, a 2-label classifier
+on the pooled output, dropout 0.1, an Adam-style update with global-norm
+clipping at 1.0, a fixed random batch.
+
+  ours          modeling.BertModel + optimization.create_optimizer in a plain
+                tf.compat.v1.Session: the library path of a user who builds
+                the graph as with Google's code (no runner, no estimator)
+  transformers  BertForSequenceClassification (PyTorch, CPU) + AdamW; with
+                --checkpointing its gradient_checkpointing_enable()
+
+    python bench/process_memory.py --impl=ours --model=large --seq=512 \
+        --batch=2 --checkpointing=false,true
+    bench/.venv/bin/python bench/process_memory.py --impl=transformers ...
+
+transformers needs bench/.venv (bash bench/setup_bench_env.sh).
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+MODELS = {"base": (12, 768), "large": (24, 1024)}
+TIMEOUT_SECONDS = 3600
+
+
+def _config(model):
+  layers, hidden = MODELS[model]
+  return dict(vocab_size=30522, hidden_size=hidden, num_hidden_layers=layers,
+              num_attention_heads=hidden // 64, intermediate_size=4 * hidden,
+              hidden_act="gelu", hidden_dropout_prob=0.1,
+              attention_probs_dropout_prob=0.1, max_position_embeddings=512,
+              type_vocab_size=2, initializer_range=0.02)
+
+
+def _batch(args):
+  """The same random ids and labels for both implementations."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  rng = np.random.RandomState(1)
+  ids = rng.randint(1000, 30000, [args.batch, args.seq]).astype(np.int64)
+  labels = np.arange(args.batch) % 2
+  return ids, labels
+
+
+def _run_ours(args):
+  """[float]: the losses of `args.steps` steps through the library path."""
+  import quiet_tensorflow  # pylint: disable=g-import-not-at-top,unused-import
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import modeling  # pylint: disable=g-import-not-at-top
+  import optimization  # pylint: disable=g-import-not-at-top
+  ids, labels = _batch(args)
+  config = modeling.BertConfig.from_dict(_config(args.model))
+  losses = []
+  with tf.Graph().as_default():
+    model = modeling.BertModel(
+        config, True, tf.constant(ids, tf.int32),
+        gradient_checkpointing=args.checkpointing == "true")
+    weights = tf.compat.v1.get_variable(
+        "output_weights", [2, config.hidden_size],
+        initializer=tf.compat.v1.truncated_normal_initializer(stddev=0.02))
+    logits = tf.matmul(model.get_pooled_output(), weights, transpose_b=True)
+    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=tf.constant(labels, tf.int32), logits=logits))
+    train_op = optimization.create_optimizer(loss, 2e-5, 1000, 100)
+    with tf.compat.v1.Session() as session:
+      session.run(tf.compat.v1.global_variables_initializer())
+      for _ in range(args.steps):
+        losses.append(float(session.run([train_op, loss])[1]))
+  return losses
+
+
+def _run_transformers(args):
+  """[float]: the losses of `args.steps` steps of transformers' model."""
+  import torch  # pylint: disable=g-import-not-at-top
+  import transformers  # pylint: disable=g-import-not-at-top
+  torch.manual_seed(1)
+  values = _config(args.model)
+  values["hidden_act"] = "gelu_new"  # The tanh GELU, as Google's.
+  config = transformers.BertConfig(num_labels=2, **values)
+  model = transformers.BertForSequenceClassification(config)
+  if args.checkpointing == "true":
+    model.gradient_checkpointing_enable()
+  model.train()
+  optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5,
+                                weight_decay=0.01)
+  ids, labels = _batch(args)
+  ids, labels = torch.from_numpy(ids), torch.from_numpy(labels)
+  losses = []
+  for _ in range(args.steps):
+    loss = model(input_ids=ids, labels=labels).loss
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    losses.append(float(loss))
+  return losses
+
+
+def _child(args):
+  run = _run_ours if args.impl == "ours" else _run_transformers
+  print(json.dumps({"losses": run(args)}))
+
+
+def _max_rss_gib(time_output):
+  kib = re.search(r"Maximum resident set size \(kbytes\): (\d+)",
+                  time_output)
+  return int(kib.group(1)) / 2**20
+
+
+def _measure(args, checkpointing):
+  """(peak GiB, elapsed text, losses) of one child process."""
+  command = ["/usr/bin/time", "-v", sys.executable, os.path.abspath(__file__),
+             "--child", "--impl=%s" % args.impl, "--model=%s" % args.model,
+             "--seq=%d" % args.seq, "--batch=%d" % args.batch,
+             "--steps=%d" % args.steps, "--checkpointing=%s" % checkpointing]
+  done = subprocess.run(command, capture_output=True, text=True,
+                        timeout=TIMEOUT_SECONDS, check=False)
+  if done.returncode != 0:
+    raise SystemExit("child failed (%d): %s" % (done.returncode,
+                                                 done.stderr[-2000:]))
+  elapsed = re.search(r"Elapsed \(wall clock\) time.*: (\S+)", done.stderr)
+  losses = json.loads(done.stdout.strip().splitlines()[-1])["losses"]
+  return _max_rss_gib(done.stderr), elapsed.group(1), losses
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--impl", choices=("ours", "transformers"),
+                      default="ours")
+  parser.add_argument("--model", choices=sorted(MODELS), default="large")
+  parser.add_argument("--seq", type=int, default=512)
+  parser.add_argument("--batch", type=int, default=2)
+  parser.add_argument("--steps", type=int, default=2)
+  parser.add_argument("--checkpointing", default="false,true",
+                      help="comma list of false/true")
+  parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+  args = parser.parse_args()
+  if args.child:
+    _child(args)
+    return
+  print("| impl | model | seq | batch | checkpointing | peak RSS GiB | "
+        "wall time | losses |")
+  print("|---|---|---:|---:|---|---:|---:|---|")
+  for checkpointing in args.checkpointing.split(","):
+    peak, elapsed, losses = _measure(args, checkpointing)
+    print("| %s | %s | %d | %d | %s | %.2f | %s | %s |" % (
+        args.impl, args.model, args.seq, args.batch, checkpointing, peak,
+        elapsed, ", ".join("%.4f" % x for x in losses)), flush=True)
+
+
+if __name__ == "__main__":
+  main()
