@@ -15,7 +15,6 @@ The functions do nothing (and return None or {}) where the C library is not
 glibc.
 """
 
-import contextlib
 import ctypes
 import threading
 
@@ -80,17 +79,6 @@ class HeapReleaser(object):
     self._done.set()
     self._thread.join()
     release_freed_heap()
-
-
-@contextlib.contextmanager
-def releasing_freed_heap(interval_seconds=1.0):
-  """Context in which a `HeapReleaser` runs, for work that frees scratch
-  memory on the heap while it goes on."""
-  releaser = HeapReleaser(interval_seconds)
-  try:
-    yield
-  finally:
-    releaser.stop()
 
 
 class FirstRunsReleaser(object):

@@ -61,9 +61,10 @@ def test_release_freed_heap_hands_freed_pages_back():
     libc.free(pin)
 
 
-def test_releasing_freed_heap_hands_pages_back_while_work_goes_on():
+def test_heap_releaser_hands_pages_back_while_work_goes_on():
   libc = _libc()
-  with host_memory.releasing_freed_heap(interval_seconds=0.05):
+  releaser = host_memory.HeapReleaser(interval_seconds=0.05)
+  try:
     blocks = [libc.malloc(BLOCK) for _ in range(NUM_BLOCKS)]
     for block in blocks:
       ctypes.memset(block, 1, BLOCK)
@@ -72,27 +73,30 @@ def test_releasing_freed_heap_hands_pages_back_while_work_goes_on():
       resident = _rss()
       for block in blocks:
         libc.free(block)
-      deadline = time.monotonic() + 5
+      deadline = time.monotonic() + 30
       while resident - _rss() < 48 * MIB and time.monotonic() < deadline:
         time.sleep(0.05)
       assert resident - _rss() > 48 * MIB
     finally:
       libc.free(pin)
+  finally:
+    releaser.stop()
   assert not any(thread.name == "release_freed_heap"
                  for thread in threading.enumerate())
 
 
-def test_releasing_freed_heap_hands_pages_back_when_the_block_ends():
+def test_heap_releaser_hands_pages_back_when_stopped():
   libc = _libc()
   blocks = [libc.malloc(BLOCK) for _ in range(NUM_BLOCKS)]
   for block in blocks:
     ctypes.memset(block, 1, BLOCK)
   pin = libc.malloc(BLOCK)  # See test_release_freed_heap_hands_freed_pages_back.
   try:
-    with host_memory.releasing_freed_heap(interval_seconds=3600):
-      for block in blocks:
-        libc.free(block)
-      kept = _rss()
+    releaser = host_memory.HeapReleaser(interval_seconds=3600)
+    for block in blocks:
+      libc.free(block)
+    kept = _rss()
+    releaser.stop()
     assert kept - _rss() > 48 * MIB
   finally:
     libc.free(pin)
