@@ -1,7 +1,8 @@
 """Tests of predictor.py: raw text in, the scripts' own predictions out.
 
-The references are the files the scripts write for the same examples and
-the same weights: run_classifier.py's test_results.tsv, run_squad.py's
+The references are the export's bare signature on the scripts' padded
+features, and the files the scripts write for the same examples and the
+same weights: run_classifier.py's test_results.tsv, run_squad.py's
 predictions.json, nbest_predictions.json and null_odds.json. Each model is a
 tiny one (2 layers) fine-tuned for a few steps and exported by the script
 (--export_dir), once per test session.
@@ -15,6 +16,7 @@ import sys
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 import cli
 import conftest
@@ -226,6 +228,29 @@ def test_mrpc_probabilities_equal_test_results(mrpc_dir, mrpc_model):
   one = mrpc_model.predict(examples[7].text_a, examples[7].text_b)
   np.testing.assert_allclose([one["probabilities"]["0"],
                               one["probabilities"]["1"]], expected[7],
+                             atol=1e-5)
+
+
+def test_mrpc_equals_the_signature_on_the_scripts_features(mrpc_dir,
+                                                           mrpc_model):
+  """The bare SavedModel signature, fed convert_single_example's padded
+  features of raw text outside the data set, gives the predictor's
+  probabilities."""
+  pairs = [("The committee met on Tuesday.", "On Tuesday the panel met."),
+           ("Prices rose sharply", "Nobody expected the storm to end.")]
+  tokenizer = tokenization.FullTokenizer(_vocab_file(), do_lower_case=True)
+  features = [run_classifier.convert_single_example(
+      i, run_classifier.InputExample(guid=None, text_a=a, text_b=b,
+                                     label="0"),
+      ["0", "1"], 48, tokenizer) for i, (a, b) in enumerate(pairs)]
+  serve = tf.saved_model.load(_only_export(os.path.join(
+      mrpc_dir, "export"))).signatures["serving_default"]
+  want = serve(**{name: tf.constant([getattr(f, name) for f in features],
+                                    tf.int32)
+                  for name in ("input_ids", "input_mask", "segment_ids")}
+               )["probabilities"].numpy()
+  got = [mrpc_model.predict(a, b)["probabilities"] for a, b in pairs]
+  np.testing.assert_allclose([[p["0"], p["1"]] for p in got], want,
                              atol=1e-5)
 
 
