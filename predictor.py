@@ -1,5 +1,5 @@
 # coding=utf-8
-"""Predicts raw text with a model that run_classifier.py or run_squad.py exported.
+"""Predicts raw text with a model run_classifier.py or run_squad.py exported.
 
     python predictor.py --export_dir=/tmp/mrpc_export --input=pairs.txt
     echo '{"question": "Who won?", "context": "..."}' | \
