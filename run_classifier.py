@@ -520,25 +520,7 @@ def convert_single_example(ex_index, example, label_list, max_seq_length,
         label_id=0.0 if _is_regression(label_list) else 0,
         is_real_example=False)
 
-  tokens_a = tokenizer.tokenize(example.text_a)
-  tokens_b = None
-  if example.text_b:
-    tokens_b = tokenizer.tokenize(example.text_b)
-
-  if tokens_b:
-    # Leave room for [CLS] and the two [SEP]s.
-    _truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
-  elif len(tokens_a) > max_seq_length - 2:
-    # Leave room for [CLS] and [SEP].
-    tokens_a = tokens_a[0:(max_seq_length - 2)]
-
-  # [CLS] a [SEP] b [SEP]; segment 0 covers [CLS] a [SEP], segment 1 the rest.
-  # The [CLS] vector is what the pooler (and so the classifier) reads.
-  tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
-  segment_ids = [0] * len(tokens)
-  if tokens_b:
-    tokens += tokens_b + ["[SEP]"]
-    segment_ids += [1] * (len(tokens_b) + 1)
+  tokens, segment_ids = example_tokens(example, max_seq_length, tokenizer)
 
   input_ids = tokenizer.convert_tokens_to_ids(tokens)
   # 1 marks a real token, 0 padding; attention never looks at padding.
@@ -564,6 +546,37 @@ def convert_single_example(ex_index, example, label_list, max_seq_length,
       segment_ids=segment_ids,
       label_id=label_id,
       is_real_example=True)
+
+
+def example_tokens(example, max_seq_length, tokenizer):
+  """The tokens of one example as the model reads them, unpadded.
+
+  Returns:
+    (tokens, segment_ids): [CLS] a [SEP] (b [SEP]), the pair cut to fit
+    max_seq_length, and the segment of each token (0 up to the first [SEP],
+    1 after it).
+  """
+  tokens_a = tokenizer.tokenize(example.text_a)
+  tokens_b = None
+  if example.text_b:
+    tokens_b = tokenizer.tokenize(example.text_b)
+
+  if tokens_b:
+    # Leave room for [CLS] and the two [SEP]s.
+    _truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
+  elif len(tokens_a) > max_seq_length - 2:
+    # Leave room for [CLS] and [SEP].
+    tokens_a = tokens_a[0:(max_seq_length - 2)]
+
+  # [CLS] a [SEP] b [SEP]; segment 0 covers [CLS] a [SEP], segment 1 the rest.
+  # The [CLS] vector is what the pooler (and so the classifier) reads.
+  tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
+  segment_ids = [0] * len(tokens)
+  if tokens_b:
+    tokens += tokens_b + ["[SEP]"]
+    segment_ids += [1] * (len(tokens_b) + 1)
+
+  return tokens, segment_ids
 
 
 def _label_id(example, label_list):

@@ -594,6 +594,57 @@ def _log_feature(feature, example, is_training):
     logging.info("answer: %s", tokenization.printable_text(answer_text))
 
 
+def example_features(example, tokenizer, max_seq_length, doc_stride,
+                     max_query_length, is_training, *, example_index=0,
+                     first_unique_id=_FIRST_UNIQUE_ID, pad=True):
+  """The features of one example, one per window.
+
+  Args:
+    example: a SquadExample.
+    tokenizer, max_seq_length, doc_stride, max_query_length, is_training:
+      as `convert_examples_to_features`.
+    example_index: the example's index, stored in its features.
+    first_unique_id: the unique_id of the first window; the others follow.
+    pad: whether to pad the id arrays with 0 to max_seq_length; without
+      padding each window's arrays have its own length (at most
+      max_seq_length), as a served request may.
+
+  Returns:
+    list of InputFeatures, in window order.
+  """
+  query_tokens = tokenizer.tokenize(example.question_text)[:max_query_length]
+  all_doc_tokens, tok_to_orig_index, orig_to_tok_index = (
+      _tokenize_document(example.doc_tokens, tokenizer))
+  tok_span = None
+  if is_training:
+    tok_span = _answer_token_span(example, all_doc_tokens, orig_to_tok_index,
+                                  tokenizer)
+  # [CLS], [SEP] and [SEP] take 3 positions.
+  max_tokens_for_doc = max_seq_length - len(query_tokens) - 3
+  doc_spans = _doc_spans(len(all_doc_tokens), max_tokens_for_doc, doc_stride)
+  features = []
+  for doc_span_index, doc_span in enumerate(doc_spans):
+    tokens, segment_ids, token_to_orig_map, token_is_max_context = (
+        _window_tokens(query_tokens, all_doc_tokens, tok_to_orig_index,
+                       doc_spans, doc_span_index))
+    input_ids = tokenizer.convert_tokens_to_ids(tokens)
+    input_mask = [1] * len(input_ids)
+    padding = [0] * (max_seq_length - len(input_ids)) if pad else []
+    start_position = end_position = None
+    if is_training:
+      start_position, end_position = _window_answer(
+          example, doc_span, tok_span, len(query_tokens))
+    features.append(InputFeatures(
+        unique_id=first_unique_id + doc_span_index,
+        example_index=example_index, doc_span_index=doc_span_index,
+        tokens=tokens, token_to_orig_map=token_to_orig_map,
+        token_is_max_context=token_is_max_context,
+        input_ids=input_ids + padding, input_mask=input_mask + padding,
+        segment_ids=segment_ids + padding, start_position=start_position,
+        end_position=end_position, is_impossible=example.is_impossible))
+  return features
+
+
 def convert_examples_to_features(examples, tokenizer, max_seq_length,
                                  doc_stride, max_query_length, is_training,
                                  output_fn):
@@ -613,35 +664,9 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length,
   """
   unique_id = _FIRST_UNIQUE_ID
   for example_index, example in enumerate(examples):
-    query_tokens = tokenizer.tokenize(example.question_text)[:max_query_length]
-    all_doc_tokens, tok_to_orig_index, orig_to_tok_index = (
-        _tokenize_document(example.doc_tokens, tokenizer))
-    tok_span = None
-    if is_training:
-      tok_span = _answer_token_span(example, all_doc_tokens,
-                                    orig_to_tok_index, tokenizer)
-    # [CLS], [SEP] and [SEP] take 3 positions.
-    max_tokens_for_doc = max_seq_length - len(query_tokens) - 3
-    doc_spans = _doc_spans(len(all_doc_tokens), max_tokens_for_doc, doc_stride)
-    for doc_span_index, doc_span in enumerate(doc_spans):
-      tokens, segment_ids, token_to_orig_map, token_is_max_context = (
-          _window_tokens(query_tokens, all_doc_tokens, tok_to_orig_index,
-                         doc_spans, doc_span_index))
-      input_ids = tokenizer.convert_tokens_to_ids(tokens)
-      input_mask = [1] * len(input_ids)
-      padding = [0] * (max_seq_length - len(input_ids))
-      start_position = end_position = None
-      if is_training:
-        start_position, end_position = _window_answer(
-            example, doc_span, tok_span, len(query_tokens))
-      feature = InputFeatures(
-          unique_id=unique_id, example_index=example_index,
-          doc_span_index=doc_span_index, tokens=tokens,
-          token_to_orig_map=token_to_orig_map,
-          token_is_max_context=token_is_max_context,
-          input_ids=input_ids + padding, input_mask=input_mask + padding,
-          segment_ids=segment_ids + padding, start_position=start_position,
-          end_position=end_position, is_impossible=example.is_impossible)
+    for feature in example_features(
+        example, tokenizer, max_seq_length, doc_stride, max_query_length,
+        is_training, example_index=example_index, first_unique_id=unique_id):
       if example_index < _NUM_LOGGED_EXAMPLES:
         _log_feature(feature, example, is_training)
       output_fn(feature)
@@ -1064,10 +1089,13 @@ def _nbest_json(nbest):
           for entry, prob in zip(nbest, probs)]
 
 
-def _predict_example(example, features, results, n_best_size,
-                     max_answer_length, do_lower_case, version_2_with_negative,
-                     verbose_logging):
+def predict_example(example, features, results, n_best_size,
+                    max_answer_length, do_lower_case, version_2_with_negative,
+                    verbose_logging):
   """(nbest_json, null score diff or None, best non-null text) of a question.
+
+  `features` are the question's windows (InputFeatures or FeatureMetadata)
+  and `results` their RawResults, in the same order.
 
   For SQuAD 2.0 the null candidate (score_null = the lowest [CLS] start+end
   over the windows) competes in the n-best list and the score diff is
@@ -1108,8 +1136,14 @@ def predictions_at_threshold(null_odds, best_non_null, threshold):
     OrderedDict qid -> answer text.
   """
   return collections.OrderedDict(
-      (qid, "" if diff > threshold else best_non_null[qid])
+      (qid, answer_at_threshold(diff, best_non_null[qid], threshold))
       for qid, diff in null_odds.items())
+
+
+def answer_at_threshold(score_diff, best_non_null, threshold):
+  """A SQuAD 2.0 answer: "" (no answer) when the question's null score diff
+  exceeds `threshold`, else its best non-empty answer."""
+  return "" if score_diff > threshold else best_non_null
 
 
 def write_json_atomically(path, value):
@@ -1155,7 +1189,7 @@ def write_predictions(all_examples, all_features, all_results, n_best_size,
   for example_index, example in enumerate(all_examples):
     features = example_index_to_features[example_index]
     results = [_result_of(unique_id_to_result, f, example) for f in features]
-    nbest_json, score_diff, best_text = _predict_example(
+    nbest_json, score_diff, best_text = predict_example(
         example, features, results, n_best_size, max_answer_length,
         do_lower_case, version_2_with_negative, verbose_logging)
     all_nbest_json[example.qas_id] = nbest_json
@@ -1164,8 +1198,8 @@ def write_predictions(all_examples, all_features, all_results, n_best_size,
       continue
     scores_diff_json[example.qas_id] = score_diff
     best_non_null[example.qas_id] = best_text
-    all_predictions[example.qas_id] = (
-        "" if score_diff > null_score_diff_threshold else best_text)
+    all_predictions[example.qas_id] = answer_at_threshold(
+        score_diff, best_text, null_score_diff_threshold)
   write_json_atomically(output_prediction_file, all_predictions)
   write_json_atomically(output_nbest_file, all_nbest_json)
   if version_2_with_negative:
@@ -1204,6 +1238,16 @@ def validate_flags_or_throw(bert_config, flag_obj=FLAGS):
     raise cli.UserError("--do_predict needs --predict_file (a SQuAD json "
                         "file).")
   run_setup.check_max_seq_length(flag_obj, bert_config)
+  check_window_flags(flag_obj)
+
+
+def check_window_flags(flag_obj):
+  """Checks --max_query_length, --doc_stride, --n_best_size and
+  --max_answer_length against --max_seq_length (attributes of `flag_obj`).
+
+  Raises:
+    cli.UserError naming the flags and the fix.
+  """
   if flag_obj.max_seq_length <= flag_obj.max_query_length + 3:
     raise cli.UserError(
         "--max_seq_length=%d must be greater than --max_query_length=%d + 3 "

@@ -1,0 +1,667 @@
+# coding=utf-8
+"""Predicts raw text with a model run_classifier.py or run_squad.py exported.
+
+    python predictor.py --export_dir=/tmp/mrpc_export --input=pairs.txt
+    echo '{"question": "Who won?", "context": "..."}' | \
+      python predictor.py --export_dir=/tmp/squad_export
+
+Each input line is a sentence, a sentence pair separated by a tab (a
+question and its context for SQuAD), or a JSON object ({"text_a": ...,
+"text_b": ...} or {"question": ..., "context": ...}, with an optional "id"
+that is copied to the output). Each line gets one JSON line on stdout, in
+input order: {"label", "probabilities"} (or {"score"} for a regression
+task such as STS-B), or {"answer", "nbest"} for SQuAD ("null_score_diff"
+too for a SQuAD 2.0 model).
+
+In Python, the model is loaded once and predicts one example or a batch:
+
+    import predictor
+    model = predictor.load("/tmp/mrpc_export")
+    model.predict("He left early.", "He went away early.")
+    model.predict_batch([("A cat.", "The cat."), ("Hi.", "Bye.")])
+
+Everything the model needs besides its weights (vocabulary, casing, labels,
+max_seq_length) comes from the export's assets.extra/ folder. Requests are
+padded to the longest example of each batch only, which the exported
+signature accepts; a short example costs what its own tokens cost. Text
+goes through the scripts' own functions (run_classifier.example_tokens,
+run_squad.example_features and run_squad.predict_example, with Google's
+n-best answer search), so the same example gets the same tokens as in
+training and evaluation.
+"""
+
+import json
+import os
+import sys
+
+from absl import flags
+from absl import logging
+import numpy as np
+# Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
+import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
+import tensorflow as tf
+
+import cli
+import progress
+import run_classifier
+import run_record
+import run_squad
+import serving_input
+import tokenization
+
+FLAGS = flags.FLAGS
+
+SAVED_MODEL_FILE = "saved_model.pb"
+ASSETS_DIR = "assets.extra"
+SQUAD_TASK = "squad"
+# What run_info.json must hold for prediction.
+_RECORD_FIELDS = ("task", "labels", "do_lower_case", "max_seq_length",
+                  "vocab_file")
+_SQUAD_OUTPUTS = ("start_logits", "end_logits")
+CLASSIFIER_OUTPUT = "probabilities"
+REGRESSION_OUTPUT = "predictions"
+
+
+def define_flags(flag_values=flags.FLAGS):
+  """The command's flags; the SQuAD ones have run_squad.py's names and
+  defaults."""
+  flags.DEFINE_string(
+      "export_dir", None,
+      "The folder --export_dir of run_classifier.py / run_squad.py wrote "
+      "(its newest <unix time> model is used) or one model folder in it.",
+      flag_values=flag_values)
+  flags.DEFINE_string(
+      "input", "-", "File of input lines; - reads stdin.",
+      flag_values=flag_values)
+  flags.DEFINE_enum(
+      "input_format", "auto", ["auto", "text", "json"],
+      "text: a sentence, or two fields separated by a tab; json: one JSON "
+      "object per line; auto: JSON when a line starts with '{'.",
+      flag_values=flag_values)
+  flags.DEFINE_integer(
+      "batch_size", 32,
+      "Lines predicted together (SQuAD: questions; each of their windows "
+      "is a row of the model's batch). From a terminal, each line is "
+      "predicted as soon as it is typed.", flag_values=flag_values)
+  flags.DEFINE_integer("doc_stride", 128,
+                       "SQuAD: tokens between the starts of two windows of "
+                       "a long context.", flag_values=flag_values)
+  flags.DEFINE_integer("max_query_length", 64,
+                       "SQuAD: questions are cut to this many tokens.",
+                       flag_values=flag_values)
+  flags.DEFINE_integer("n_best_size", 20,
+                       "SQuAD: answers listed per question (and start/end "
+                       "positions considered per window).",
+                       flag_values=flag_values)
+  flags.DEFINE_integer("max_answer_length", 30,
+                       "SQuAD: longest answer in tokens.",
+                       flag_values=flag_values)
+  flags.DEFINE_float("null_score_diff_threshold", 0.0,
+                     "SQuAD 2.0: answer \"\" when the null score minus the "
+                     "best non-null score exceeds this.",
+                     flag_values=flag_values)
+  flags.DEFINE_bool(
+      "pad_to_max_seq_length", False,
+      "SQuAD: pad every window to the export's max_seq_length, as "
+      "run_squad.py does, so that padding positions take part in the n-best "
+      "search as in its predictions.json (slower; see docs/serving.md).",
+      flag_values=flag_values)
+
+
+# ------------------------------------------------------------ the model --
+
+
+def find_saved_model(export_dir):
+  """The SavedModel folder of `export_dir`: itself, or its newest export.
+
+  Args:
+    export_dir: a SavedModel folder, or the --export_dir of the scripts,
+      which holds one folder per export named by its unix time.
+
+  Raises:
+    cli.UserError when neither holds a saved_model.pb.
+  """
+  if not tf.io.gfile.isdir(export_dir):
+    raise cli.UserError("--export_dir=%s is not a folder; pass the folder "
+                        "that --export_dir of run_classifier.py or "
+                        "run_squad.py wrote." % export_dir)
+  if tf.io.gfile.exists(os.path.join(export_dir, SAVED_MODEL_FILE)):
+    return export_dir
+  exports = sorted(
+      (int(name.rstrip("/")), name.rstrip("/"))
+      for name in tf.io.gfile.listdir(export_dir)
+      if name.rstrip("/").isdigit() and tf.io.gfile.exists(
+          os.path.join(export_dir, name.rstrip("/"), SAVED_MODEL_FILE)))
+  if not exports:
+    raise cli.UserError(
+        "%s holds no %s, nor a <unix time> folder with one; pass the folder "
+        "that --export_dir of run_classifier.py or run_squad.py wrote." %
+        (export_dir, SAVED_MODEL_FILE))
+  return os.path.join(export_dir, exports[-1][1])
+
+
+def _asset(path, name):
+  """The path of assets.extra/<name> of SavedModel `path`; it must exist."""
+  asset = os.path.join(path, ASSETS_DIR, name)
+  if not tf.io.gfile.exists(asset):
+    raise cli.UserError(
+        "%s has no %s/%s; export the model again with this project's "
+        "run_classifier.py or run_squad.py (--export_dir), which writes it."
+        % (path, ASSETS_DIR, name))
+  return asset
+
+
+def read_record(path):
+  """The run_info.json of SavedModel `path`, checked for what prediction
+  needs."""
+  asset = _asset(path, run_record.RECORD_FILE)
+  with tf.io.gfile.GFile(asset, "r") as reader:
+    try:
+      record = json.load(reader)
+    except ValueError as e:
+      raise cli.UserError("%s is not valid JSON (%s); export the model "
+                          "again." % (asset, e)) from None
+  missing = [field for field in _RECORD_FIELDS
+             if not isinstance(record, dict) or field not in record]
+  if missing:
+    raise cli.UserError("%s lacks %s; export the model again with this "
+                        "project's scripts." % (asset, ", ".join(missing)))
+  return record
+
+
+def make_tokenizer(path, record):
+  """The FullTokenizer of the vocabulary and casing that `record` names."""
+  vocab = _asset(path, record["vocab_file"])
+  is_wordpiece = record["vocab_file"] == run_record.WORDPIECE_VOCAB_FILE
+  try:
+    return tokenization.FullTokenizer(
+        vocab_file=vocab if is_wordpiece else None,
+        do_lower_case=record["do_lower_case"],
+        spm_model_file=None if is_wordpiece else vocab)
+  except (UnicodeDecodeError, RuntimeError, OSError) as e:
+    raise cli.UserError("%s is not a readable %s (%s); export the model "
+                        "again." % (vocab, "vocabulary" if is_wordpiece else
+                                    "SentencePiece model", e)) from None
+
+
+class ExportedModel(object):
+  """An exported model, loaded once, with what its assets say.
+
+  Attributes:
+    path: the SavedModel's folder.
+    record: its run_info.json (task, labels, do_lower_case, max_seq_length,
+      ...).
+    tokenizer: tokenization.FullTokenizer of its vocabulary and casing.
+    max_seq_length: the longest request the model serves, in tokens.
+    output_names: the serving signature's outputs, sorted.
+  """
+
+  def __init__(self, export_dir):
+    self.path = find_saved_model(export_dir)
+    self.record = read_record(self.path)
+    self.tokenizer = make_tokenizer(self.path, self.record)
+    self.max_seq_length = int(self.record["max_seq_length"])
+    try:
+      self._loaded = tf.saved_model.load(self.path)
+    except (OSError, ValueError, tf.errors.OpError) as e:
+      raise cli.UserError("%s could not be loaded as a SavedModel (%s); "
+                          "export the model again." % (
+                              self.path, " ".join(str(e).split())[:300])
+                          ) from None
+    self._serve = self._loaded.signatures.get("serving_default")
+    if self._serve is None or sorted(
+        self._serve.structured_input_signature[1]) != sorted(
+            serving_input.MODEL_INPUTS):
+      raise cli.UserError(
+          "%s has no serving_default signature taking %s; export the model "
+          "again with this project's scripts." % (
+              self.path, ", ".join(serving_input.MODEL_INPUTS)))
+    self.output_names = sorted(self._serve.structured_outputs)
+
+  def run(self, input_ids, input_mask, segment_ids):
+    """The signature's outputs for one batch.
+
+    Args:
+      input_ids, input_mask, segment_ids: int32 arrays [batch, length],
+        length at most max_seq_length.
+
+    Returns:
+      dict output name -> numpy array [batch, ...].
+    """
+    outputs = self._serve(input_ids=input_ids, input_mask=input_mask,
+                          segment_ids=segment_ids)
+    return {name: value.numpy() for name, value in outputs.items()}
+
+  def run_rows(self, rows, batch_size, pad_to=None):
+    """The outputs of each row, the rows batched by length.
+
+    Rows are sorted by length and cut into batches of `batch_size`; each
+    batch is padded to its longest row (or to `pad_to`), so that rows of
+    similar lengths share a batch and little padding is computed.
+
+    Args:
+      rows: list of (input_ids, segment_ids) int lists, each at most
+        max_seq_length long.
+      batch_size: rows per model call.
+      pad_to: optional length to pad every batch to.
+
+    Returns:
+      list, per row: dict output name -> numpy array of that row (positional
+      outputs as long as the row's batch was padded).
+    """
+    order = sorted(range(len(rows)), key=lambda i: len(rows[i][0]))
+    outputs = [None] * len(rows)
+    for start in range(0, len(order), batch_size):
+      batch = order[start:start + batch_size]
+      length = pad_to or max(len(rows[i][0]) for i in batch)
+      input_ids, input_mask, segment_ids = (
+          np.zeros([len(batch), length], np.int32) for _ in range(3))
+      for j, i in enumerate(batch):
+        ids, segments = rows[i]
+        input_ids[j, :len(ids)] = ids
+        input_mask[j, :len(ids)] = 1
+        segment_ids[j, :len(ids)] = segments
+      values = self.run(input_ids, input_mask, segment_ids)
+      for j, i in enumerate(batch):
+        outputs[i] = {name: value[j] for name, value in values.items()}
+    return outputs
+
+
+def example_fields(task):
+  """The names of the two texts of an example of `task` (the second is
+  optional for some tasks)."""
+  if task == SQUAD_TASK:
+    return "question", "context"
+  return "text_a", "text_b"
+
+
+def check_example(task, values):
+  """Checks the two texts of one example for a model of `task`.
+
+  SQuAD needs both; a classifier needs the first, and the second exactly
+  when its task (one of run_classifier's) classifies sentence pairs.
+
+  Raises:
+    cli.UserError saying which text is missing or wrong.
+  """
+  fields = example_fields(task)
+  processor = run_classifier.PROCESSORS.get(task)
+  if task == SQUAD_TASK:
+    wants_second = True
+  elif processor is not None:
+    wants_second = processor.text_pairs
+  else:  # A task of the user's own: either form.
+    wants_second = values[1] is not None
+  for name, value, wanted in zip(fields, values, (True, wants_second)):
+    if value is None and wanted:
+      raise cli.UserError(
+          "%s is missing: the %s model reads %s (in a text line: two texts "
+          "separated by a tab)" % (name, task.upper(), " and ".join(fields)))
+    if value is not None and not wanted:
+      raise cli.UserError("the %s model classifies single sentences: give "
+                          "%s alone" % (task.upper(), fields[0]))
+    if value is not None and (not isinstance(value, str) or
+                              not value.strip()):
+      raise cli.UserError("%s must be a non-empty string, not %s" % (
+          name, json.dumps(value, ensure_ascii=False)))
+
+
+def _check_batch_size(batch_size):
+  if not isinstance(batch_size, int) or batch_size < 1:
+    raise cli.UserError("batch_size must be a positive integer, got %r." %
+                        (batch_size,))
+  return batch_size
+
+
+# ------------------------------------------------------- classification --
+
+
+class ClassifierPredictor(object):
+  """Label and probabilities (or a regression score) of raw sentences.
+
+  Attributes:
+    model: the ExportedModel.
+    labels: the label list in the model's order (None for regression).
+  """
+
+  def __init__(self, model, *, batch_size=32):
+    self.model = model
+    self.batch_size = _check_batch_size(batch_size)
+    if REGRESSION_OUTPUT in model.output_names:
+      self.labels = None
+    elif CLASSIFIER_OUTPUT in model.output_names:
+      self.labels = list(model.record["labels"])
+    else:
+      raise cli.UserError(
+          "%s serves %s, not a classifier's %r or a regression's %r." % (
+              model.path, ", ".join(model.output_names), CLASSIFIER_OUTPUT,
+              REGRESSION_OUTPUT))
+
+  def row(self, text_a, text_b=None):
+    """The model inputs of one example: (input_ids, segment_ids), unpadded.
+
+    Raises:
+      cli.UserError when the texts do not suit the task (check_example).
+    """
+    check_example(self.model.record["task"], (text_a, text_b))
+    example = run_classifier.InputExample(guid=None, text_a=text_a,
+                                          text_b=text_b)
+    tokens, segment_ids = run_classifier.example_tokens(
+        example, self.model.max_seq_length, self.model.tokenizer)
+    return self.model.tokenizer.convert_tokens_to_ids(tokens), segment_ids
+
+  def _result(self, outputs):
+    if self.labels is None:
+      return {"score": float(outputs[REGRESSION_OUTPUT])}
+    probabilities = [float(p) for p in outputs[CLASSIFIER_OUTPUT]]
+    best = int(np.argmax(probabilities))
+    return {"label": self.labels[best],
+            "probabilities": dict(zip(self.labels, probabilities))}
+
+  def predict_batch(self, examples):
+    """Predicts a list of examples.
+
+    Args:
+      examples: list of text_a strings or (text_a, text_b) pairs.
+
+    Returns:
+      list of dicts, one per example: {"label": the most probable label,
+      "probabilities": {label: probability}}, or {"score": float} for a
+      regression model.
+    """
+    rows = [self.row(*((example, None) if isinstance(example, str)
+                        else example)) for example in examples]
+    return [self._result(outputs) for outputs in
+            self.model.run_rows(rows, self.batch_size)]
+
+  def predict(self, text_a, text_b=None):
+    """The prediction of one sentence or pair (see predict_batch)."""
+    return self.predict_batch([(text_a, text_b)])[0]
+
+
+# ---------------------------------------------------------------- SQuAD --
+
+
+class SquadPredictor(object):
+  """Answers of questions about a context, with run_squad.py's search.
+
+  A context is split into windows of the export's max_seq_length as in
+  run_squad.py (doc_stride, max_query_length); the n-best search over the
+  windows' start and end logits (n_best_size, max_answer_length, casing
+  restored with get_final_text) is run_squad.predict_example's.
+  """
+
+  def __init__(self, model, *, doc_stride=128, max_query_length=64,
+               n_best_size=20, max_answer_length=30,
+               null_score_diff_threshold=0.0, version_2_with_negative=None,
+               batch_size=32, pad_to_max_seq_length=False):
+    """Keeps the model and the search settings.
+
+    Args:
+      model: an ExportedModel of run_squad.py.
+      doc_stride, max_query_length, n_best_size, max_answer_length,
+        null_score_diff_threshold: as run_squad.py's flags.
+      version_2_with_negative: whether "" (no answer) may be predicted;
+        default: what the model was trained for (its run_info.json).
+      batch_size: windows per model call.
+      pad_to_max_seq_length: pad every window to max_seq_length as
+        run_squad.py does. Google's search ranks the logits of all positions,
+        padding included, and keeps the n_best_size best: a padding
+        position can take the place of a real one. With the padding left
+        out (the default), the candidates are a superset of run_squad's;
+        the answers are the same unless padding displaced a candidate.
+    """
+    self.model = model
+    missing = [name for name in _SQUAD_OUTPUTS
+               if name not in model.output_names]
+    if missing:
+      raise cli.UserError("%s serves %s, not SQuAD's %s." % (
+          model.path, ", ".join(model.output_names), " and ".join(missing)))
+    self.doc_stride = doc_stride
+    self.max_query_length = max_query_length
+    self.n_best_size = n_best_size
+    self.max_answer_length = max_answer_length
+    self.max_seq_length = model.max_seq_length
+    try:
+      run_squad.check_window_flags(self)
+    except cli.UserError as e:
+      raise cli.UserError("%s (max_seq_length is the export's, from %s)" %
+                          (e, model.path)) from None
+    self.null_score_diff_threshold = null_score_diff_threshold
+    if version_2_with_negative is None:
+      version_2_with_negative = model.record.get("version_2_with_negative",
+                                                 False)
+    self.version_2_with_negative = bool(version_2_with_negative)
+    self.batch_size = _check_batch_size(batch_size)
+    self.pad_to_max_seq_length = pad_to_max_seq_length
+
+  def features(self, question, context, example_index=0, first_unique_id=0):
+    """(SquadExample, its InputFeatures unpadded, one per window).
+
+    Raises:
+      cli.UserError when a text is missing or empty.
+    """
+    check_example(SQUAD_TASK, (question, context))
+    doc_tokens, _ = run_squad.split_context(context)
+    example = run_squad.SquadExample(qas_id=example_index,
+                                     question_text=question,
+                                     doc_tokens=doc_tokens)
+    features = run_squad.example_features(
+        example, self.model.tokenizer, self.max_seq_length, self.doc_stride,
+        self.max_query_length, is_training=False,
+        example_index=example_index, first_unique_id=first_unique_id,
+        pad=False)
+    return example, features
+
+  def _answer(self, example, features, outputs):
+    """The answer dict of one question from its windows' outputs."""
+    results = []
+    for feature, output in zip(features, outputs):
+      # Left-out padding stays out of the search: the logits of a window
+      # are cut to its own tokens.
+      length = (len(output["start_logits"]) if self.pad_to_max_seq_length
+                else len(feature.input_ids))
+      results.append(run_squad.RawResult(
+          feature.unique_id, output["start_logits"][:length],
+          output["end_logits"][:length]))
+    nbest, score_diff, best_text = run_squad.predict_example(
+        example, features, results, self.n_best_size, self.max_answer_length,
+        self.model.record["do_lower_case"], self.version_2_with_negative,
+        verbose_logging=False)
+    answer = {"answer": best_text, "nbest": [dict(entry) for entry in nbest]}
+    if score_diff is not None:
+      answer["answer"] = run_squad.answer_at_threshold(
+          score_diff, best_text, self.null_score_diff_threshold)
+      answer["null_score_diff"] = score_diff
+    return answer
+
+  def predict_batch(self, questions):
+    """Answers a list of (question, context) pairs.
+
+    Returns:
+      list of dicts, one per question: {"answer": text, "nbest": [{"text",
+      "probability", "start_logit", "end_logit"}, ...] best first}, and for
+      SQuAD 2.0 "null_score_diff" (the null score minus the best non-null
+      score; the answer is "" when it exceeds null_score_diff_threshold).
+    """
+    examples = []
+    unique_id = 0
+    for index, (question, context) in enumerate(questions):
+      example, features = self.features(question, context, index,
+                                        unique_id)
+      examples.append((example, features))
+      unique_id += len(features)
+    windows = [feature for _, features in examples for feature in features]
+    outputs = self.model.run_rows(
+        [(f.input_ids, f.segment_ids) for f in windows], self.batch_size,
+        pad_to=self.max_seq_length if self.pad_to_max_seq_length else None)
+    answers = []
+    for example, features in examples:
+      answers.append(self._answer(example, features,
+                                  outputs[:len(features)]))
+      outputs = outputs[len(features):]
+    return answers
+
+  def predict(self, question, context):
+    """The answer to one question (see predict_batch)."""
+    return self.predict_batch([(question, context)])[0]
+
+
+def load(export_dir, **options):
+  """A predictor of the model exported in `export_dir`.
+
+  Args:
+    export_dir: a SavedModel folder of run_classifier.py or run_squad.py,
+      or the --export_dir folder holding them (the newest is loaded).
+    **options: keyword arguments of ClassifierPredictor or SquadPredictor.
+
+  Returns:
+    SquadPredictor for a run_squad.py model, else ClassifierPredictor.
+  """
+  model = ExportedModel(export_dir)
+  if model.record["task"] == SQUAD_TASK:
+    return SquadPredictor(model, **options)
+  return ClassifierPredictor(model, **options)
+
+
+# -------------------------------------------------------------- command --
+
+
+class LineError(cli.UserError):
+  """An input line the command cannot use; the message names the line."""
+
+
+def parse_line(text, fields, input_format):
+  """(id or None, field values) of one input line.
+
+  Args:
+    text: the line without its newline.
+    fields: the two field names of the model's examples; a text line gives
+      the first, or both separated by a tab (the second is None otherwise).
+    input_format: "text", "json" or "auto" (JSON when the line starts with
+      "{").
+
+  Raises:
+    ValueError saying what is wrong with the line.
+  """
+  if not text.strip():
+    raise ValueError("the line is empty")
+  if input_format == "json" or (input_format == "auto" and
+                                text.lstrip().startswith("{")):
+    return _parse_json(text, fields)
+  parts = text.split("\t")
+  if len(parts) > 2:
+    raise ValueError("%d tab-separated fields; a line holds one text or two "
+                     "separated by one tab" % len(parts))
+  return None, (parts + [None])[:2]
+
+
+def _parse_json(text, fields):
+  """(id or None, field values) of a JSON line."""
+  try:
+    value = json.loads(text)
+  except ValueError as e:
+    raise ValueError("not valid JSON (%s)" % e) from None
+  if not isinstance(value, dict):
+    raise ValueError("expected a JSON object with %s" % " and ".join(fields))
+  unknown = sorted(set(value) - set(fields) - {"id"})
+  if unknown:
+    raise ValueError("unknown field %r; the fields are %s and an optional "
+                     "\"id\"" % (unknown[0], ", ".join(fields)))
+  return value.get("id"), [value.get(name) for name in fields]
+
+
+class LineSource(object):
+  """The command's input lines, parsed and checked, in batches.
+
+  A file is read and checked whole before the model is loaded, so a bad
+  line stops the command before any output; stdin is checked as it comes,
+  and a bad line stops it after the batches before that line.
+  """
+
+  def __init__(self, path, task, input_format, batch_size):
+    self.name = "stdin" if path == "-" else path
+    self.task = task
+    self.input_format = input_format
+    # A person typing lines wants each answer at once.
+    self.batch_size = (1 if path == "-" and sys.stdin.isatty() else
+                       batch_size)
+    self.total = None
+    self._path = path
+    if path != "-":
+      if not os.path.isfile(path):
+        raise cli.UserError("--input=%s is not a file." % path)
+      self.total = sum(1 for _ in self._lines())
+
+  def _lines(self):
+    """Yields (line number, id, field values); LineError for a bad line."""
+    fields = example_fields(self.task)
+    reader = (sys.stdin.buffer if self._path == "-" else
+              open(self._path, "rb"))
+    try:
+      for number, line in enumerate(reader, 1):
+        try:
+          text = line.decode("utf-8").rstrip("\r\n")
+          line_id, values = parse_line(text, fields, self.input_format)
+          check_example(self.task, values)
+        except UnicodeDecodeError as e:
+          raise LineError("%s:%d: byte 0x%02x at column %d is not UTF-8; "
+                          "save the input as UTF-8." % (
+                              self.name, number, line[e.start], e.start + 1)
+                          ) from None
+        except ValueError as e:
+          raise LineError("%s:%d: %s." % (self.name, number,
+                                           str(e).rstrip("."))) from None
+        yield number, line_id, values
+    finally:
+      if reader is not sys.stdin.buffer:
+        reader.close()
+
+  def batches(self):
+    """Yields lists of (line number, id, field values), batch_size at
+    most."""
+    batch = []
+    for line in self._lines():
+      batch.append(line)
+      if len(batch) == self.batch_size:
+        yield batch
+        batch = []
+    if batch:
+      yield batch
+
+
+def main(_):
+  if FLAGS.batch_size < 1:
+    raise cli.UserError("--batch_size=%d must be at least 1." %
+                        FLAGS.batch_size)
+  path = find_saved_model(FLAGS.export_dir)
+  task = read_record(path)["task"]
+  source = LineSource(FLAGS.input, task, FLAGS.input_format,
+                      FLAGS.batch_size)
+  options = {"batch_size": FLAGS.batch_size}
+  if task == SQUAD_TASK:
+    options.update(
+        doc_stride=FLAGS.doc_stride, max_query_length=FLAGS.max_query_length,
+        n_best_size=FLAGS.n_best_size,
+        max_answer_length=FLAGS.max_answer_length,
+        null_score_diff_threshold=FLAGS.null_score_diff_threshold,
+        pad_to_max_seq_length=FLAGS.pad_to_max_seq_length)
+  model = load(path, **options)
+  logging.info("Predicting with %s (task %s).", path, task)
+  meter = progress.Progress("Predicting %s" % source.name, source.total,
+                            unit="lines")
+  for batch in source.batches():
+    results = model.predict_batch([values for _, _, values in batch])
+    for (_, line_id, _), result in zip(batch, results):
+      if line_id is not None:
+        result = dict(id=line_id, **result)
+      sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+    meter.advance(len(batch))
+  meter.finish()
+
+
+if __name__ == "__main__":
+  define_flags()
+  flags.mark_flag_as_required("export_dir")
+  cli.run(main)
