@@ -105,7 +105,8 @@ def rank_average(values):
   start = 0
   while start < len(order):
     end = start
-    while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
+    while (end + 1 < len(order) and
+           values[order[end + 1]] == values[order[start]]):
       end += 1
     # Positions start..end (0-based) hold one tied group: ranks start+1..end+1.
     ranks[order[start:end + 1]] = (start + end) / 2.0 + 1.0
@@ -182,7 +183,8 @@ def _f1_from_counts(counts):
 
 
 def _mcc_from_counts(counts):
-  """Matthews correlation (float64 scalar) from [tp, fp, tn, fn]; 0 if undefined."""
+  """Matthews correlation (float64 scalar) from [tp, fp, tn, fn]; 0 if
+  undefined."""
   tp, fp, tn, fn = tf.unstack(counts)
   denominator = tf.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
   return tf.math.divide_no_nan(tp * tn - fp * fn, denominator)

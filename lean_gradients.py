@@ -270,8 +270,8 @@ def attention_context(query, key, value, adder, draw_keep, dropout_prob,
         probs_grad = dropout_masks.zero_dropped(probs_grad, keep)
       probs_grad = tf.cast(probs_grad, probs.dtype)
       # The softmax's Jacobian-vector product p * (g - sum(g * p)) in the
-      # softmax's dtype; sum(g * p) over the keys equals sum(dO * O) over the head's
-      # width, a [B, N, F, H] product instead of a [B, N, F, T] one.
+      # softmax's dtype; sum(g * p) over the keys equals sum(dO * O) over the
+      # head's width, a [B, N, F, H] product instead of a [B, N, F, T] one.
       if keeps_probs:
         row_sums = tf.reduce_sum(
             tf.cast(context_grad, probs.dtype) * tf.cast(output, probs.dtype),

@@ -693,7 +693,8 @@ def records_are_current(output_file, fingerprint):
 
 def prepare_record_file(examples, label_list, max_seq_length, tokenizer,
                         output_file, fingerprint):
-  """Reuses `output_file` if its sidecar matches `fingerprint`, else writes it."""
+  """Reuses `output_file` if its sidecar matches `fingerprint`, else writes
+  it."""
   if records_are_current(output_file, fingerprint):
     logging.info("Reusing features in %s (sidecar matches).", output_file)
     return
@@ -829,8 +830,9 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
   dynamic loss scaling. `skip_padding`: see `create_model`.
   """
 
-  def model_fn(features, labels, mode, params):  # pylint: disable=unused-argument
+  def model_fn(features, labels, mode, params):
     """Builds the graph of `mode`; labels arrive inside `features`."""
+    del labels, params  # The runner's signature; unused here.
     logging.info("*** Features ***")
     for name in sorted(features.keys()):
       logging.info("  name = %s, shape = %s", name, features[name].shape)
