@@ -49,6 +49,10 @@ def bert_variable_shapes(bert_config):
   return shapes
 
 
+# A checkpoint may lack the pooler: only heads on the pooled output read it.
+_POOLER_SCOPE = "bert/pooler/"
+
+
 def pretraining_head_shapes(bert_config):
   """The variables of Google's pretraining heads (run_pretraining.py), which
   its released checkpoints hold beside bert/ and others (such as MiniLM's)
@@ -112,7 +116,8 @@ def load_readable(prefix, flag="--init_checkpoint"):
 def check_matches_config(shapes, bert_config, prefix, bert_config_file,
                          flag="--init_checkpoint", heads=()):
   """Refuses a checkpoint that lacks a variable of the config, or whose
-  shape differs; the first such variable is named.
+  shape differs; the first such variable is named. A missing pooler is only
+  warned about.
 
   Args:
     shapes: the checkpoint's {name: shape}, as `load_readable` returns.
@@ -126,8 +131,12 @@ def check_matches_config(shapes, bert_config, prefix, bert_config_file,
   Returns:
     The names of `heads` that the checkpoint lacks.
   """
+  pooler_missing = []
   for name, shape in bert_variable_shapes(bert_config):
     found = shapes.get(name)
+    if found is None and name.startswith(_POOLER_SCOPE):
+      pooler_missing.append(name)
+      continue
     if found is None:
       raise cli.UserError(
           "%s=%s has no variable %s, which --bert_config_file=%s (%d layers, "
@@ -140,6 +149,10 @@ def check_matches_config(shapes, bert_config, prefix, bert_config_file,
           "%s=%s holds %s of shape %s, but --bert_config_file=%s makes it %s; "
           "pass the bert_config.json that belongs to this checkpoint." %
           (flag, prefix, name, list(found), bert_config_file, list(shape)))
+  if pooler_missing:
+    logging.warning("%s=%s has no pooler (%s; Hugging Face's masked-LM and "
+                    "question answering models have none): it starts from "
+                    "random values.", flag, prefix, _POOLER_SCOPE)
   extra = sorted(name for name in shapes if name.startswith(
       "bert/encoder/layer_%d/" % bert_config.num_hidden_layers))
   if extra:

@@ -45,6 +45,7 @@ import tensorflow as tf
 
 import graph_keys
 import host_memory
+import progress
 import tf_internals
 
 # Resource variables give well-defined read/write ordering under control
@@ -310,31 +311,17 @@ def make_step_callable(sess, step_op, fetches):
   of `fetches`, a dict of tensors, as a dict of numpy values.
 
   `sess.run` builds the executors of a set of fetches (graph optimization,
-  kernels) inside its first run; a callable builds them here. The heap
+  kernels) inside its first run; a callable builds them here, and the heap
   memory that construction freed goes back to the system (host_memory.py)
-  before the first step allocates its tensors, which lowers that step's
-  peak. The first run compiles the step's XLA kernels (the optimizer's
-  after the backward pass, when the gradients are all alive) and creates
-  oneDNN's primitives, whose scratch memory goes back every second while it
-  runs, and once more after it. (The public `Session.make_callable` builds
-  nothing before its first call.)
+  before the first step allocates its tensors. (What the first runs free
+  later, e.g. compiling XLA kernels, the train op of
+  optimization.create_optimizer hands back itself.)
   """
   keys = sorted(fetches)
   run = tf_internals.prepared_callable(sess, step_op,
                                        [fetches[key] for key in keys])
   host_memory.release_freed_heap()
-  first_run = True
-
-  def step():
-    nonlocal first_run
-    if not first_run:
-      return dict(zip(keys, run()))
-    first_run = False
-    with host_memory.releasing_freed_heap(interval_seconds=1.0):
-      values = run()
-    return dict(zip(keys, values))
-
-  return step
+  return lambda: dict(zip(keys, run()))
 
 
 def _step_fns(sess, built):
@@ -867,11 +854,14 @@ class Estimator(object):
 
   # -------------------------------------------------------------- evaluation
 
-  def evaluate(self, input_fn, steps=None, checkpoint_path=None, name=None):
+  def evaluate(self, input_fn, steps=None, checkpoint_path=None, name=None,
+               *, num_batches=None):
     """Evaluates a checkpoint over the data (or `steps` batches).
 
     Without a checkpoint in model_dir (and no `checkpoint_path`) it evaluates
-    the initial values, with a warning.
+    the initial values, with a warning. A progress line (batches done of
+    `steps` or `num_batches`, the number input_fn yields when known, rate,
+    time left) is logged every 10 seconds.
 
     Returns:
       dict metric name -> value, plus "loss" (mean over batches, if the spec
@@ -889,7 +879,9 @@ class Estimator(object):
         checkpoint = self._restore_or_initialize(
             sess, scaffold, checkpoint_path, "Estimator.evaluate")
         sess.run(iterator.initializer)
-        batches = self._run_updates(sess, updates, steps)
+        batches = self._run_updates(
+            sess, updates, steps,
+            progress.Progress("Evaluating", steps or num_batches, "batches"))
         results = sess.run(values)
         global_step = int(sess.run(tf.compat.v1.train.get_global_step()))
     results = {key: np.asarray(value).item() if np.size(value) == 1
@@ -900,15 +892,15 @@ class Estimator(object):
     self._write_eval_summaries(results, global_step, name)
     return results
 
-  def _run_updates(self, sess, updates, steps):
-    batches = 0
-    while steps is None or batches < steps:
+  def _run_updates(self, sess, updates, steps, counter):
+    while steps is None or counter.done < steps:
       try:
         sess.run(updates)
       except tf.errors.OutOfRangeError:
         break
-      batches += 1
-    return batches
+      counter.advance()
+    counter.finish()
+    return counter.done
 
   def _write_eval_summaries(self, results, global_step, name):
     if not self._config.is_chief:
@@ -925,12 +917,14 @@ class Estimator(object):
   # -------------------------------------------------------------- prediction
 
   def predict(self, input_fn, checkpoint_path=None,
-              yield_single_examples=True):
+              yield_single_examples=True, *, num_batches=None):
     """Yields predictions: per example (default) or per batch.
 
     With no checkpoint in model_dir (and no checkpoint_path), the variables
     are initialized as in a fresh training run (so `init_from_checkpoint` in
-    the model_fn applies), as the original Estimator did.
+    the model_fn applies), as the original Estimator did. A progress line
+    (batches done of `num_batches` when known, rate, time left) is logged
+    every 10 seconds.
 
     Yields:
       dicts of numpy values (or bare values if `predictions` is a tensor).
@@ -947,11 +941,14 @@ class Estimator(object):
         sess.run(iterator.initializer)
       # The graph is not left as the default while yielding, so callers can
       # build or run other TensorFlow code between examples.
+      counter = progress.Progress("Predicting", num_batches, "batches")
       while True:
         try:
           batch = sess.run(spec.predictions)
         except tf.errors.OutOfRangeError:
+          counter.finish()
           return
+        counter.advance()
         if yield_single_examples:
           for example in _split_batch(batch):
             yield example

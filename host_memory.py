@@ -3,22 +3,17 @@
 
 TensorFlow builds a session's executors, optimizes the graph and compiles XLA
 kernels on the first run of a graph's fetches, all in C++ objects on the
-process's malloc heap. Much of that is scratch memory, freed when the first
-run ends, but glibc keeps freed memory in the middle of the heap resident:
-for a BERT-Large training graph about 0.2 GiB that later steps never need
-(docs/memory.md). `release_freed_heap` returns those pages to the operating
-system; memory still in use is untouched, so nothing is slower afterwards.
-Tensors do not live on this heap (TensorFlow's CPU allocator keeps its own
-pool), so this is safe to call at any time, also from another thread while a
-run goes on (`releasing_freed_heap`; malloc_trim takes each arena's lock).
+process's malloc heap, and its default CPU allocator takes tensors from
+malloc as well. glibc keeps memory freed in the middle of the heap
+resident, so a step's peak can include scratch memory that earlier work
+freed long before.
+`release_freed_heap` returns those pages to the operating system; memory
+still in use is untouched. It is safe to call at any time, also from
+another thread while a run goes on (malloc_trim takes each arena's lock).
 
 The functions do nothing (and return None or {}) where the C library is not
 glibc.
 """
-
-from __future__ import absolute_import
-from __future__ import division
-from __future__ import print_function
 
 import contextlib
 import ctypes
@@ -66,24 +61,60 @@ def release_freed_heap():
   return bool(malloc_trim(0))
 
 
-@contextlib.contextmanager
-def releasing_freed_heap(interval_seconds=1.0):
-  """Context in which a thread calls `release_freed_heap` every
-  `interval_seconds`, and once more when the block ends, for work that
-  frees scratch memory on the heap while it goes on (a first training step
-  compiles kernels, then allocates the step's largest tensors)."""
-  done = threading.Event()
+class HeapReleaser(object):
+  """A thread that calls `release_freed_heap` every `interval_seconds`
+  until `stop`, which also releases once more."""
 
-  def release_until_done():
-    while not done.wait(interval_seconds):
+  def __init__(self, interval_seconds=1.0):
+    self._done = threading.Event()
+    self._thread = threading.Thread(target=self._release_until_done,
+                                    args=(interval_seconds,), daemon=True,
+                                    name="release_freed_heap")
+    self._thread.start()
+
+  def _release_until_done(self, interval_seconds):
+    while not self._done.wait(interval_seconds):
       release_freed_heap()
 
-  thread = threading.Thread(target=release_until_done, daemon=True,
-                            name="release_freed_heap")
-  thread.start()
+  def stop(self):
+    self._done.set()
+    self._thread.join()
+    release_freed_heap()
+
+
+@contextlib.contextmanager
+def releasing_freed_heap(interval_seconds=1.0):
+  """Context in which a `HeapReleaser` runs, for work that frees scratch
+  memory on the heap while it goes on."""
+  releaser = HeapReleaser(interval_seconds)
   try:
     yield
   finally:
-    done.set()
-    thread.join()
-    release_freed_heap()
+    releaser.stop()
+
+
+class FirstRunsReleaser(object):
+  """A `HeapReleaser` from creation until `runs` runs of a training step
+  have ended.
+
+  A graph's first runs build its executors, compile its XLA kernels and
+  create oneDNN's primitives: scratch memory freed there stays resident
+  (glibc keeps it) and adds to the peak of the steps that follow. Later runs
+  reuse what they free, and handing it back would only make them fault it
+  in again, so the thread stops. The step calls `run_ended` at its end
+  (optimization.create_optimizer puts that call in the train op).
+  """
+
+  def __init__(self, runs=2, interval_seconds=1.0):
+    self._runs_left = runs
+    self._lock = threading.Lock()
+    self._releaser = HeapReleaser(interval_seconds)
+
+  def run_ended(self):
+    """Counts a run; after the last one, stops the thread. Returns 0 (a
+    value for tf.numpy_function)."""
+    with self._lock:
+      self._runs_left -= 1
+      if self._runs_left == 0:
+        self._releaser.stop()
+    return 0

@@ -3,8 +3,8 @@
 
 Google's README lists the largest batch that fits a 12 GB GPU for each
 sequence length. This module predicts that number for any BertConfig, GPU
-size, precision and gradient-checkpointing setting from a term model, and
-turns a wanted `--train_batch_size` into micro-batch x accumulation steps:
+size, precision and gradient-checkpointing setting, and turns a wanted
+`--train_batch_size` into micro-batch x accumulation steps:
 
     python memory_plan.py --bert_config_file=$BERT/bert_config.json \
         --max_seq_length=128,256,384,512 --gpu_memory_gb=12 \
@@ -13,97 +13,11 @@ turns a wanted `--train_batch_size` into micro-batch x accumulation steps:
 (add --max_predictions_per_seq=20 to plan for pretraining's heads at 128
 tokens, 80 at 512).
 
-Notation: P parameters, S sequence length, H hidden size, I intermediate
-size, A attention heads, L layers, V vocabulary, N micro-batch size, b bytes
-per activation element (4 for fp32, 2 for fp16/bf16), m bytes per dropout-mask
-element (1 with `Calibration.boolean_dropout_mask`, the default because
-modeling.dropout keeps a bool mask; else b, as Google's float mask). GiB =
-2**30 bytes; `--gpu_memory_gb` and `workspace_gb` are in GiB.
-
-Parameters (`num_params`), counted exactly from the config:
-
-    embeddings  V*H + max_position_embeddings*H + type_vocab_size*H + 2H
-    per layer   4*(H*H + H) + 2*2H + (H*I + I) + (I*H + H)
-    pooler      H*H + H
-    classifier  num_labels*H + num_labels   (2H + 2 for the default 2 labels;
-                the same as pretraining's next-sentence head)
-    masked LM   H*H + H + 2H + V   (pretraining only: the transform's dense
-                layer and LayerNorm, and the output bias; the output
-                projection is the word embedding table, already counted)
-
-Memory terms (bytes; each per-parameter term is multiplied by
-`Calibration.state_factor`):
-
-    weights       P*4 float32 master weights, + P*2 cast copy for fp16/bf16
-    gradients     P*4 gradients + P*4 the copy that clip_by_global_norm makes
-    optimizer     P*2*4 slots (Adam m and v; LAMB keeps the same two)
-                  + P*4 update temporaries (new m, v and the update, computed
-                  before the assign ops run)
-    accumulation  P*4 accumulators, only when num_accumulation_steps > 1
-    activations   N * per-example activation bytes (below)
-    masked_lm_head  N * masked_lm_head(M), pretraining only (below)
-    workspace     workspace_gb * GiB: CUDA context, cuBLAS workspace and
-                  allocator slack of the framework, stated in every table
-    total         the sum of the above
-
-Per-example activations. `LAYER_TENSORS` lists the tensors of one encoder
-layer that a graph-mode backward pass keeps, as counts of three shapes:
-[S, H] ("hidden"), [S, I] ("intermediate") and [A, S, S] ("attention"):
-
-    attention  Q, K, V projections 3 [S,H]; scores, probabilities, dropout
-               mask, dropped probabilities 4 [A,S,S]; context [S,H]; output
-               dense, dropout mask, residual sum, LayerNorm normalized and
-               LayerNorm output 5 [S,H]
-    feed-fwd   pre-GELU, the tanh and cdf of the GELU, post-GELU 4 [S,I];
-               output dense, dropout mask, residual sum, LayerNorm normalized
-               and LayerNorm output (the layer's output) 5 [S,H]
-
-so, with the masks at m bytes and the rest at b bytes,
-
-    layer(S) = l * b * (n_h*S*H + n_i*S*I) + q * b * n_a*A*S^2
-               + m * (l * k_h*S*H + q * k_a*A*S^2)
-
-with n_h = 12, n_i = 4, n_a = 3 (non-mask counts), k_h = 2, k_a = 1 (mask
-counts), l = `Calibration.linear_factor`, q = `Calibration.quadratic_factor`.
-`EMBEDDING_TENSORS` (embedding sum, LayerNorm normalized, LayerNorm output,
-dropout mask, dropped embeddings) are kept once; `BACKWARD_TENSORS` (the
-gradients of one layer in flight: 2 [A,S,S], 2 [S,I], 2 [S,H]) are alive once
-at any time. Logits and loss are [2] per example and are left out.
-
-    without checkpointing  L * layer(S) + embeddings(S) + backward(S)
-    with checkpointing     L * 2*l*b*S*H (each layer's input and the input
-                           of its last LayerNorm) + embeddings(S)
-                           + layer(S) (the layer being recomputed)
-                           + backward(S)
-
-Pretraining (`max_predictions_per_seq` = M > 0, run_pretraining.py) adds
-the masked-LM head, which runs in float32 (whatever the precision) on the
-M gathered positions of each example (`MASKED_LM_TENSORS`):
-
-    masked_lm_head(M) = 4 * M * (2*V + 5*H)
-
-two [M, V] tensors (the softmax cross-entropy keeps its gradient with
-respect to the logits for the backward pass, and the backward pass makes
-the logits' gradient from it) and five [M, H] ones (the gathered rows in
-float32, the transform's output before and after its activation,
-LayerNorm's normalized values and output). These are counted at their
-exact size: no calibration factor applies to them.
-
-The default `Calibration` was fitted so that, for a 12 GiB device, the
-planner reproduces Google's published table (Titan X, TF 1.11, fp32, Adam)
-within 25% in every cell but BERT-Large at 384 tokens, where Google's row
-contradicts every model of this form (docs/memory.md shows why).
-`CPU_MEASURED` holds the factors fitted to the peak bytes of TensorFlow's BFC
-allocator measured for real training steps on CPU (bench/memory.py, fitted
-by bench/fit_memory_calibration.py): this code's compiled Adam update keeps
-about 16 bytes per parameter at the peak instead of the 24 the terms count,
-and it keeps fewer activations than the enumeration, which counts what
-autodiff of the original's formulas keeps: modeling.py keeps 1 of the 4 [S,I]
-tensors per layer (2 up to 384 tokens) and, from 385 tokens on, none of the
-[A,S,S] ones, which it computes again in the backward pass
-(docs/architecture.md). Its activations and gradients also overlap less than
-the sum assumes (activations are freed as the gradients appear), which the
-linear factor absorbs.
+The estimate is a sum of terms (weights, gradients, optimizer slots,
+accumulators, per-example activations, pretraining's masked-LM head, a
+fixed workspace) scaled by the factors of a `Calibration`: the default one is
+fitted to Google's table, `CPU_MEASURED` to allocator peaks measured on CPU.
+docs/memory.md states every term and how the factors were fitted.
 """
 
 import collections
@@ -175,7 +89,8 @@ BACKWARD_TENSORS = (
 
 # Pretraining's masked-LM head, per example and masked position: shapes
 # [V] ("vocabulary", the logits of one position) and [H] ("hidden", one
-# gathered row), in float32. See the module docstring.
+# gathered row), in float32 whatever the precision, counted at their exact
+# size (no calibration factor). See docs/memory.md.
 VOCABULARY = "vocabulary"
 HEAD_BYTES = 4
 MASKED_LM_TENSORS = (

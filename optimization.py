@@ -23,6 +23,7 @@ import re
 import tensorflow as tf
 
 import graph_keys
+import host_memory
 
 # Reads and writes of resource variables follow control dependencies; the
 # ordering guarantees below rely on that.
@@ -37,7 +38,8 @@ def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps,
                      use_tpu=False, *, num_accumulation_steps=1,
                      optimizer="adamw", loss_scale=None, weight_decay_rate=0.01,
                      clip_norm=1.0, tvars=None,
-                     loss_scale_growth_interval=2000):
+                     loss_scale_growth_interval=2000,
+                     release_host_memory=True):
   """Creates the training op; each session.run of it consumes one batch.
 
   The update that takes `global_step` from i to i+1 uses the learning rate of
@@ -66,6 +68,11 @@ def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps,
     clip_norm: float global-norm clip of the gradients, or None for no clip.
     tvars: variables to train; default all trainable variables.
     loss_scale_growth_interval: int, good updates before the scale doubles.
+    release_host_memory: hand the heap memory freed by the graph's first
+      runs (executors, XLA compilation) back to the system while they run
+      (host_memory.FirstRunsReleaser), so that it does not add to the
+      training steps' peak. The train op then calls into Python once per
+      run; it is off under a strategy whose replicas span processes.
 
   Returns:
     The train op. Its learning-rate tensor is in the graph collection
@@ -95,8 +102,22 @@ def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps,
   if num_accumulation_steps == 1:
     done = [update(_all_reduce_mean(grads, tvars)), _advance_micro_step(grads)]
   else:
-    done = _accumulate(grads, tvars, num_accumulation_steps, update)
+    done = [_accumulate(grads, tvars, num_accumulation_steps, update)]
+  if release_host_memory and not _replicas_in_other_processes() and (
+      _num_replicas() == 1 or _local_replica_index() == 0):
+    done.append(_first_runs_release(done))
   return tf.group(done, name="train_op")
+
+
+def _first_runs_release(after):
+  """An op telling a new host_memory.FirstRunsReleaser, once `after` ran,
+  that a run ended. It runs in Python on the host, never in XLA."""
+  releaser = host_memory.FirstRunsReleaser()
+  with tf.device("/device:CPU:0"), \
+      tf.xla.experimental.jit_scope(compile_ops=False), \
+      tf.control_dependencies(after):
+    return tf.numpy_function(releaser.run_ended, [], tf.int64,
+                             name="first_runs_release")
 
 
 def _advance_micro_step(after):
@@ -425,9 +446,8 @@ def _zeros_initializer(shape, dtype=tf.float32, partition_info=None):
   The classic graph optimizer (OptimizerOptions L1, the session default)
   folds `tf.zeros(shape)` into a Const node that holds the whole tensor for
   the session's life, and the variable gets a copy of it: every
-  zero-initialized slot and accumulator was resident twice (measured:
-  +1.7 GiB at initialization for BERT-Large). `Empty` is stateful, so it is
-  never folded; `init=True` fills it with zeros.
+  zero-initialized slot and accumulator would be resident twice. `Empty` is
+  stateful, so it is never folded; `init=True` fills it with zeros.
   """
   del partition_info  # Unused; part of the initializer signature.
   return tf.raw_ops.Empty(shape=shape, dtype=dtype, init=True)
@@ -625,12 +645,11 @@ class AdamWeightDecayOptimizer(tf.compat.v1.train.Optimizer):
     Unfused, each line of the class docstring is a TensorFlow op that reads
     and writes whole variable-sized tensors, a dozen passes over memory per
     variable and a new tensor for each. The compiled kernel reads g, m, v
-    and p once and writes m, v and p in place: for BERT-Base the update
-    takes 0.13 s instead of 0.39 s (bench/optimizer_update.py), and it holds
-    no temporaries. The
-    formulas are those of the class docstring, in float32; XLA may fuse a
-    multiply and an add into one rounding, so a result can differ from the
-    op-by-op value in its last bit.
+    and p once and writes m, v and p in place, with no temporaries
+    (bench/optimizer_update.py times both). The formulas are those of the
+    class docstring, in float32; XLA may fuse a multiply and an add into one
+    rounding, so a result can differ from the op-by-op value in its last
+    bit.
 
     Returns:
       A scalar tensor that exists once the updates are done.

@@ -10,7 +10,10 @@
 logs at most one line every `interval` seconds, e.g.
 "Writing features to train.tf_record: 1200/3668 (32.7%), 850.2 examples/s,
 3 s left", and one line at the end with the total time. The feature writers
-of run_classifier.py, run_squad.py and extract_features.py use it.
+of run_classifier.py, run_squad.py and extract_features.py use it, and
+create_pretraining_data.py, which counts bytes shown as MB (`scale`) and
+reports the documents and instances made on the way as rates too
+(`advance(..., documents=n)`).
 """
 
 import time
@@ -32,7 +35,7 @@ class Progress(object):
   """Counts work done and logs how far along it is."""
 
   def __init__(self, what, total, unit="examples", interval=10.0,
-               clock=time.monotonic, log=logging.info):
+               clock=time.monotonic, log=logging.info, scale=1):
     """Starts counting.
 
     Args:
@@ -42,11 +45,15 @@ class Progress(object):
       interval: seconds between two lines.
       clock: callable() -> seconds (monotonic).
       log: callable(format, *args) that writes a line.
+      scale: counted amounts per `unit`: the line shows done, total and
+        rate divided by it (e.g. bytes counted, unit "MB", scale 1e6).
     """
     self.what = what
     self.total = total
     self.unit = unit
+    self.scale = scale
     self.done = 0
+    self.counts = {}
     self._interval = interval
     self._clock = clock
     self._log = log
@@ -57,17 +64,27 @@ class Progress(object):
     """The progress line for the work done so far."""
     elapsed = max(self._clock() - self._start, 1e-9)
     rate = self.done / elapsed
+    amount = "%d" if self.scale == 1 else "%.1f"
+    rates = "%.1f %s/s" % (rate / self.scale, self.unit) + "".join(
+        ", %.1f %s/s" % (value / elapsed, name)
+        for name, value in sorted(self.counts.items()))
     if not self.total:
-      return "%s: %d, %.1f %s/s" % (self.what, self.done, rate, self.unit)
+      return ("%s: " + amount + ", %s") % (self.what, self.done / self.scale,
+                                           rates)
     left = (self.total - self.done) / rate if rate > 0 else float("inf")
-    return "%s: %d/%d (%.1f%%), %.1f %s/s, %s left" % (
-        self.what, self.done, self.total, 100.0 * self.done / self.total,
-        rate, self.unit, format_seconds(left) if left != float("inf")
-        else "unknown time")
+    return ("%s: " + amount + "/" + amount + " (%.1f%%), %s, %s left") % (
+        self.what, self.done / self.scale, self.total / self.scale,
+        100.0 * self.done / self.total, rates,
+        format_seconds(left) if left != float("inf") else "unknown time")
 
-  def advance(self, count=1):
-    """Adds `count` done; logs a line when `interval` seconds have passed."""
+  def advance(self, count=1, **counts):
+    """Adds `count` done; logs a line when `interval` seconds have passed.
+
+    Keyword arguments are running totals of other things made so far (e.g.
+    documents=1200); the line shows them as rates.
+    """
     self.done += count
+    self.counts.update(counts)
     now = self._clock()
     if now - self._last >= self._interval:
       self._last = now
@@ -76,5 +93,6 @@ class Progress(object):
   def finish(self):
     """Logs the total count and time."""
     elapsed = self._clock() - self._start
-    self._log("%s: %d %s in %s.", self.what, self.done, self.unit,
-              format_seconds(elapsed))
+    amount = "%d" if self.scale == 1 else "%.1f"
+    self._log("%s: " + amount + " %s in %s.", self.what,
+              self.done / self.scale, self.unit, format_seconds(elapsed))

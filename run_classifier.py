@@ -982,7 +982,9 @@ def _evaluate(estimator, processor, eval_examples, label_list, tokenizer):
       input_file=eval_file, seq_length=FLAGS.max_seq_length,
       is_training=False, drop_remainder=True,
       is_regression=processor.is_regression)
-  result = estimator.evaluate(input_fn=eval_input_fn, steps=None)
+  result = estimator.evaluate(
+      input_fn=eval_input_fn, steps=None,
+      num_batches=len(eval_examples) // FLAGS.eval_batch_size)
 
   logging.info("***** Eval results *****")
   for key in sorted(result.keys()):
@@ -1026,7 +1028,9 @@ def _predict(estimator, processor, predict_examples, label_list, tokenizer):
       input_file=predict_file, seq_length=FLAGS.max_seq_length,
       is_training=False, drop_remainder=True,
       is_regression=processor.is_regression)
-  results = estimator.predict(input_fn=predict_input_fn)
+  results = estimator.predict(
+      input_fn=predict_input_fn,
+      num_batches=len(predict_examples) // FLAGS.predict_batch_size)
   result_lines, submission_lines = _prediction_lines(
       processor, label_list, results, num_actual_predict_examples)
   if len(result_lines) != num_actual_predict_examples:

@@ -1255,16 +1255,15 @@ def _train(estimator, tokenizer, train_examples, num_train_steps):
       input_file=train_file, seq_length=FLAGS.max_seq_length,
       is_training=True, drop_remainder=True, seed=FLAGS.seed)
   estimator.train(input_fn=train_input_fn, max_steps=num_train_steps)
-def _predict_results(estimator, input_file):
+def _predict_results(estimator, input_file, num_features):
   """RawResults of every feature in `input_file` (logits as float32)."""
   predict_input_fn = input_fn_builder(
       input_file=input_file, seq_length=FLAGS.max_seq_length,
       is_training=False, drop_remainder=False)
   all_results = []
-  for result in estimator.predict(predict_input_fn,
-                                  yield_single_examples=True):
-    if len(all_results) % 1000 == 0:
-      logging.info("Processing example: %d", len(all_results))
+  for result in estimator.predict(
+      predict_input_fn, yield_single_examples=True,
+      num_batches=-(-num_features // FLAGS.predict_batch_size)):
     all_results.append(RawResult(
         unique_id=int(result["unique_ids"]),
         start_logits=np.asarray(result["start_logits"], np.float32),
@@ -1318,7 +1317,7 @@ def _predict(estimator, tokenizer, eval_examples):
   logging.info("  Num orig examples = %d", len(eval_examples))
   logging.info("  Num split examples = %d", len(eval_features))
   logging.info("  Batch size = %d", FLAGS.predict_batch_size)
-  all_results = _predict_results(estimator, eval_file)
+  all_results = _predict_results(estimator, eval_file, len(eval_features))
   predictions = write_predictions(
       eval_examples, eval_features, all_results, FLAGS.n_best_size,
       FLAGS.max_answer_length, FLAGS.do_lower_case,

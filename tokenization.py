@@ -410,13 +410,17 @@ def _is_whitespace(char):
 
 
 def _is_control(char):
-  """Whether `char` is a control character (category C*).
+  """Whether `char` is a control (Cc) or format (Cf) character.
 
   \\t, \\n and \\r are control characters in Unicode but count as whitespace.
+  Google's final tokenization.py drops these two categories only: private
+  use (Co), unassigned (Cn) and surrogate (Cs) code points stay in the text
+  (and become [UNK] unless the vocabulary has them), which changes the
+  tokens and so every later random draw of create_pretraining_data.py.
   """
   if char in ("\t", "\n", "\r"):
     return False
-  return unicodedata.category(char).startswith("C")
+  return unicodedata.category(char) in ("Cc", "Cf")
 
 
 def _is_punctuation(char):

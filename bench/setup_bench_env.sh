@@ -34,6 +34,7 @@ PIP=("${VENV}/bin/python" -m pip install --quiet)
   sentencepiece==0.2.3 \
   torch==2.13.0 \
   transformers==5.23.0 \
+  safetensors==0.8.0 \
   gin-config==0.5.0 \
   scipy==1.17.1 \
   pyyaml==6.0.3

@@ -1,6 +1,7 @@
 """Bad input to the real scripts: one line, a non-zero exit, nothing lost.
 
-Every case runs a script as a subprocess on real data (sample_data, the
+Every case runs a script (in a process of its own, see script_runner.py) on
+real data (sample_data, the
 vocabularies and the MiniLM checkpoint of ../shared/assets) with one thing
 wrong, and checks what a user sees and what stays on disk:
 
@@ -20,12 +21,12 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 
+import conftest
 import pretraining_records
+import script_runner
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ASSETS = os.path.join(os.path.dirname(REPO_ROOT), "shared", "assets")
@@ -649,12 +650,15 @@ def _uncased_head(count):
 # --------------------------------------------------------------- fixtures
 
 
-def _run(script, args, timeout=TIMEOUT):
+@pytest.fixture(scope="session")
+def run_script():
+  """run_script(script, args) -> (returncode, stdout, stderr) of the real
+  script, through a script_runner.ScriptRunner (TensorFlow imported once)."""
   env = dict(os.environ)
   env.pop("TF_CONFIG", None)
-  return subprocess.run([sys.executable, os.path.join(REPO_ROOT, script)] +
-                        args, cwd=REPO_ROOT, capture_output=True, text=True,
-                        env=env, timeout=timeout, check=False)
+  runner = script_runner.ScriptRunner(env)
+  yield lambda script, args: runner.run(script, args, TIMEOUT)
+  runner.close()
 
 
 def _fill(args, **paths):
@@ -664,20 +668,23 @@ def _fill(args, **paths):
 
 
 @pytest.fixture(scope="session")
-def finished_runs(tmp_path_factory):
+def finished_runs(shared_dir, run_script):
   """A finished MRPC run (run_classifier) and SQuAD run (run_squad), each
-  one epoch of the tiny model."""
-  root = str(tmp_path_factory.mktemp("finished"))
-  runs = {"mrpc": os.path.join(root, "mrpc"),
+  one epoch of the tiny model, made once for all workers."""
+  def train(root):
+    result = run_script("run_classifier.py",
+                        _fill(TRAIN, out=os.path.join(root, "mrpc")))
+    assert result.returncode == 0, result.stderr[-3000:]
+    _squad_file(root, data=_squad_sample())
+    result = run_script("run_squad.py", _fill(
+        SQUAD + ["--do_train", "--train_file={tmp}/squad.json",
+                 "--num_train_epochs=1"], out=os.path.join(root, "squad"),
+        tmp=root))
+    assert result.returncode == 0, result.stderr[-3000:]
+
+  root = conftest.build_once(shared_dir, "finished_runs", train)
+  return {"mrpc": os.path.join(root, "mrpc"),
           "squad": os.path.join(root, "squad")}
-  result = _run("run_classifier.py", _fill(TRAIN, out=runs["mrpc"]))
-  assert result.returncode == 0, result.stderr[-3000:]
-  _squad_file(root, data=_squad_sample())
-  result = _run("run_squad.py", _fill(
-      SQUAD + ["--do_train", "--train_file={tmp}/squad.json",
-               "--num_train_epochs=1"], out=runs["squad"], tmp=root))
-  assert result.returncode == 0, result.stderr[-3000:]
-  return runs
 
 
 def _snapshot(folder):
@@ -701,7 +708,7 @@ def _partial_files(folder):
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_bad_input(name, tmp_path, request):
+def test_bad_input(name, tmp_path, request, run_script):
   bad = CASES[name]
   tmp = str(tmp_path)
   out = os.path.join(tmp, "out")
@@ -712,7 +719,7 @@ def test_bad_input(name, tmp_path, request):
       bad.prepare(tmp)
   before = _snapshot(out)
 
-  result = _run(bad.script, _fill(bad.args, tmp=tmp, out=out))
+  result = run_script(bad.script, _fill(bad.args, tmp=tmp, out=out))
 
   assert result.returncode != 0, result.stderr[-3000:]
   assert "Traceback" not in result.stderr, result.stderr[-3000:]

@@ -141,6 +141,25 @@ def test_progress_line_counts_rate_and_time_left():
   assert progress.format_seconds(7800) == "2 h 10 min"
 
 
+def test_progress_line_scaled_with_other_rates():
+  now = [0.0]
+  lines = []
+  meter = progress.Progress("Reading corpus.txt", 200e6, unit="MB",
+                            interval=10, clock=lambda: now[0],
+                            log=lambda fmt, *args: lines.append(fmt % args),
+                            scale=1e6)
+  now[0] = 20.0
+  # 50 MB of 200 in 20 s: 2.5 MB/s, 150 MB left = 60 s; 400 documents and
+  # 1000 instances so far: 20 and 50 per second.
+  meter.advance(50e6, documents=400, instances=1000)
+  assert lines == ["Reading corpus.txt: 50.0/200.0 (25.0%), 2.5 MB/s, "
+                   "20.0 documents/s, 50.0 instances/s, 1 min 00 s left"]
+  now[0] = 80.0
+  meter.advance(150e6)
+  meter.finish()
+  assert lines[-1] == "Reading corpus.txt: 200.0 MB in 1 min 20 s."
+
+
 def test_replacing_leaves_the_whole_file_or_none(tmp_path):
   path = str(tmp_path / "out.txt")
   output_files.write_text(path, "first\n")

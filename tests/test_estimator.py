@@ -666,3 +666,17 @@ def test_time_interval_checkpoints(tmp_path):
   assert _ckpt_steps(model_dir) == [1, 2, 3]
   with pytest.raises(ValueError, match="save_checkpoints_secs"):
     make_estimator(model_dir, save_checkpoints_secs=0)
+
+
+def test_evaluate_and_predict_log_their_progress(tmp_path, caplog):
+  x, y = make_data()
+  est = make_estimator(str(tmp_path))
+  est.train(make_input_fn(x, y, True), max_steps=1)
+  with caplog.at_level(logging.INFO):
+    est.evaluate(make_input_fn(x, y, False), num_batches=4)
+    predictions = list(est.predict(make_input_fn(x, y, False),
+                                   num_batches=6))
+  assert len(predictions) == 16
+  text = caplog.text
+  assert "Evaluating: 4 batches in" in text
+  assert "Predicting: 6 batches in" in text

@@ -96,3 +96,13 @@ def test_releasing_freed_heap_hands_pages_back_when_the_block_ends():
     assert kept - _rss() > 48 * MIB
   finally:
     libc.free(pin)
+
+
+def test_first_runs_releaser_stops_after_its_runs():
+  releaser = host_memory.FirstRunsReleaser(runs=2, interval_seconds=0.01)
+  thread = releaser._releaser._thread  # pylint: disable=protected-access
+  assert thread.is_alive()
+  assert releaser.run_ended() == 0
+  assert thread.is_alive()
+  releaser.run_ended()
+  assert not thread.is_alive()

@@ -7,6 +7,7 @@ so the optimizer is checked end to end (gradients, clipping, schedule, weight
 decay exclusions, slots).
 """
 import math
+import threading
 
 import numpy as np
 import pytest
@@ -504,3 +505,31 @@ def test_lookup_table_accumulation_matches_one_big_batch(k):
     np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-7,
                                err_msg=name)
   assert got["embeddings/word_embeddings/accum_half_squared_norm"] == 0.0
+
+
+def _releasing_threads():
+  return sum(thread.name == "release_freed_heap" and thread.is_alive()
+             for thread in threading.enumerate())
+
+
+@pytest.mark.parametrize("release", [True, False])
+def test_train_op_hands_back_the_first_runs_freed_memory(release):
+  """The train op ends with one Python call counting its runs for a
+  host_memory.FirstRunsReleaser, whose thread runs from the graph's
+  construction to the end of its second run (none when asked not to)."""
+  before = _releasing_threads()
+  with tf.Graph().as_default() as graph:
+    w = tf.compat.v1.get_variable("w", [3], initializer=tf.ones_initializer())
+    train_op = optimization.create_optimizer(
+        tf.reduce_sum(tf.square(w)), 0.1, 10, 0,
+        release_host_memory=release)
+    calls = [op for op in graph.get_operations()
+             if op.type in ("PyFunc", "PyFuncStateless")]
+    assert _releasing_threads() == before + (1 if release else 0)
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      for _ in range(2):
+        sess.run(train_op)
+      assert _releasing_threads() == before
+      sess.run(train_op)
+  assert len(calls) == (1 if release else 0)

@@ -997,7 +997,7 @@ def _row_ids(row, vocab):
 
 @pytest.fixture
 def order_setup(main_flags, tmp_path):
-  """Runs main without training steps; returns (write_train, rows)."""
+  """Runs main for one training step; returns (write_train, rows)."""
   data_dir = str(tmp_path / "data")
   _write_mrpc_data(data_dir, seed=11, num_train=30)
   rows = _read_rows(os.path.join(data_dir, "train.tsv"))[1:]
@@ -1009,7 +1009,8 @@ def order_setup(main_flags, tmp_path):
 
   def write_train(**overrides):
     """The train.tf_record order as row indices, and its sidecar."""
-    main_flags(num_train_epochs=0.0, **overrides)
+    # 30 examples, batch 32: one update (a run of zero steps is refused).
+    main_flags(num_train_epochs=1.1, **overrides)
     order = [row_of_ids[tuple(r["input_ids"].int64_list.value)]
              for r in _read_records(record_file)]
     with open(record_file + ".meta.json") as f:

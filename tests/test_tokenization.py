@@ -148,6 +148,17 @@ def test_control_chars_removed_and_whitespace(uncased):
   assert not tokenization._is_control("A")
 
 
+def test_only_control_and_format_characters_are_dropped(uncased):
+  # Unicode categories: U+0007 Cc, U+200B Cf (dropped); U+E000 Co (private
+  # use) and U+0378 Cn (unassigned) are kept as words of their own, which
+  # the uncased vocabulary does not have.
+  assert [tokenization._is_control(c) for c in "\x07\u200b\ue000\u0378"] == [
+      True, True, False, False]
+  assert "\ue000" not in uncased.vocab and "\u0378" not in uncased.vocab
+  assert uncased.tokenize("a \ue000 b \u0378 c\u200bd") == [
+      "a", "[UNK]", "b", "[UNK]", "cd"]
+
+
 def test_punctuation():
   for char in "$^`~@[-¿«":
     assert tokenization._is_punctuation(char), char

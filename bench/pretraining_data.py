@@ -1,0 +1,270 @@
+# coding=utf-8
+"""Speed and peak memory of create_pretraining_data.py, both modes.
+
+Runs the script once per (corpus, mode), one run at a time, each as
+`/usr/bin/time -v python create_pretraining_data.py ...` with Google's
+uncased vocabulary, max_seq_length 128, 20 predictions and --dupe_factor,
+and reports per run:
+
+  instances/s    instances written / wall time of the whole command
+  time -v peak   /usr/bin/time's "Maximum resident set size": the largest
+                 peak of any ONE process of the tree (the parent, or the
+                 worst worker), not their sum
+  tree RSS peak  the peak over time of the summed VmRSS of the process and
+                 all its descendants, sampled from /proc every 0.2 s (pages
+                 shared by forked workers are counted once per process)
+  tree PSS peak  the same with each process's proportional set size
+                 (/proc/PID/smaps_rollup), which splits shared pages among
+                 the processes sharing them: the tree's real footprint
+
+and checks the targets: the scalable mode's instances/s at least
+--min_speedup times the faithful mode's on every corpus, and its tree PSS
+peak on the largest corpus within --max_growth of that on the smallest.
+A run whose tree RSS passes --max_rss_gb is killed and reported as such.
+
+    python bench/build_pretraining_corpus.py   # bench/out/pretraining_corpus
+    python bench/pretraining_data.py --dupe_factor=5
+
+Results: a Markdown table and JSON under bench/out/ (--output_prefix).
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from absl import app
+from absl import flags
+from absl import logging
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CORPUS_DIR = os.path.join(REPO_ROOT, "bench", "out", "pretraining_corpus")
+GIB = 2**30
+
+FLAGS = flags.FLAGS
+flags.DEFINE_list(
+    "corpora", [os.path.join(CORPUS_DIR, "corpus_1x.txt"),
+                os.path.join(CORPUS_DIR, "corpus_4x.txt")],
+    "Corpus files, smallest first (bench/build_pretraining_corpus.py).")
+flags.DEFINE_multi_enum("modes", ["faithful", "scalable"],
+                        ["faithful", "scalable"], "Modes to run.")
+flags.DEFINE_integer("num_workers", 2, "--num_workers of the scalable mode.")
+flags.DEFINE_float("shard_size_mb", None,
+                   "--shard_size_mb of the scalable mode (default: the "
+                   "script's).")
+flags.DEFINE_integer(
+    "dupe_factor", 5,
+    "--dupe_factor of every run (Google's README example uses 5; its "
+    "default 10 makes the faithful runs on big corpora long).")
+flags.DEFINE_string(
+    "vocab_file",
+    os.path.join(os.path.dirname(REPO_ROOT), "shared", "assets", "bert_vocab",
+                 "uncased", "vocab.txt"), "Vocabulary of every run.")
+flags.DEFINE_float("max_rss_gb", 20.0,
+                   "Kill a run whose tree RSS passes this many GiB.")
+flags.DEFINE_float("min_speedup", 1.8,
+                   "Target: scalable / faithful instances per second.")
+flags.DEFINE_float("max_growth", 0.2,
+                   "Target: growth of the scalable mode's tree PSS peak from "
+                   "the first corpus to the last.")
+flags.DEFINE_string("output_prefix",
+                    os.path.join(REPO_ROOT, "bench", "out", "pretraining_data"),
+                    "Results go to PREFIX.json and PREFIX.md.")
+
+_SAMPLE_SECONDS = 0.2
+
+
+def _children_by_parent():
+  """{ppid: [pid, ...]} of all processes, from /proc/*/stat."""
+  children = {}
+  for name in os.listdir("/proc"):
+    if not name.isdigit():
+      continue
+    try:
+      with open("/proc/%s/stat" % name) as f:
+        stat = f.read()
+    except OSError:
+      continue
+    # The command name may hold spaces; the fields after it are fixed.
+    ppid = int(stat.rsplit(")", 1)[1].split()[1])
+    children.setdefault(ppid, []).append(int(name))
+  return children
+
+
+def process_tree(pid):
+  """`pid` and all its descendants."""
+  children = _children_by_parent()
+  tree, stack = [], [pid]
+  while stack:
+    current = stack.pop()
+    tree.append(current)
+    stack.extend(children.get(current, []))
+  return tree
+
+
+def _kib_field(path, field):
+  try:
+    with open(path) as f:
+      match = re.search(r"^%s:\s+(\d+) kB" % field, f.read(), re.M)
+  except OSError:
+    return 0
+  return int(match.group(1)) * 1024 if match else 0
+
+
+def tree_memory(pid):
+  """(summed VmRSS, summed Pss) in bytes of `pid`'s process tree."""
+  pids = process_tree(pid)
+  return (sum(_kib_field("/proc/%d/status" % p, "VmRSS") for p in pids),
+          sum(_kib_field("/proc/%d/smaps_rollup" % p, "Pss") for p in pids))
+
+
+class TreeSampler(object):
+  """Samples a process tree's memory in a thread; kills it past a limit."""
+
+  def __init__(self, pid, max_rss_bytes):
+    self.pid = pid
+    self.max_rss_bytes = max_rss_bytes
+    self.peak_rss = self.peak_pss = 0
+    self.killed = False
+    self._done = threading.Event()
+    self._thread = threading.Thread(target=self._run, daemon=True)
+    self._thread.start()
+
+  def _run(self):
+    while not self._done.wait(_SAMPLE_SECONDS):
+      rss, pss = tree_memory(self.pid)
+      self.peak_rss = max(self.peak_rss, rss)
+      self.peak_pss = max(self.peak_pss, pss)
+      if rss > self.max_rss_bytes:
+        self.killed = True
+        for p in process_tree(self.pid):
+          try:
+            os.kill(p, 9)
+          except OSError:
+            pass
+
+  def stop(self):
+    self._done.set()
+    self._thread.join()
+
+
+def run_once(corpus, mode, output_dir):
+  """One timed run; returns its record."""
+  output = os.path.join(output_dir, "records")
+  command = ["/usr/bin/time", "-v", sys.executable,
+             os.path.join(REPO_ROOT, "create_pretraining_data.py"),
+             "--input_file=" + corpus, "--output_file=" + output,
+             "--vocab_file=" + FLAGS.vocab_file, "--max_seq_length=128",
+             "--max_predictions_per_seq=20",
+             "--dupe_factor=%d" % FLAGS.dupe_factor, "--mode=" + mode]
+  if mode == "scalable":
+    command.append("--num_workers=%d" % FLAGS.num_workers)
+    if FLAGS.shard_size_mb:
+      command.append("--shard_size_mb=%g" % FLAGS.shard_size_mb)
+  logging.info("Running %s", " ".join(command))
+  start = time.time()
+  with tempfile.TemporaryFile("w+") as log:
+    proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                            cwd=REPO_ROOT,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    sampler = TreeSampler(proc.pid, FLAGS.max_rss_gb * GIB)
+    proc.wait()
+    sampler.stop()
+    seconds = time.time() - start
+    log.seek(0)
+    text = log.read()
+  record = {"corpus": os.path.basename(corpus),
+            "corpus_mb": os.path.getsize(corpus) / 1e6, "mode": mode,
+            "seconds": seconds, "tree_rss_peak": sampler.peak_rss,
+            "tree_pss_peak": sampler.peak_pss, "command": command[2:]}
+  written = re.findall(r"Wrote (\d+) total instances", text)
+  time_peak = re.search(r"Maximum resident set size \(kbytes\): (\d+)", text)
+  if proc.returncode or sampler.killed or not written:
+    record["error"] = ("killed: tree RSS passed %g GiB" % FLAGS.max_rss_gb
+                       if sampler.killed else text.strip()[-1000:])
+    return record
+  record["instances"] = int(written[-1])
+  record["instances_per_second"] = record["instances"] / seconds
+  record["time_v_peak"] = int(time_peak.group(1)) * 1024
+  for name in os.listdir(output_dir):
+    os.remove(os.path.join(output_dir, name))
+  return record
+
+
+def targets(records):
+  """Lines checking the speed-up and memory targets."""
+  ok = {(r["corpus"], r["mode"]): r for r in records if "error" not in r}
+  lines = []
+  for corpus in dict.fromkeys(r["corpus"] for r in records):
+    faithful, scalable = ok.get((corpus, "faithful")), ok.get(
+        (corpus, "scalable"))
+    if faithful and scalable:
+      speedup = (scalable["instances_per_second"] /
+                 faithful["instances_per_second"])
+      lines.append("%s speed-up %.2fx (target >= %.2fx): %s" % (
+          corpus, speedup, FLAGS.min_speedup,
+          "met" if speedup >= FLAGS.min_speedup else "NOT met"))
+  scalable = [r for r in records if r["mode"] == "scalable" and
+              "error" not in r]
+  if len(scalable) >= 2:
+    first, last = scalable[0], scalable[-1]
+    growth = {key: last[key] / first[key] - 1 for key in (
+        "tree_pss_peak", "tree_rss_peak", "time_v_peak")}
+    lines.append(
+        "scalable peaks %s -> %s: tree PSS %+.0f%% (target within %.0f%%: "
+        "%s), tree RSS %+.0f%%, time -v %+.0f%%" % (
+            first["corpus"], last["corpus"], 100 * growth["tree_pss_peak"],
+            100 * FLAGS.max_growth,
+            "met" if abs(growth["tree_pss_peak"]) <= FLAGS.max_growth
+            else "NOT met", 100 * growth["tree_rss_peak"],
+            100 * growth["time_v_peak"]))
+  return lines
+
+
+def markdown(records):
+  rows = ["| corpus | MB | mode | instances | seconds | instances/s | "
+          "time -v peak (GiB) | tree RSS peak (GiB) | tree PSS peak (GiB) |",
+          "|---|---|---|---|---|---|---|---|---|"]
+  for r in records:
+    if "error" in r:
+      rows.append("| %s | %.0f | %s | %s |" % (r["corpus"], r["corpus_mb"],
+                                               r["mode"], r["error"][:200]))
+      continue
+    rows.append("| %s | %.0f | %s | %d | %.0f | %.0f | %.2f | %.2f | %.2f |" %
+                (r["corpus"], r["corpus_mb"], r["mode"], r["instances"],
+                 r["seconds"], r["instances_per_second"],
+                 r["time_v_peak"] / GIB, r["tree_rss_peak"] / GIB,
+                 r["tree_pss_peak"] / GIB))
+  return "\n".join(rows + [""] + targets(records)) + "\n"
+
+
+def main(argv):
+  del argv
+  for corpus in FLAGS.corpora:
+    if not os.path.exists(corpus):
+      raise app.UsageError("%s not found; build it with "
+                           "bench/build_pretraining_corpus.py." % corpus)
+  os.makedirs(os.path.dirname(FLAGS.output_prefix), exist_ok=True)
+  records = []
+  with tempfile.TemporaryDirectory(dir=os.path.dirname(
+      FLAGS.output_prefix)) as output_dir:
+    for corpus in FLAGS.corpora:
+      for mode in FLAGS.modes:
+        records.append(run_once(corpus, mode, output_dir))
+        logging.info("%s", json.dumps(records[-1]))
+  machine = {"cpus": os.cpu_count(), "load_average": os.getloadavg(),
+             "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+  with open(FLAGS.output_prefix + ".json", "w") as f:
+    json.dump({"machine": machine, "runs": records}, f, indent=2)
+  table = markdown(records)
+  with open(FLAGS.output_prefix + ".md", "w") as f:
+    f.write(table)
+  print(table)
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,967 @@
+# coding=utf-8
+"""Writes BERT's pre-training data (masked LM and next sentence) as TFRecords.
+The default --mode=faithful writes exactly the records of Google's
+create_pretraining_data.py; --mode=scalable builds different (equally
+valid) records shard by shard in parallel, with memory bounded by
+--shard_size_mb instead of by the corpus.
+
+The input is plain text, one sentence per line, with an empty line between
+two documents. Each output record is one tf.train.Example holding a pair of
+text segments A and B as Google's script builds them:
+
+  input_ids, input_mask, segment_ids        int64 [max_seq_length]
+  masked_lm_positions, masked_lm_ids        int64 [max_predictions_per_seq]
+  masked_lm_weights                         float [max_predictions_per_seq]
+  next_sentence_labels                      int64 [1]  (1: B is random text)
+
+The two modes:
+
+  --mode=faithful (the default) is Google's algorithm with Google's random
+    draws: for the same text, vocabulary, flags and seed it writes the very
+    records Google's script writes under Python 3. Like Google's script it
+    holds the whole corpus and all its instances in memory, so for big
+    corpora split the text into several files and run once per file, or use
+    the scalable mode.
+
+  --mode=scalable streams the documents into shards of about
+    --shard_size_mb of text and builds each shard in one of --num_workers
+    processes, so memory stays bounded by the shard size and all cores are
+    busy. Each shard is Google's algorithm on the shard's documents alone:
+    the random next segments come from the same shard and each shard is
+    shuffled on its own. Shard k of n is written to
+    <output_file>-0000k-of-0000n; the records depend on the text, the
+    flags, the seed and the shard size, never on the number of workers.
+
+    python create_pretraining_data.py --input_file=corpus.txt \\
+      --output_file=/tmp/tf_examples.tfrecord --vocab_file=$BERT/vocab.txt \\
+      --do_lower_case=True --max_seq_length=128 \\
+      --max_predictions_per_seq=20 --masked_lm_prob=0.15 \\
+      --random_seed=12345 --dupe_factor=5
+
+Outputs are written under temporary names and renamed once complete.
+"""
+
+import collections
+import concurrent.futures
+import contextlib
+import multiprocessing
+import os
+import random
+
+from absl import flags
+from absl import logging
+# Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
+import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
+import tensorflow as tf
+
+import cli
+import host_memory
+import output_files
+import progress
+import run_setup
+import runner_flags
+import tokenization
+
+FLAGS = flags.FLAGS
+
+MODES = ("faithful", "scalable")
+
+# Instances logged in full at the start of writing, to check the input.
+_NUM_LOGGED_INSTANCES = 5
+
+# Seconds between two progress lines.
+_PROGRESS_INTERVAL = 30.0
+_MB = 1e6
+
+# SentencePiece marks the first piece of each word with this character.
+_SPM_WORD_START = "\u2581"
+
+# Shards handed to the workers ahead of time, per worker: one being built
+# and one waiting, so that no worker idles while the next shard is read.
+_SHARDS_IN_FLIGHT_PER_WORKER = 2
+
+
+def define_flags(flag_values=flags.FLAGS):
+  """Defines the script's flags: Google's names and defaults, then ours.
+
+  Called from `__main__` rather than at import, so that tests can parse
+  their own flag sets.
+  """
+  fv = flag_values
+  flags.DEFINE_string(
+      "input_file", None,
+      "Text file(s) to read: a comma-separated list of paths or glob "
+      "patterns. One sentence per line, an empty line between documents.",
+      flag_values=fv)
+  flags.DEFINE_string(
+      "output_file", None,
+      "TFRecord file(s) to write: a comma-separated list; the records are "
+      "dealt out to the files in turn. In --mode=scalable a single name, "
+      "the prefix of the shard files.", flag_values=fv)
+  # --vocab_file, --spm_model_file and --do_lower_case, as the other
+  # scripts have them.
+  runner_flags.define_vocab_flags(fv)
+  flags.adopt_module_key_flags(runner_flags, flag_values=fv)
+  flags.DEFINE_bool(
+      "do_whole_word_mask", False,
+      "Mask all pieces of a word together instead of each piece on its "
+      "own (pieces after the first start with ## in WordPiece, and lack "
+      "the word-start mark in SentencePiece).", flag_values=fv)
+  flags.DEFINE_integer(
+      "max_seq_length", 128,
+      "Length of every record in tokens, [CLS] and two [SEP] included; "
+      "shorter pairs are padded with 0.", flag_values=fv)
+  flags.DEFINE_integer(
+      "max_predictions_per_seq", 20,
+      "Most masked tokens per record (the masked_lm_* features have this "
+      "length). About max_seq_length * masked_lm_prob; pass the same value "
+      "to run_pretraining.py.", flag_values=fv)
+  flags.DEFINE_integer("random_seed", 12345,
+                       "Seed of all random choices.", flag_values=fv)
+  flags.DEFINE_integer(
+      "dupe_factor", 10,
+      "Passes over the corpus, each with new pairs and masks.",
+      flag_values=fv)
+  flags.DEFINE_float(
+      "masked_lm_prob", 0.15,
+      "Fraction of each record's tokens to mask (at least one, at most "
+      "--max_predictions_per_seq).", flag_values=fv)
+  flags.DEFINE_float(
+      "short_seq_prob", 0.1,
+      "Chance that a record aims at a random length shorter than "
+      "max_seq_length, so the model also sees short inputs.",
+      flag_values=fv)
+  flags.DEFINE_enum(
+      "mode", "faithful", MODES,
+      "faithful: Google's exact records, the whole corpus in memory. "
+      "scalable: different (equally valid) records built shard by shard "
+      "in --num_workers processes with memory bounded by --shard_size_mb; "
+      "random next segments come from the same shard.", flag_values=fv)
+  flags.DEFINE_integer(
+      "num_workers", None,
+      "Processes building shards in --mode=scalable (default: one per "
+      "CPU core). The records do not depend on it.", flag_values=fv)
+  flags.DEFINE_float(
+      "shard_size_mb", 4.0,
+      "Megabytes of input text per shard in --mode=scalable; each worker "
+      "holds one shard, its token ids and its records (roughly 10 + 3 x "
+      "dupe_factor times the shard's size). Changing it changes the "
+      "records.",
+      flag_values=fv)
+
+
+# ---------------------------------------------------------------------------
+# Instances: Google's algorithm, on token ids.
+# ---------------------------------------------------------------------------
+
+
+class TrainingInstance(object):
+  """One segment pair before padding.
+
+  Attributes:
+    tokens: ids of [CLS] A [SEP] B [SEP], masked ones replaced.
+    segment_ids: 0 for [CLS], A and the first [SEP]; 1 for B and the last.
+    masked_lm_positions: ascending positions of the masked tokens.
+    masked_lm_labels: the original ids at those positions.
+    is_random_next: whether B was taken from another document.
+  """
+
+  __slots__ = ("tokens", "segment_ids", "masked_lm_positions",
+               "masked_lm_labels", "is_random_next")
+
+  def __init__(self, tokens, segment_ids, masked_lm_positions,
+               masked_lm_labels, is_random_next):
+    self.tokens = tokens
+    self.segment_ids = segment_ids
+    self.masked_lm_positions = masked_lm_positions
+    self.masked_lm_labels = masked_lm_labels
+    self.is_random_next = is_random_next
+
+
+# The token ids the masking needs: `words` are the random replacements in
+# the vocabulary's order, `continuations` the ids of pieces that continue a
+# word (whole-word masking keeps them with the piece before).
+MaskingVocab = collections.namedtuple(
+    "MaskingVocab", ["cls", "sep", "mask", "words", "continuations"])
+
+# Everything that shapes the instances besides the documents and the seed.
+InstanceOptions = collections.namedtuple(
+    "InstanceOptions", ["max_seq_length", "short_seq_prob", "masked_lm_prob",
+                        "max_predictions_per_seq", "do_whole_word_mask",
+                        "dupe_factor"])
+
+
+def masking_vocab(tokenizer):
+  """The MaskingVocab of a `tokenization.FullTokenizer`.
+
+  The replacement words are the vocabulary's entries in file order (for
+  WordPiece, a token listed twice counts once, with the id of its last
+  line, as Google's dict-based lookup gives it).
+
+  Raises:
+    cli.UserError: [CLS], [SEP] or [MASK] is not in the vocabulary.
+  """
+  missing = [t for t in ("[CLS]", "[SEP]", "[MASK]")
+             if t not in tokenizer.vocab]
+  if missing:
+    raise cli.UserError(
+        "The vocabulary has no %s; use the vocabulary of a BERT model "
+        "(a SentencePiece model needs them as user-defined symbols)." %
+        " or ".join(missing))
+  cls, sep, mask = tokenizer.convert_tokens_to_ids(["[CLS]", "[SEP]",
+                                                    "[MASK]"])
+  return MaskingVocab(cls=cls, sep=sep, mask=mask,
+                      words=list(tokenizer.vocab.values()),
+                      continuations=_continuation_ids(tokenizer))
+
+
+def _continuation_ids(tokenizer):
+  """Ids of the pieces that continue the word of the piece before them."""
+  sp_model = tokenizer.sp_model
+  if sp_model is None:
+    return frozenset(i for token, i in tokenizer.vocab.items()
+                     if token.startswith("##"))
+  return frozenset(
+      i for piece, i in tokenizer.vocab.items()
+      if not piece.startswith(_SPM_WORD_START) and
+      not (sp_model.is_control(i) or sp_model.is_unknown(i)))
+
+
+def create_training_instances(all_documents, options, vocab, rng,
+                              make_record=lambda instance: instance,
+                              meter=None):
+  """Google's instances of a corpus, in Google's order.
+
+  Shuffles the documents, makes `options.dupe_factor` passes over them
+  (each document gives its pairs in every pass, with new draws), then
+  shuffles all instances.
+
+  Args:
+    all_documents: list of documents, each a list of sentences, each a
+      non-empty list of token ids. Shuffled in place.
+    options: InstanceOptions.
+    vocab: MaskingVocab.
+    rng: random.Random; every draw comes from it, in Google's order.
+    make_record: applied to each TrainingInstance as it is made (e.g. to
+      serialize it, which keeps far less in memory).
+    meter: optional progress.Progress, advanced by documents processed.
+
+  Returns:
+    list of make_record(instance), shuffled.
+  """
+  rng.shuffle(all_documents)
+  records = []
+  for _ in range(options.dupe_factor):
+    for document_index in range(len(all_documents)):
+      records.extend(
+          make_record(instance) for instance in create_instances_from_document(
+              all_documents, document_index, options, vocab, rng))
+      if meter is not None:
+        meter.advance(instances=len(records))
+  rng.shuffle(records)
+  return records
+
+
+def create_instances_from_document(all_documents, document_index, options,
+                                   vocab, rng):
+  """The instances of one document, with Google's draws.
+
+  Sentences are gathered into a chunk until it reaches the target length
+  (max_seq_length - 3, or with probability short_seq_prob a random length
+  from 2 up). A random number of the chunk's sentences form A; B is either
+  the rest of the chunk or, half of the time (always for a one-sentence
+  chunk), text from a random other document, in which case the chunk's
+  unused sentences start the next chunk.
+
+  Returns:
+    list of TrainingInstance.
+  """
+  document = all_documents[document_index]
+  max_num_tokens = options.max_seq_length - 3
+  target_seq_length = max_num_tokens
+  if rng.random() < options.short_seq_prob:
+    target_seq_length = rng.randint(2, max_num_tokens)
+
+  instances = []
+  chunk = []
+  chunk_length = 0
+  i = 0
+  while i < len(document):
+    chunk.append(document[i])
+    chunk_length += len(document[i])
+    if i == len(document) - 1 or chunk_length >= target_seq_length:
+      a_end = 1
+      if len(chunk) >= 2:
+        a_end = rng.randint(1, len(chunk) - 1)
+      tokens_a = [t for sentence in chunk[:a_end] for t in sentence]
+      # A one-sentence chunk has no next sentence of its own to offer.
+      is_random_next = len(chunk) == 1 or rng.random() < 0.5
+      if is_random_next:
+        tokens_b = _random_next_tokens(
+            all_documents, document_index,
+            target_seq_length - len(tokens_a), rng)
+        # The chunk's sentences after A were not used: they start the next
+        # chunk instead of being dropped.
+        i -= len(chunk) - a_end
+      else:
+        tokens_b = [t for sentence in chunk[a_end:] for t in sentence]
+      truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)
+      instances.append(_make_instance(tokens_a, tokens_b, is_random_next,
+                                      options, vocab, rng))
+      chunk = []
+      chunk_length = 0
+    i += 1
+  return instances
+
+
+def _random_next_tokens(all_documents, document_index, target_length, rng):
+  """Consecutive sentences of a random other document, from a random start,
+  until `target_length` tokens are reached (or the document ends)."""
+  # Ten tries to avoid the current document; a one-document corpus (or a
+  # very unlucky draw) falls back to the document itself.
+  for _ in range(10):
+    random_index = rng.randint(0, len(all_documents) - 1)
+    if random_index != document_index:
+      break
+  random_document = all_documents[random_index]
+  tokens = []
+  for sentence in random_document[rng.randint(0, len(random_document) - 1):]:
+    tokens.extend(sentence)
+    if len(tokens) >= target_length:
+      break
+  return tokens
+
+
+def _make_instance(tokens_a, tokens_b, is_random_next, options, vocab, rng):
+  """[CLS] A [SEP] B [SEP], masked, as a TrainingInstance."""
+  tokens = [vocab.cls] + tokens_a + [vocab.sep] + tokens_b + [vocab.sep]
+  segment_ids = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
+  tokens, positions, labels = create_masked_lm_predictions(
+      tokens, options.masked_lm_prob, options.max_predictions_per_seq, vocab,
+      rng, do_whole_word_mask=options.do_whole_word_mask)
+  return TrainingInstance(tokens, segment_ids, positions, labels,
+                          is_random_next)
+
+
+def create_masked_lm_predictions(tokens, masked_lm_prob,
+                                 max_predictions_per_seq, vocab, rng,
+                                 do_whole_word_mask=False):
+  """Picks the tokens to predict and replaces them, with Google's draws.
+
+  The candidates are all positions but [CLS] and [SEP] (with whole-word
+  masking, groups of a word's pieces; a piece continuing a word attaches
+  to the last group even across a [SEP]). They are shuffled and taken in
+  order until round(len(tokens) * masked_lm_prob) positions are masked
+  (Python 3 rounds halves to even; at least 1, at most
+  max_predictions_per_seq), skipping a group that would overshoot. A
+  chosen token becomes [MASK] 80% of the time, stays itself 10% and
+  becomes a random vocabulary entry 10%.
+
+  Args:
+    tokens: list of ids, [CLS] A [SEP] B [SEP].
+    masked_lm_prob, max_predictions_per_seq: as the flags.
+    vocab: MaskingVocab.
+    rng: random.Random.
+    do_whole_word_mask: mask whole words.
+
+  Returns:
+    (masked tokens, ascending positions, original ids at the positions).
+  """
+  candidates = []
+  for i, token in enumerate(tokens):
+    if token == vocab.cls or token == vocab.sep:
+      continue
+    if (do_whole_word_mask and candidates and
+        token in vocab.continuations):
+      candidates[-1].append(i)
+    else:
+      candidates.append([i])
+  rng.shuffle(candidates)
+
+  num_to_predict = min(max_predictions_per_seq,
+                       max(1, int(round(len(tokens) * masked_lm_prob))))
+  output_tokens = list(tokens)
+  masked = []
+  # The groups are disjoint, so no position can be chosen twice.
+  for group in candidates:
+    if len(masked) >= num_to_predict:
+      break
+    if len(masked) + len(group) > num_to_predict:
+      continue
+    for index in group:
+      if rng.random() < 0.8:
+        output_tokens[index] = vocab.mask
+      elif rng.random() >= 0.5:
+        output_tokens[index] = vocab.words[rng.randint(0,
+                                                       len(vocab.words) - 1)]
+      masked.append((index, tokens[index]))
+  masked.sort()
+  return (output_tokens, [index for index, _ in masked],
+          [label for _, label in masked])
+
+
+def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
+  """Shortens the longer list (B on a tie) one token at a time, from the
+  front or the back at random, until both fit in `max_num_tokens`."""
+  while len(tokens_a) + len(tokens_b) > max_num_tokens:
+    trunc_tokens = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
+    if rng.random() < 0.5:
+      del trunc_tokens[0]
+    else:
+      trunc_tokens.pop()
+
+
+# ---------------------------------------------------------------------------
+# Records.
+# ---------------------------------------------------------------------------
+
+
+def create_int_feature(values):
+  return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
+
+
+def create_float_feature(values):
+  return tf.train.Feature(float_list=tf.train.FloatList(value=list(values)))
+
+
+def instance_to_example(instance, max_seq_length, max_predictions_per_seq):
+  """The tf.train.Example of a TrainingInstance, padded with zeros."""
+  num_tokens = len(instance.tokens)
+  pad = [0] * (max_seq_length - num_tokens)
+  num_masked = len(instance.masked_lm_positions)
+  pad_masked = [0] * (max_predictions_per_seq - num_masked)
+  features = collections.OrderedDict()
+  features["input_ids"] = create_int_feature(instance.tokens + pad)
+  features["input_mask"] = create_int_feature([1] * num_tokens + pad)
+  features["segment_ids"] = create_int_feature(instance.segment_ids + pad)
+  features["masked_lm_positions"] = create_int_feature(
+      instance.masked_lm_positions + pad_masked)
+  features["masked_lm_ids"] = create_int_feature(
+      instance.masked_lm_labels + pad_masked)
+  features["masked_lm_weights"] = create_float_feature(
+      [1.0] * num_masked + [0.0] * len(pad_masked))
+  features["next_sentence_labels"] = create_int_feature(
+      [1 if instance.is_random_next else 0])
+  return tf.train.Example(features=tf.train.Features(feature=features))
+
+
+def serialize_instance(instance, options):
+  """The serialized tf.train.Example of an instance. Deterministic (the
+  features sorted by name), so equal runs write equal bytes."""
+  return instance_to_example(
+      instance, options.max_seq_length,
+      options.max_predictions_per_seq).SerializeToString(deterministic=True)
+
+
+def _logging_serializer(options, tokenizer):
+  """serialize_instance that also logs the first few instances' tokens."""
+  logged = []
+
+  def make_record(instance):
+    if len(logged) < _NUM_LOGGED_INSTANCES:
+      logged.append(instance)
+      logging.info("Instance %d: %s | masked %s | random next: %s",
+                   len(logged), " ".join(tokenizer.convert_ids_to_tokens(
+                       instance.tokens)),
+                   " ".join("%d:%s" % (p, t) for p, t in zip(
+                       instance.masked_lm_positions,
+                       tokenizer.convert_ids_to_tokens(
+                           instance.masked_lm_labels))),
+                   instance.is_random_next)
+    return serialize_instance(instance, options)
+
+  return make_record
+
+
+def write_example_files(records, paths, meter=None):
+  """Deals the serialized records out to the files `paths` in turn (record
+  i to file i mod n), each written under a temporary name and renamed once
+  all are complete."""
+  with contextlib.ExitStack() as stack:
+    writers = [stack.enter_context(tf.io.TFRecordWriter(
+        stack.enter_context(output_files.replacing(path)))) for path in paths]
+    for index, record in enumerate(records):
+      writers[index % len(writers)].write(record)
+      if meter is not None:
+        meter.advance()
+
+
+# ---------------------------------------------------------------------------
+# Reading the text.
+# ---------------------------------------------------------------------------
+
+
+def resolve_input_files(input_file):
+  """The files named by --input_file (comma-separated paths or globs).
+
+  Each pattern's matches keep the order tf.io.gfile.glob gives, as in
+  Google's script.
+
+  Raises:
+    cli.UserError: a pattern matches nothing, or a match is a directory or
+      cannot be read.
+  """
+  input_files = []
+  for pattern in input_file.split(","):
+    if not pattern:
+      raise cli.UserError("--input_file=%s has an empty entry; separate "
+                          "the files by single commas." % input_file)
+    matches = tf.io.gfile.glob(pattern)
+    if not matches:
+      raise cli.UserError("--input_file: %s matches no file." % pattern)
+    input_files.extend(matches)
+  for path in input_files:
+    _check_readable(path)
+  return input_files
+
+
+def _check_readable(path):
+  if tf.io.gfile.isdir(path):
+    raise cli.UserError("--input_file: %s is a directory; name the text "
+                        "files in it (e.g. %s)." %
+                        (path, os.path.join(path, "*.txt")))
+  try:
+    with tf.io.gfile.GFile(path, "rb") as reader:
+      reader.read(1)
+  except (tf.errors.OpError, OSError) as e:
+    raise cli.UserError("--input_file: cannot read %s (%s)." %
+                        (path, _error_text(e))) from None
+
+
+def _error_text(error):
+  return getattr(error, "message", None) or str(error)
+
+
+def read_documents(input_files, max_document_bytes=None):
+  """Yields the documents of the text files as lists of lines.
+
+  Lines are read as Google's script reads them through tf.io.gfile: split
+  at "\\n" with every "\\r" dropped, decoded as UTF-8 and stripped. An
+  empty line ends a document, and so does nothing else: a file that does
+  not end with an empty line continues its last document into the next
+  file.
+
+  Args:
+    input_files: paths, read in this order.
+    max_document_bytes: if set, a document is also ended once it holds more
+      than this many bytes of lines (with a warning the first time), so
+      that text without empty lines cannot fill the memory.
+
+  Yields:
+    (lines, bytes_read): a document's non-empty lines (a non-empty list of
+    str) and the input bytes read so far.
+
+  Raises:
+    cli.UserError: a line is not valid UTF-8, or a file cannot be read.
+  """
+  document = []
+  document_bytes = 0
+  bytes_read = 0
+  for path in input_files:
+    for number, line, size in _lines(path):
+      bytes_read += size
+      if line:
+        document.append(line)
+        document_bytes += size
+      if document and (not line or (max_document_bytes is not None and
+                                    document_bytes > max_document_bytes)):
+        if line:
+          logging.log_first_n(
+              logging.WARNING, "%s, line %d: a document longer than %.1f MB "
+              "(is an empty line missing between documents?); it is cut "
+              "into documents of that size.", 1, path, number,
+              max_document_bytes / _MB)
+        yield document, bytes_read
+        document = []
+        document_bytes = 0
+  if document:
+    yield document, bytes_read
+
+
+def _lines(path):
+  """(line number, stripped text, bytes) of each line of a file."""
+  try:
+    with tf.io.gfile.GFile(path, "rb") as reader:
+      for number, raw in enumerate(reader, 1):
+        try:
+          text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+          raise cli.UserError(
+              "%s, line %d: not valid UTF-8 (byte 0x%02x at column %d); "
+              "convert the file to UTF-8." %
+              (path, number, raw[e.start], e.start + 1)) from None
+        yield number, text.strip(), len(raw)
+  except tf.errors.OpError as e:
+    raise cli.UserError("Cannot read %s: %s" %
+                        (path, _error_text(e))) from None
+
+
+def tokenize_document(lines, tokenizer):
+  """The token ids of each line that has any; [] if none has."""
+  document = []
+  for line in lines:
+    ids = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(line))
+    if ids:
+      document.append(ids)
+  return document
+
+
+def _total_size(paths):
+  return sum(tf.io.gfile.stat(p).length for p in paths)
+
+
+def _reading_meter(what, input_files):
+  """A progress meter of the input read, in MB."""
+  return progress.Progress(what, _total_size(input_files), unit="MB",
+                           interval=_PROGRESS_INTERVAL, scale=_MB)
+
+
+# ---------------------------------------------------------------------------
+# The faithful mode.
+# ---------------------------------------------------------------------------
+
+
+def run_faithful(settings, tokenizer, input_files, paths):
+  """Google's pipeline on the whole corpus in memory; writes `paths`."""
+  vocab = masking_vocab(tokenizer)
+  meter = _reading_meter("Reading", input_files)
+  all_documents = []
+  bytes_done = 0
+  for lines, bytes_read in read_documents(input_files):
+    document = tokenize_document(lines, tokenizer)
+    if document:
+      all_documents.append(document)
+    meter.advance(bytes_read - bytes_done, documents=len(all_documents))
+    bytes_done = bytes_read
+  meter.finish()
+  _check_has_pairs(sum(len(d) >= 2 for d in all_documents), input_files)
+
+  meter = progress.Progress(
+      "Making instances (%d passes over %d documents)" % (
+          settings.options.dupe_factor, len(all_documents)),
+      settings.options.dupe_factor * len(all_documents), unit="documents",
+      interval=_PROGRESS_INTERVAL)
+  records = create_training_instances(
+      all_documents, settings.options, vocab,
+      random.Random(settings.random_seed),
+      _logging_serializer(settings.options, tokenizer), meter)
+  meter.finish()
+  del all_documents
+  meter = progress.Progress("Writing %s" % ", ".join(paths), len(records),
+                            unit="records", interval=_PROGRESS_INTERVAL)
+  write_example_files(records, paths, meter)
+  meter.finish()
+  logging.info("Wrote %d total instances", len(records))
+
+
+def _check_has_pairs(num_multi_sentence_documents, input_files):
+  if not num_multi_sentence_documents:
+    raise cli.UserError(
+        "No document in %s has two sentences, so there is no sentence pair "
+        "to learn from; put one sentence per line and an empty line "
+        "between documents." % ", ".join(input_files))
+
+
+# ---------------------------------------------------------------------------
+# The scalable mode.
+# ---------------------------------------------------------------------------
+
+
+class Settings(collections.namedtuple(
+    "Settings", ["vocab_file", "spm_model_file", "do_lower_case",
+                 "random_seed", "options"])):
+  """What a run needs besides its files; picklable for the workers."""
+
+  def tokenizer(self):
+    return tokenization.FullTokenizer(
+        vocab_file=self.vocab_file, do_lower_case=self.do_lower_case,
+        spm_model_file=self.spm_model_file)
+
+
+ShardResult = collections.namedtuple(
+    "ShardResult", ["num_documents", "num_multi_sentence_documents",
+                    "num_instances"])
+
+
+def shard_documents(documents, shard_bytes):
+  """Groups (lines, bytes_read) documents into shards of whole documents.
+
+  A shard closes before the document that would take it past `shard_bytes`
+  of input (a bigger document forms a shard alone). Lazy: only the shard
+  being filled is held.
+
+  Yields:
+    (list of documents' lines, bytes_read at the shard's end).
+  """
+  shard = []
+  shard_start = 0
+  last_read = 0
+  for lines, bytes_read in documents:
+    if shard and bytes_read - shard_start > shard_bytes:
+      yield shard, last_read
+      shard = []
+      shard_start = last_read
+    shard.append(lines)
+    last_read = bytes_read
+  if shard:
+    yield shard, last_read
+
+
+def shard_rng(random_seed, shard_index):
+  """The random.Random of a shard: shard 0 draws as the faithful mode does,
+  so a corpus that fits in one shard gets the faithful mode's records."""
+  if shard_index == 0:
+    return random.Random(random_seed)
+  return random.Random("%d/%d" % (random_seed, shard_index))
+
+
+def build_shard(shard_index, documents_lines, settings, temp_file):
+  """Builds one shard's instances and writes them to `temp_file` (runs in a
+  worker process). Returns its ShardResult."""
+  tokenizer = settings.tokenizer()
+  vocab = masking_vocab(tokenizer)
+  all_documents = []
+  for lines in documents_lines:
+    document = tokenize_document(lines, tokenizer)
+    if document:
+      all_documents.append(document)
+  del documents_lines
+  records = create_training_instances(
+      all_documents, settings.options, vocab,
+      shard_rng(settings.random_seed, shard_index),
+      lambda instance: serialize_instance(instance, settings.options))
+  with tf.io.TFRecordWriter(temp_file) as writer:
+    for record in records:
+      writer.write(record)
+  result = ShardResult(len(all_documents),
+                       sum(len(d) >= 2 for d in all_documents), len(records))
+  del all_documents, records
+  # The next shard reuses little of this one's heap; give it back so a
+  # worker's memory stays that of one shard.
+  host_memory.release_freed_heap()
+  return result
+
+
+def run_scalable(settings, input_files, output_prefix, num_workers,
+                 shard_bytes):
+  """Builds the shards in `num_workers` processes; renames the shard files
+  to <output_prefix>-0000k-of-0000n once all are written."""
+  logging.info(
+      "Scalable mode: %d workers, shards of %.1f MB. The records differ from "
+      "Google's script (random next segments come from the same shard); "
+      "use --mode=faithful for Google's exact records.", num_workers,
+      shard_bytes / _MB)
+  meter = _reading_meter("Building shards", input_files)
+  totals = collections.Counter(documents=0, instances=0)
+  temp_paths = []
+  num_multi_sentence_documents = 0
+  try:
+    # Forked workers start at once, without importing TensorFlow again.
+    pool = concurrent.futures.ProcessPoolExecutor(
+        num_workers, mp_context=multiprocessing.get_context("fork"))
+    try:
+      pending = collections.deque()
+      shards = shard_documents(read_documents(input_files, shard_bytes),
+                               shard_bytes)
+      for index, (documents_lines, bytes_read) in enumerate(shards):
+        temp_paths.append("%s-%05d%s" % (output_prefix, index,
+                                         output_files.TEMPORARY_SUFFIX))
+        pending.append((pool.submit(build_shard, index, documents_lines,
+                                    settings, temp_paths[-1]), bytes_read))
+        del documents_lines
+        while len(pending) >= _SHARDS_IN_FLIGHT_PER_WORKER * num_workers:
+          num_multi_sentence_documents += _finish_shard(
+              pending.popleft(), meter, totals)
+      while pending:
+        num_multi_sentence_documents += _finish_shard(pending.popleft(),
+                                                      meter, totals)
+    finally:
+      # After an error, the shards not started yet are dropped.
+      pool.shutdown(cancel_futures=True)
+    _check_has_pairs(num_multi_sentence_documents, input_files)
+    for index, temp_path in enumerate(temp_paths):
+      tf.io.gfile.rename(temp_path, "%s-%05d-of-%05d" % (
+          output_prefix, index, len(temp_paths)), overwrite=True)
+  finally:
+    _remove_files(temp_paths)
+  meter.finish()
+  logging.info("Wrote %d total instances in %d shards: %s-*-of-%05d",
+               totals["instances"], len(temp_paths), output_prefix,
+               len(temp_paths))
+  _warn_of_other_shards(output_prefix, len(temp_paths))
+
+
+def _warn_of_other_shards(output_prefix, num_shards):
+  """Warns of shard files of an earlier run with another shard count, which
+  a pattern like <output_file>-* would also match."""
+  others = [p for p in tf.io.gfile.glob(output_prefix + "-?????-of-?????")
+            if not p.endswith("-of-%05d" % num_shards)]
+  if others:
+    logging.warning(
+        "%d other files match %s-*-of-*, e.g. %s, from an earlier run with "
+        "another shard count; delete them before pre-training on %s-*.",
+        len(others), output_prefix, others[0], output_prefix)
+
+
+def _finish_shard(pending_item, meter, totals):
+  """Waits for a shard and counts it. Returns its multi-sentence documents."""
+  future, bytes_read = pending_item
+  try:
+    result = future.result()
+  except concurrent.futures.process.BrokenProcessPool:
+    raise cli.UserError(
+        "A worker process died (out of memory?); lower --shard_size_mb or "
+        "--num_workers.") from None
+  totals["documents"] += result.num_documents
+  totals["instances"] += result.num_instances
+  meter.advance(bytes_read - meter.done, **totals)
+  return result.num_multi_sentence_documents
+
+
+def _remove_files(paths):
+  for path in paths:
+    if tf.io.gfile.exists(path):
+      tf.io.gfile.remove(path)
+
+
+# ---------------------------------------------------------------------------
+# Flags and main.
+# ---------------------------------------------------------------------------
+
+
+def check_flags(flag_obj):
+  """Refuses flag values that cannot work, before any slow step.
+
+  Raises:
+    cli.UserError naming the flag and the fix.
+  """
+  for name in ("input_file", "output_file"):
+    if not flag_obj[name].value:
+      raise cli.UserError("--%s is required." % name)
+  if not (flag_obj.vocab_file or flag_obj.spm_model_file):
+    raise cli.UserError("--vocab_file is required (or --spm_model_file for "
+                        "a SentencePiece vocabulary).")
+  for name in ("vocab_file", "spm_model_file"):
+    path = flag_obj[name].value
+    if path and not tf.io.gfile.exists(path):
+      raise cli.UserError("--%s=%s: file not found." % (name, path))
+  if flag_obj.max_seq_length < 5:
+    raise cli.UserError("--max_seq_length=%d: must be at least 5 ([CLS], "
+                        "[SEP], [SEP] and a token of each segment)." %
+                        flag_obj.max_seq_length)
+  maskable = flag_obj.max_seq_length - 3
+  if not 1 <= flag_obj.max_predictions_per_seq <= maskable:
+    raise cli.UserError(
+        "--max_predictions_per_seq=%d: must be between 1 and %d, the "
+        "tokens a record of --max_seq_length=%d holds besides [CLS] and "
+        "[SEP] (about max_seq_length * masked_lm_prob is usual)." %
+        (flag_obj.max_predictions_per_seq, maskable, flag_obj.max_seq_length))
+  if flag_obj.dupe_factor < 1:
+    raise cli.UserError("--dupe_factor=%d: must be at least 1." %
+                        flag_obj.dupe_factor)
+  if not 0.0 < flag_obj.masked_lm_prob < 1.0:
+    raise cli.UserError("--masked_lm_prob=%g: must be between 0 and 1 "
+                        "(0.15 is BERT's)." % flag_obj.masked_lm_prob)
+  if not 0.0 <= flag_obj.short_seq_prob <= 1.0:
+    raise cli.UserError("--short_seq_prob=%g: must be between 0 and 1." %
+                        flag_obj.short_seq_prob)
+  _check_mode_flags(flag_obj)
+
+
+def _check_mode_flags(flag_obj):
+  if flag_obj.mode == "faithful":
+    for name in ("num_workers", "shard_size_mb"):
+      if flag_obj[name].present:
+        raise cli.UserError("--%s applies to --mode=scalable only." % name)
+    return
+  if flag_obj.num_workers is not None and flag_obj.num_workers < 1:
+    raise cli.UserError("--num_workers=%d: must be at least 1." %
+                        flag_obj.num_workers)
+  if not flag_obj.shard_size_mb > 0:
+    raise cli.UserError("--shard_size_mb=%g: must be positive." %
+                        flag_obj.shard_size_mb)
+  if "," in flag_obj.output_file:
+    raise cli.UserError(
+        "--output_file=%s: --mode=scalable takes one name, the prefix of "
+        "its shard files." % flag_obj.output_file)
+
+
+def check_output_files(paths, input_files):
+  """Refuses outputs whose folder is missing or that would replace input.
+
+  Raises:
+    cli.UserError naming the file.
+  """
+  if len(set(paths)) != len(paths):
+    raise cli.UserError("--output_file names a file twice.")
+  inputs = {os.path.abspath(p) for p in input_files}
+  for path in paths:
+    folder = os.path.dirname(path) or "."
+    if not tf.io.gfile.isdir(folder):
+      raise cli.UserError("--output_file=%s: folder %s does not exist." %
+                          (path, folder))
+    if os.path.abspath(path) in inputs:
+      raise cli.UserError("--output_file=%s is also an input file." % path)
+
+
+def settings_from_flags(flag_obj):
+  return Settings(
+      vocab_file=flag_obj.vocab_file,
+      spm_model_file=flag_obj.spm_model_file,
+      do_lower_case=flag_obj.do_lower_case,
+      random_seed=flag_obj.random_seed,
+      options=InstanceOptions(
+          max_seq_length=flag_obj.max_seq_length,
+          short_seq_prob=flag_obj.short_seq_prob,
+          masked_lm_prob=flag_obj.masked_lm_prob,
+          max_predictions_per_seq=flag_obj.max_predictions_per_seq,
+          do_whole_word_mask=flag_obj.do_whole_word_mask,
+          dupe_factor=flag_obj.dupe_factor))
+
+
+def _warn_if_casing_differs(flag_obj, tokenizer):
+  """Warns when --do_lower_case contradicts the vocabulary's casing.
+
+  Only a warning: Google's script does not check, and its records for such
+  a pair are still what it writes.
+  """
+  try:
+    tokenization.validate_case_matches_vocab(
+        flag_obj.do_lower_case, tokenizer.vocab,
+        "--spm_model_file=%s" % flag_obj.spm_model_file
+        if flag_obj.spm_model_file else "--vocab_file=%s" % flag_obj.vocab_file)
+  except cli.UserError as e:
+    logging.warning("%s", e)
+
+
+def run(flag_obj):
+  """Writes the pre-training records the flags ask for.
+
+  Raises:
+    cli.UserError for flags or input that cannot work.
+  """
+  check_flags(flag_obj)
+  tokenizer = run_setup.make_tokenizer(flag_obj)
+  masking_vocab(tokenizer)  # Refuses a vocabulary without [CLS] etc.
+  _warn_if_casing_differs(flag_obj, tokenizer)
+  input_files = resolve_input_files(flag_obj.input_file)
+  logging.info("Reading from %s", ", ".join(input_files))
+  paths = flag_obj.output_file.split(",")
+  check_output_files(paths, input_files)
+  settings = settings_from_flags(flag_obj)
+  if flag_obj.mode == "faithful":
+    run_faithful(settings, tokenizer, input_files, paths)
+  else:
+    run_scalable(settings, input_files, paths[0],
+                 flag_obj.num_workers or len(os.sched_getaffinity(0)),
+                 int(flag_obj.shard_size_mb * _MB))
+
+
+def main(_):
+  logging.set_verbosity(logging.INFO)
+  run(FLAGS)
+
+
+if __name__ == "__main__":
+  define_flags()
+  cli.run(main)

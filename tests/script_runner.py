@@ -1,0 +1,115 @@
+"""Runs the project's scripts as `python <script> <args>` does, but fast.
+
+Most of a failing script's time is the import of TensorFlow. A
+`ScriptRunner` starts one helper process that imports TensorFlow and the
+scripts' modules once, then forks a child per run; the child sets sys.argv,
+runs the script file as __main__ (runpy) with stdout and stderr sent to
+files, and exits with the script's status, exactly as the interpreter would
+end it. The helper forks before TensorFlow runs anything (no session, no
+thread pools), and each child starts from that state.
+"""
+import collections
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+Result = collections.namedtuple("Result", ["returncode", "stdout", "stderr"])
+
+_HELPER = r'''
+import json, os, runpy, signal, sys, time, traceback
+import quiet_tensorflow  # Imports TensorFlow, as the scripts do first.
+import extract_features, memory_plan, run_classifier, run_pretraining, run_squad  # noqa
+
+def child(request):
+  for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
+    target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(target, fd)
+    os.close(target)
+  os.chdir(request["cwd"])
+  sys.argv = [request["script"]] + request["args"]
+  status = 0
+  try:
+    runpy.run_path(request["script"], run_name="__main__")
+  except SystemExit as e:
+    if e.code is None:
+      status = 0
+    elif isinstance(e.code, int):
+      status = e.code
+    else:
+      sys.stderr.write("%s\n" % e.code)
+      status = 1
+  except BaseException:  # What the interpreter prints and returns.
+    traceback.print_exc()
+    status = 1
+  sys.stdout.flush()
+  sys.stderr.flush()
+  os._exit(status)
+
+for line in sys.stdin:
+  request = json.loads(line)
+  sys.stdout.flush()
+  pid = os.fork()
+  if pid == 0:
+    child(request)
+  deadline = time.monotonic() + request["timeout"]
+  while True:
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+      code = os.waitstatus_to_exitcode(status)
+      break
+    if time.monotonic() > deadline:
+      os.kill(pid, signal.SIGKILL)
+      os.waitpid(pid, 0)
+      code = "timeout"
+      break
+    time.sleep(0.02)
+  print(json.dumps({"returncode": code}), flush=True)
+'''
+
+
+class ScriptRunner(object):
+  """One helper process; `run` may be called many times, then `close`."""
+
+  def __init__(self, env=None):
+    environment = dict(os.environ if env is None else env)
+    environment["PYTHONPATH"] = REPO_ROOT
+    self._process = subprocess.Popen(
+        [sys.executable, "-c", _HELPER], cwd=REPO_ROOT, env=environment,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    self._folder = tempfile.mkdtemp(prefix="script_runner_")
+
+  def run(self, script, args, timeout):
+    """Runs `script` (a path relative to the repository) with `args`.
+
+    Raises:
+      subprocess.TimeoutExpired: the run took more than `timeout` seconds.
+    """
+    paths = [os.path.join(self._folder, name) for name in ("out", "err")]
+    request = {"script": os.path.join(REPO_ROOT, script), "args": list(args),
+               "cwd": REPO_ROOT, "stdout": paths[0], "stderr": paths[1],
+               "timeout": timeout}
+    self._process.stdin.write(json.dumps(request) + "\n")
+    self._process.stdin.flush()
+    line = self._process.stdout.readline()
+    if not line:
+      raise RuntimeError("The script runner's helper process died.")
+    returncode = json.loads(line)["returncode"]
+    if returncode == "timeout":
+      raise subprocess.TimeoutExpired([script] + list(args), timeout)
+    outputs = []
+    for path in paths:
+      with open(path, encoding="utf-8", errors="replace") as f:
+        outputs.append(f.read())
+    return Result(returncode, *outputs)
+
+  def close(self):
+    self._process.stdin.close()
+    try:
+      self._process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+      self._process.kill()
+      self._process.wait(timeout=60)

@@ -1,0 +1,118 @@
+"""The pieces of bench/pretraining_data.py and bench/build_pretraining_corpus.py.
+
+The corpus builder's text extraction and sentence splitting run on
+hand-made snippets of each format; the benchmark's process-tree memory
+sampling on a child process holding a known amount of memory. Nothing is
+timed.
+"""
+
+import importlib.util
+import os
+import subprocess
+import sys
+import time
+
+_BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))), "bench")
+
+
+def _load(name):
+  spec = importlib.util.spec_from_file_location(
+      "bench_" + name, os.path.join(_BENCH, name + ".py"))
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+corpus = _load("build_pretraining_corpus")
+bench = _load("pretraining_data")
+
+
+def test_sentences_split_at_ends_but_not_abbreviations():
+  paragraph = ("The file is read, e.g. by the parser. It has 3 parts! Does "
+               "it work? J. R. R. Tolkien wrote it. See Fig. 2 for more. "
+               "\u8fd9\u662f\u7b2c\u4e00\u53e5\u3002\u8fd9\u662f\u7b2c\u4e8c"
+               "\u53e5\u3002")
+  assert corpus.split_sentences(paragraph) == [
+      "The file is read, e.g. by the parser.", "It has 3 parts!",
+      "Does it work?", "J. R. R. Tolkien wrote it.", "See Fig. 2 for more.",
+      "\u8fd9\u662f\u7b2c\u4e00\u53e5\u3002",
+      "\u8fd9\u662f\u7b2c\u4e8c\u53e5\u3002"]
+
+
+def test_prose_filter():
+  assert corpus.is_prose("This sentence has enough words.")
+  assert not corpus.is_prose("Too short.")
+  assert not corpus.is_prose("x = f(a[1], b[2]) + g(c[3]) * 42;")
+  assert corpus.is_prose("\u8fd9\u662f\u4e00\u4e2a\u8db3\u591f\u957f\u7684"
+                         "\u4e2d\u6587\u53e5\u5b50\u3002")
+
+
+def test_html_paragraphs_skip_code_and_scripts():
+  page = ("<html><head><title>T</title><script>var x = 1;</script></head>"
+          "<body><p>First <b>bold</b> paragraph &amp; more.</p>"
+          "<pre>code block</pre><ul><li>An item.</li></ul>"
+          "<div>Tail text</div></body></html>")
+  assert corpus.html_paragraphs(page) == [
+      "First bold paragraph & more.", "An item.", "Tail text"]
+
+
+def test_rst_paragraphs_skip_directives_and_literal_blocks():
+  text = ("Title\n=====\n\nSome *emphasis* and ``code`` with a "
+          ":ref:`link <target>`.\n\n.. note::\n\n   A directive body.\n\n"
+          "Example::\n\n    literal block\n\n- A bullet point.\n")
+  assert corpus.rst_paragraphs(text) == [
+      "Title", "Some emphasis and code with a link.", "Example",
+      "A bullet point."]
+
+
+def test_pod_paragraphs_skip_commands_and_verbatim():
+  text = ("=head1 NAME\n\nperlfoo - B<bold> and C<code> and "
+          "L<text|perlfunc/open>.\n\n    verbatim code\n\n=cut\n")
+  assert corpus.pod_paragraphs(text) == [
+      "perlfoo - bold and code and text."]
+
+
+def test_interleave_takes_one_document_of_each_source_in_turn():
+  assert list(corpus.interleave([iter("ab"), iter("wxyz"), iter("")])) == [
+      "a", "w", "b", "x", "y", "z"]
+
+
+def test_tree_memory_counts_the_children(tmp_path):
+  # A child that starts a grandchild holding 200 MB and waits.
+  script = tmp_path / "hold.py"
+  script.write_text(
+      "import subprocess, sys, time\n"
+      "if sys.argv[1:] == ['grandchild']:\n"
+      "  block = bytearray(200 * 2**20)\n"
+      "  print('ready', flush=True)\n"
+      "  time.sleep(60)\n"
+      "else:\n"
+      "  p = subprocess.Popen([sys.executable, __file__, 'grandchild'],\n"
+      "                       stdout=subprocess.PIPE, text=True)\n"
+      "  print(p.stdout.readline().strip(), flush=True)\n"
+      "  p.wait()\n")
+  child = subprocess.Popen([sys.executable, str(script)],
+                           stdout=subprocess.PIPE, text=True)
+  try:
+    assert child.stdout.readline().strip() == "ready"
+    tree = bench.process_tree(child.pid)
+    assert len(tree) == 2 and tree[0] == child.pid
+    rss, pss = bench.tree_memory(child.pid)
+    assert rss >= 200 * 2**20 and pss >= 200 * 2**20
+    assert rss < 400 * 2**20
+    # The sampler kills the whole tree past its limit.
+    sampler = bench.TreeSampler(child.pid, max_rss_bytes=100 * 2**20)
+    child.wait(timeout=60)
+    sampler.stop()
+    assert sampler.killed and sampler.peak_rss >= 200 * 2**20
+    deadline = time.time() + 30
+    while len(bench.process_tree(child.pid)) > 1 and time.time() < deadline:
+      time.sleep(0.1)
+  finally:
+    for pid in bench.process_tree(child.pid):
+      try:
+        os.kill(pid, 9)
+      except OSError:
+        pass
+    child.wait(timeout=60)
