@@ -9,12 +9,12 @@ weights of an uninterrupted one. Bad input is in tests/test_bad_inputs.py.
 import json
 import logging as std_logging
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import time
 
+from absl import flags
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -102,6 +102,27 @@ def _np_masked_lm_loss(log_probs, labels, weights):
   """Google's loss: weighted sum of -log p(label) / (sum of weights + 1e-5)."""
   per_position = -np.take_along_axis(log_probs, labels[..., None], -1)[..., 0]
   return (weights * per_position).sum() / (weights.sum() + 1e-5), per_position
+
+
+# Google's run_pretraining.py flags and their defaults, listed by hand.
+GOOGLE_FLAGS = {
+    "bert_config_file": None, "input_file": None, "output_dir": None,
+    "init_checkpoint": None, "max_seq_length": 128,
+    "max_predictions_per_seq": 20, "do_train": False, "do_eval": False,
+    "train_batch_size": 32, "eval_batch_size": 8, "learning_rate": 5e-5,
+    "num_train_steps": 100000, "num_warmup_steps": 10000,
+    "save_checkpoints_steps": 1000, "iterations_per_loop": 1000,
+    "max_eval_steps": 100, "use_tpu": False, "tpu_name": None,
+    "tpu_zone": None, "gcp_project": None, "master": None,
+    "num_tpu_cores": 8,
+}
+
+
+def test_flags_have_googles_names_and_defaults():
+  flag_values = flags.FlagValues()
+  run_pretraining.define_flags(flag_values)
+  got = {name: flag_values[name].default for name in GOOGLE_FLAGS}
+  assert got == GOOGLE_FLAGS
 
 
 # --------------------------------------------------------------- the heads
@@ -608,6 +629,38 @@ def test_resume_after_kill_matches_uninterrupted_run(reference_run, tmp_path):
     np.testing.assert_allclose(resumed.get_tensor(name),
                                reference.get_tensor(name), rtol=1e-6,
                                atol=1e-7, err_msg=name)
+
+
+def test_sigterm_saves_the_update_and_stops(reference_run, tmp_path):
+  """SIGTERM after the first checkpoint: the run saves the update it
+  reached, names it in its last line and exits with 128 + 15."""
+  output_dir = str(tmp_path / "stopped")
+  command = [sys.executable, os.path.join(REPO_ROOT, "run_pretraining.py")] + (
+      reference_run["command"](output_dir, ["do_train"]))
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+  env.pop("TF_CONFIG", None)
+  log_path = str(tmp_path / "stopped.log")
+  with open(log_path, "w") as log:
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                               cwd=REPO_ROOT, env=env)
+    try:
+      deadline = time.monotonic() + TIMEOUT
+      while (process.poll() is None and time.monotonic() < deadline and
+             not os.path.exists(os.path.join(output_dir, "checkpoint"))):
+        time.sleep(0.01)
+      process.send_signal(signal.SIGTERM)
+      process.wait(timeout=TIMEOUT)
+    finally:
+      if process.poll() is None:
+        process.kill()
+        process.wait(timeout=60)
+  with open(log_path) as f:
+    last = f.read().strip().splitlines()[-1]
+  assert process.returncode == 128 + signal.SIGTERM, last
+  assert "Training stopped by SIGTERM at step" in last
+  step = int(last.split(" at step ")[1].split("/")[0])
+  assert 10 <= step < RESUME_STEPS
+  assert _checkpoint_step(output_dir) == step
 
 
 def test_planned_bf16_lamb_run(reference_run, tmp_path):
