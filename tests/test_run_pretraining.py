@@ -9,6 +9,7 @@ weights of an uninterrupted one. Bad input is in tests/test_bad_inputs.py.
 import json
 import logging as std_logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -661,6 +662,36 @@ def test_sigterm_saves_the_update_and_stops(reference_run, tmp_path):
   step = int(last.split(" at step ")[1].split("/")[0])
   assert 10 <= step < RESUME_STEPS
   assert _checkpoint_step(output_dir) == step
+
+
+def test_diverging_run_stops_with_one_line(tmp_path):
+  """A learning rate of 1e12 makes the loss NaN within a few updates: the
+  runner's advice is the last line, status 1, no traceback, no checkpoint
+  of the diverged weights."""
+  pretraining_records.write_records(
+      str(tmp_path / "data.tfrecord"),
+      pretraining_records.random_examples(8, 16, 4, 99, 0))
+  out = str(tmp_path / "out")
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+  env.pop("TF_CONFIG", None)
+  result = subprocess.run(
+      [sys.executable, os.path.join(REPO_ROOT, "run_pretraining.py"),
+       "--input_file=%s" % (tmp_path / "data.tfrecord"),
+       "--bert_config_file=%s" % _write_config(
+           str(tmp_path / "bert_config.json"), CONFIG),
+       "--output_dir=%s" % out, "--max_seq_length=16",
+       "--max_predictions_per_seq=4", "--do_train", "--train_batch_size=4",
+       "--num_train_steps=6", "--num_warmup_steps=0",
+       "--learning_rate=1e12"],
+      capture_output=True, text=True, cwd=REPO_ROOT, env=env,
+      timeout=TIMEOUT, check=False)
+  last = result.stderr.strip().splitlines()[-1]
+  assert result.returncode == 1, result.stderr[-3000:]
+  assert re.match(r"Training stopped\. Loss is -?(nan|inf) at step ",
+                  last), last
+  assert "lower --learning_rate" in last
+  assert "Traceback" not in result.stderr
+  assert _checkpoint_step(out) == 0
 
 
 def test_planned_bf16_lamb_run(reference_run, tmp_path):
