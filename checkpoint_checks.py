@@ -53,6 +53,27 @@ def bert_variable_shapes(bert_config):
 _POOLER_SCOPE = "bert/pooler/"
 
 
+def pretraining_head_shapes(bert_config):
+  """The variables of Google's pretraining heads (run_pretraining.py), which
+  its released checkpoints hold beside bert/ and others (such as MiniLM's)
+  lack.
+
+  The masked-LM head's output projection is the word embedding table, so
+  only its bias is a variable of its own.
+
+  Returns:
+    list of (name, shape) with shape a list of ints.
+  """
+  h = bert_config.hidden_size
+  return [("cls/predictions/output_bias", [bert_config.vocab_size]),
+          ("cls/predictions/transform/LayerNorm/beta", [h]),
+          ("cls/predictions/transform/LayerNorm/gamma", [h]),
+          ("cls/predictions/transform/dense/bias", [h]),
+          ("cls/predictions/transform/dense/kernel", [h, h]),
+          ("cls/seq_relationship/output_bias", [2]),
+          ("cls/seq_relationship/output_weights", [2, h])]
+
+
 def _files_of(prefix):
   """The files of checkpoint `prefix` (index and data shards)."""
   return sorted(glob.glob(glob.escape(prefix) + ".data-*")) + [
@@ -93,7 +114,7 @@ def load_readable(prefix, flag="--init_checkpoint"):
 
 
 def check_matches_config(shapes, bert_config, prefix, bert_config_file,
-                         flag="--init_checkpoint"):
+                         flag="--init_checkpoint", heads=()):
   """Refuses a checkpoint that lacks a variable of the config, or whose
   shape differs; the first such variable is named. A missing pooler is only
   warned about.
@@ -102,6 +123,13 @@ def check_matches_config(shapes, bert_config, prefix, bert_config_file,
     shapes: the checkpoint's {name: shape}, as `load_readable` returns.
     bert_config: modeling.BertConfig of --bert_config_file.
     prefix, bert_config_file, flag: named in the message.
+    heads: (name, shape) of the variables a script adds to BERT that a
+      checkpoint may lack (e.g. `pretraining_head_shapes`): the missing ones
+      start from their initializers, which is logged; those present must
+      have the shape.
+
+  Returns:
+    The names of `heads` that the checkpoint lacks.
   """
   pooler_missing = []
   for name, shape in bert_variable_shapes(bert_config):
@@ -131,3 +159,25 @@ def check_matches_config(shapes, bert_config, prefix, bert_config_file,
     logging.warning("%s=%s has more layers than --bert_config_file=%s (%d); "
                     "the extra layers are not used.", flag, prefix,
                     bert_config_file, bert_config.num_hidden_layers)
+  return _missing_heads(shapes, heads, prefix, flag)
+
+
+def _missing_heads(shapes, heads, prefix, flag):
+  """The names of `heads` absent from `shapes`, logged; UserError for one of
+  another shape."""
+  missing = []
+  for name, shape in heads:
+    found = shapes.get(name)
+    if found is None:
+      missing.append(name)
+    elif list(found) != list(shape):
+      raise cli.UserError(
+          "%s=%s holds %s of shape %s, but this model makes it %s; pass a "
+          "checkpoint of this model (or one without that variable, which "
+          "then starts fresh)." % (flag, prefix, name, list(found),
+                                   list(shape)))
+  if missing:
+    logging.warning("%s=%s has no %s: initialized fresh (random weights, "
+                    "zero biases, LayerNorm at 1 and 0).", flag, prefix,
+                    ", ".join(missing))
+  return missing

@@ -127,26 +127,35 @@ def _replica_memory(device, replicas):
 
 
 class BertMemory(object):
-  """What a training step of BERT with a classifier head keeps in memory.
+  """What a training step of BERT with its heads keeps in memory.
 
-  The estimates are memory_plan.py's. A script whose model needs more (e.g.
-  pretraining's masked-LM head) passes an object with the same methods to
-  `resolve` and `oom_message_fn` instead.
+  The estimates are memory_plan.py's: a classifier head by default, or with
+  `max_predictions_per_seq` > 0 pretraining's masked-LM and next-sentence
+  heads (run_pretraining.py). A script whose model needs other memory
+  passes an object with the same methods to `resolve` and `oom_message_fn`.
   """
 
-  def __init__(self, bert_config, seq_length, optimizer="adamw"):
+  def __init__(self, bert_config, seq_length, optimizer="adamw",
+               max_predictions_per_seq=0):
     self.bert_config = bert_config
     self.seq_length = seq_length
     self.optimizer = optimizer
+    self.max_predictions_per_seq = max_predictions_per_seq
 
   def describe(self):
     """E.g. "BERT with 24 layers, hidden size 1024 (335.1M parameters) at
-    --max_seq_length=512"."""
+    --max_seq_length=512"; pretraining adds the masked positions."""
     config = self.bert_config
+    params = memory_plan.num_params(config)
+    heads = ""
+    if self.max_predictions_per_seq:
+      params += memory_plan.masked_lm_params(config)
+      heads = (" and the pretraining heads at --max_predictions_per_seq=%d"
+               % self.max_predictions_per_seq)
     return ("BERT with %d layers, hidden size %d (%.1fM parameters) at "
-            "--max_seq_length=%d" % (
-                config.num_hidden_layers, config.hidden_size,
-                memory_plan.num_params(config) / 1e6, self.seq_length))
+            "--max_seq_length=%d%s" % (
+                config.num_hidden_layers, config.hidden_size, params / 1e6,
+                self.seq_length, heads))
 
   def estimate_bytes(self, micro_batch, precision, gradient_checkpointing,
                      num_accumulation_steps):
@@ -154,7 +163,8 @@ class BertMemory(object):
     return memory_plan.estimate_bytes(
         self.bert_config, self.seq_length, micro_batch, precision,
         gradient_checkpointing, num_accumulation_steps,
-        self.optimizer)["total"]
+        self.optimizer,
+        max_predictions_per_seq=self.max_predictions_per_seq)["total"]
 
   def plan(self, batch_size, memory_bytes, precision, allow_checkpointing):
     """memory_plan.Plan for `batch_size` examples per update on one replica
@@ -162,7 +172,8 @@ class BertMemory(object):
     return memory_plan.plan(
         self.bert_config, self.seq_length, batch_size, memory_bytes,
         precisions=(precision,), allow_checkpointing=allow_checkpointing,
-        optimizer=self.optimizer)
+        optimizer=self.optimizer,
+        max_predictions_per_seq=self.max_predictions_per_seq)
 
 
 def _memory_model(bert_config, flag_obj, memory_model):

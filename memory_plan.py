@@ -1,5 +1,5 @@
 # coding=utf-8
-"""Plans GPU memory for fine-tuning BERT: largest micro-batch, accumulation.
+"""Plans GPU memory for training BERT: largest micro-batch, accumulation.
 
 Google's README lists the largest batch that fits a 12 GB GPU for each
 sequence length. This module predicts that number for any BertConfig, GPU
@@ -10,11 +10,14 @@ size, precision and gradient-checkpointing setting, and turns a wanted
         --max_seq_length=128,256,384,512 --gpu_memory_gb=12 \
         --train_batch_size=32 --precision=all --gradient_checkpointing=auto
 
+(add --max_predictions_per_seq=20 to plan for pretraining's heads at 128
+tokens, 80 at 512).
+
 The estimate is a sum of terms (weights, gradients, optimizer slots,
-accumulators, per-example activations, a fixed workspace) scaled by the
-factors of a `Calibration`: the default one is fitted to Google's table,
-`CPU_MEASURED` to allocator peaks measured on CPU. docs/memory.md states
-every term and how the factors were fitted.
+accumulators, per-example activations, pretraining's masked-LM head, a
+fixed workspace) scaled by the factors of a `Calibration`: the default one is
+fitted to Google's table, `CPU_MEASURED` to allocator peaks measured on CPU.
+docs/memory.md states every term and how the factors were fitted.
 """
 
 import collections
@@ -82,6 +85,20 @@ BACKWARD_TENSORS = (
     Tensors("gradients of probabilities and softmax", ATTENTION, 2, False),
     Tensors("gradients of intermediate activations", INTERMEDIATE, 2, False),
     Tensors("gradients of hidden states", HIDDEN, 2, False),
+)
+
+# Pretraining's masked-LM head, per example and masked position: shapes
+# [V] ("vocabulary", the logits of one position) and [H] ("hidden", one
+# gathered row), in float32 whatever the precision, counted at their exact
+# size (no calibration factor). See docs/memory.md.
+VOCABULARY = "vocabulary"
+HEAD_BYTES = 4
+MASKED_LM_TENSORS = (
+    Tensors("softmax cross-entropy's kept gradient of the logits",
+            VOCABULARY, 1, False),
+    Tensors("gradient of the logits", VOCABULARY, 1, False),
+    Tensors("gathered rows in float32, transform before and after its "
+            "activation, LayerNorm normalized and output", HIDDEN, 5, False),
 )
 
 # Kept per layer under gradient checkpointing: the layer's input, and the
@@ -182,6 +199,27 @@ def num_params(config, num_labels=2):
           pooler + head)
 
 
+def masked_lm_params(config):
+  """Parameters of pretraining's masked-LM head beyond BERT's own: the
+  transform's dense layer (H*H + H) and LayerNorm (2H) and the output bias
+  (V); its output projection is the word embedding table."""
+  d = _dims(config)
+  h = d["hidden_size"]
+  return h * h + h + 2 * h + d["vocab_size"]
+
+
+def masked_lm_bytes_per_example(config, max_predictions_per_seq):
+  """Bytes pretraining's masked-LM head adds per example at the peak of the
+  backward pass (0 for max_predictions_per_seq=0, a fine-tuning head)."""
+  d = _dims(config)
+  if max_predictions_per_seq < 0:
+    raise ValueError("--max_predictions_per_seq=%d must be >= 0 (0: no "
+                     "masked-LM head)." % max_predictions_per_seq)
+  width = {VOCABULARY: d["vocab_size"], HIDDEN: d["hidden_size"]}
+  return sum(HEAD_BYTES * max_predictions_per_seq * t.count * width[t.shape]
+             for t in MASKED_LM_TENSORS)
+
+
 def _check_choice(name, value, choices):
   if value not in choices:
     raise ValueError("%s=%r is not one of %s." %
@@ -236,7 +274,8 @@ def _check_seq_length(d, seq_length):
 
 def estimate_bytes(config, seq_length, micro_batch, precision="fp32",
                    gradient_checkpointing=False, num_accumulation_steps=1,
-                   optimizer="adamw", calibration=None):
+                   optimizer="adamw", calibration=None,
+                   max_predictions_per_seq=0):
   """Peak training memory, as a breakdown of the terms in the docstring.
 
   Args:
@@ -249,10 +288,13 @@ def estimate_bytes(config, seq_length, micro_batch, precision="fp32",
     num_accumulation_steps: int; > 1 adds the accumulators.
     optimizer: "adamw" or "lamb" (both keep two slots per parameter).
     calibration: a Calibration, default `Calibration()`.
+    max_predictions_per_seq: 0 for a fine-tuning head; M > 0 for
+      pretraining's heads with M masked positions per example (its
+      parameters and `masked_lm_bytes_per_example`).
 
   Returns:
     dict of bytes (floats): weights, gradients, optimizer, accumulation,
-    activations, workspace, total.
+    activations, masked_lm_head, workspace, total.
   """
   cal = calibration or Calibration()
   _check_choice("optimizer", optimizer, OPTIMIZERS)
@@ -260,7 +302,14 @@ def estimate_bytes(config, seq_length, micro_batch, precision="fp32",
     raise ValueError("micro_batch=%r must be >= 0 and num_accumulation_steps"
                      "=%r >= 1." % (micro_batch, num_accumulation_steps))
   b = _activation_bytes(precision)
-  p = num_params(config) * cal.state_factor
+  if max_predictions_per_seq > seq_length:
+    raise ValueError("--max_predictions_per_seq=%d cannot exceed "
+                     "--max_seq_length=%d." % (max_predictions_per_seq,
+                                               seq_length))
+  params = num_params(config)
+  if max_predictions_per_seq:
+    params += masked_lm_params(config)
+  p = params * cal.state_factor
   cast = CAST_BYTES if b == 2 else 0
   accumulation = ACCUMULATION_BYTES if num_accumulation_steps > 1 else 0
   breakdown = {
@@ -270,6 +319,8 @@ def estimate_bytes(config, seq_length, micro_batch, precision="fp32",
       "accumulation": p * accumulation,
       "activations": micro_batch * activation_bytes_per_example(
           config, seq_length, precision, gradient_checkpointing, cal),
+      "masked_lm_head": micro_batch * masked_lm_bytes_per_example(
+          config, max_predictions_per_seq),
       "workspace": cal.workspace_gb * GIB,
   }
   breakdown["total"] = sum(breakdown.values())
@@ -278,15 +329,17 @@ def estimate_bytes(config, seq_length, micro_batch, precision="fp32",
 
 def max_micro_batch(config, seq_length, memory_bytes, precision="fp32",
                     gradient_checkpointing=False, num_accumulation_steps=1,
-                    optimizer="adamw", calibration=None):
+                    optimizer="adamw", calibration=None,
+                    max_predictions_per_seq=0):
   """Largest micro-batch whose estimate fits `memory_bytes`; 0 if none."""
   args = (config, seq_length)
   kwargs = dict(precision=precision,
                 gradient_checkpointing=gradient_checkpointing,
                 num_accumulation_steps=num_accumulation_steps,
-                optimizer=optimizer, calibration=calibration)
+                optimizer=optimizer, calibration=calibration,
+                max_predictions_per_seq=max_predictions_per_seq)
   fixed = estimate_bytes(*args, micro_batch=0, **kwargs)["total"]
-  per_example = estimate_bytes(*args, micro_batch=1, **kwargs)["activations"]
+  per_example = estimate_bytes(*args, micro_batch=1, **kwargs)["total"] - fixed
   return max(0, int((memory_bytes - fixed) // per_example))
 
 
@@ -295,10 +348,12 @@ def _largest_divisor_at_most(n, limit):
 
 
 def _candidate(config, seq_length, train_batch_size, memory_bytes, precision,
-               checkpointing, optimizer, calibration):
+               checkpointing, optimizer, calibration,
+               max_predictions_per_seq):
   """Best (micro, accumulation) for one setting, or None if nothing fits."""
   kwargs = dict(precision=precision, gradient_checkpointing=checkpointing,
-                optimizer=optimizer, calibration=calibration)
+                optimizer=optimizer, calibration=calibration,
+                max_predictions_per_seq=max_predictions_per_seq)
   whole = max_micro_batch(config, seq_length, memory_bytes, **kwargs)
   if whole >= train_batch_size:
     return Plan(train_batch_size, 1, precision, checkpointing)
@@ -312,7 +367,8 @@ def _candidate(config, seq_length, train_batch_size, memory_bytes, precision,
 
 
 def _best_plan(config, seq_length, train_batch_size, memory_bytes,
-               precisions, checkpointing_options, optimizer, calibration):
+               precisions, checkpointing_options, optimizer, calibration,
+               max_predictions_per_seq=0):
   """Like `plan`, choosing among the given checkpointing settings."""
   if train_batch_size < 1:
     raise ValueError("--train_batch_size=%d must be >= 1." % train_batch_size)
@@ -320,7 +376,8 @@ def _best_plan(config, seq_length, train_batch_size, memory_bytes,
   for rank, precision in enumerate(precisions):
     for checkpointing in checkpointing_options:
       found = _candidate(config, seq_length, train_batch_size, memory_bytes,
-                         precision, checkpointing, optimizer, calibration)
+                         precision, checkpointing, optimizer, calibration,
+                         max_predictions_per_seq)
       if found:
         candidates.append(((checkpointing, found.accumulation_steps, rank),
                            found))
@@ -331,13 +388,14 @@ def _best_plan(config, seq_length, train_batch_size, memory_bytes,
 
 def plan(config, seq_length, train_batch_size, memory_bytes,
          precisions=("fp32",), allow_checkpointing=True, optimizer="adamw",
-         calibration=None):
+         calibration=None, max_predictions_per_seq=0):
   """Micro-batch x accumulation steps for `train_batch_size` examples/update.
 
   The micro-batch is the largest that fits and divides the batch. Preference
   order: no checkpointing when anything fits without it (recomputation costs
   20-30% more step time), then the fewest accumulation steps, then the order
-  of `precisions`.
+  of `precisions`. `max_predictions_per_seq` > 0 plans for pretraining's
+  heads (see `estimate_bytes`).
 
   Returns:
     Plan(micro_batch, accumulation_steps, precision, gradient_checkpointing)
@@ -346,7 +404,8 @@ def plan(config, seq_length, train_batch_size, memory_bytes,
   """
   options = (False, True) if allow_checkpointing else (False,)
   return _best_plan(config, seq_length, train_batch_size, memory_bytes,
-                    precisions, options, optimizer, calibration)
+                    precisions, options, optimizer, calibration,
+                    max_predictions_per_seq)
 
 
 def _precision_columns(precisions):
@@ -373,7 +432,8 @@ def _describe(found, precisions):
 
 def format_table(config, seq_lengths, memory_bytes, precisions=PRECISIONS,
                  checkpointing_options=(False, True), train_batch_size=None,
-                 optimizer="adamw", calibration=None, name="model"):
+                 optimizer="adamw", calibration=None, name="model",
+                 max_predictions_per_seq=0):
   """Markdown table of the largest micro-batch, plus a plan per length.
 
   Args:
@@ -387,18 +447,26 @@ def format_table(config, seq_lengths, memory_bytes, precisions=PRECISIONS,
     optimizer: "adamw" or "lamb".
     calibration: a Calibration, default `Calibration()`.
     name: model name for the title line.
+    max_predictions_per_seq: > 0 plans for pretraining's heads with that
+      many masked positions per sequence (see `estimate_bytes`).
 
   Returns:
     str, the table and plan lines, newline-terminated.
   """
   cal = calibration or Calibration()
+  params = num_params(config)
+  if max_predictions_per_seq:
+    params += masked_lm_params(config)
+    name += (" with the pretraining heads (%d masked positions per "
+             "sequence)" % max_predictions_per_seq)
+  heads = dict(max_predictions_per_seq=max_predictions_per_seq)
   columns = [(precision, label, ckpt)
              for precision, label in _precision_columns(precisions)
              for ckpt in checkpointing_options]
   lines = ["Largest micro-batch for %s on a %.4g GiB GPU (%s, workspace "
            "margin %.4g GiB, %d parameters):" % (
                name, memory_bytes / GIB, optimizer, cal.workspace_gb,
-               num_params(config)), ""]
+               params), ""]
   header = ["seq length"] + ["%s%s" % (label, " + checkpointing" if ckpt
                                        else "")
                              for _, label, ckpt in columns]
@@ -406,7 +474,8 @@ def format_table(config, seq_lengths, memory_bytes, precisions=PRECISIONS,
   lines.append("|" + "|".join("---:" for _ in header) + "|")
   for seq_length in seq_lengths:
     cells = [str(max_micro_batch(config, seq_length, memory_bytes, precision,
-                                 ckpt, optimizer=optimizer, calibration=cal))
+                                 ckpt, optimizer=optimizer, calibration=cal,
+                                 **heads))
              for precision, _, ckpt in columns]
     lines.append("| " + " | ".join([str(seq_length)] + cells) + " |")
   if train_batch_size:
@@ -414,7 +483,8 @@ def format_table(config, seq_lengths, memory_bytes, precisions=PRECISIONS,
     chosen = [p for p, _ in _precision_columns(precisions)]
     for seq_length in seq_lengths:
       found = _best_plan(config, seq_length, train_batch_size, memory_bytes,
-                         chosen, checkpointing_options, optimizer, cal)
+                         chosen, checkpointing_options, optimizer, cal,
+                         **heads)
       lines.append("train_batch_size=%d at seq length %d: %s" % (
           train_batch_size, seq_length, _describe(found, precisions)))
   return "\n".join(lines) + "\n"
@@ -459,6 +529,12 @@ def define_flags():
                     "auto: show both and use checkpointing only when needed.")
   flags.DEFINE_enum("optimizer", "adamw", list(OPTIMIZERS),
                     "The optimizer (both keep two slots per parameter).")
+  flags.DEFINE_integer(
+      "max_predictions_per_seq", 0,
+      "0 plans for fine-tuning (a classifier head); more plans for "
+      "run_pretraining.py's masked-LM and next-sentence heads with this "
+      "many masked positions per sequence (e.g. 20 at 128 tokens, 80 at "
+      "512).")
   flags.mark_flag_as_required("bert_config_file")
 
 
@@ -494,7 +570,8 @@ def main(argv):
                          f.train_batch_size, f.optimizer,
                          name=os.path.basename(
                              os.path.dirname(os.path.abspath(
-                                 f.bert_config_file))))
+                                 f.bert_config_file))),
+                         max_predictions_per_seq=f.max_predictions_per_seq)
   except ValueError as e:
     raise app.UsageError(str(e)) from e
   print(table, end="")

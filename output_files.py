@@ -49,3 +49,11 @@ def copy(source, path):
   """Copies file `source` to `path` atomically."""
   with replacing(path) as temporary:
     tf.io.gfile.copy(source, temporary, overwrite=True)
+
+
+def write_eval_results(path, results):
+  """Writes a dict of metrics as Google's eval_results.txt, atomically: one
+  "key = value" line per metric, sorted by key, values as str() writes
+  them."""
+  write_text(path, "".join("%s = %s\n" % (key, str(results[key]))
+                           for key in sorted(results)))

@@ -1001,13 +1001,11 @@ def _evaluate(estimator, processor, eval_examples, label_list, tokenizer):
       input_fn=eval_input_fn, steps=None,
       num_batches=len(eval_examples) // FLAGS.eval_batch_size)
 
-  output_eval_file = os.path.join(FLAGS.output_dir, "eval_results.txt")
   logging.info("***** Eval results *****")
-  lines = []
   for key in sorted(result.keys()):
     logging.info("  %s = %s", key, str(result[key]))
-    lines.append("%s = %s\n" % (key, str(result[key])))
-  output_files.write_text(output_eval_file, "".join(lines))
+  output_files.write_eval_results(
+      os.path.join(FLAGS.output_dir, "eval_results.txt"), result)
 
 
 def _prediction_lines(processor, label_list, results, num_actual):

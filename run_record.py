@@ -9,7 +9,9 @@ A training run writes, before its first checkpoint:
   vocab.txt         the vocabulary (or the SentencePiece .model)
 
 so the folder stands on its own: prediction and export need nothing else,
-and Hugging Face converters read "task", "labels" and "do_lower_case". A
+and Hugging Face converters read "task", "labels" and "do_lower_case"
+(run_pretraining.py reads token ids, not text: its record has neither
+casing nor vocabulary, and adds "max_predictions_per_seq"). A
 later run in the same folder that differs in one of these (a resume with
 another --max_seq_length, another task's run) is refused, naming the field
 and the fix. A folder whose run stopped before its first checkpoint holds
@@ -40,9 +42,11 @@ _WHAT = (
     ("vocab_sha256", "another vocabulary"),
     ("max_seq_length", "another --max_seq_length"),
 )
-# A run may evaluate or predict at another length (or SQuAD version) than it
-# trained with, but not continue training with another.
-_TRAINING_ONLY = ("max_seq_length", "version_2_with_negative")
+# A run may evaluate or predict at another length (or SQuAD version, or
+# number of masked-LM predictions) than it trained with, but not continue
+# training with another.
+_TRAINING_ONLY = ("max_seq_length", "version_2_with_negative",
+                  "max_predictions_per_seq")
 # Names of copies, not properties of the model.
 _NOT_COMPARED = ("vocab_file",)
 
@@ -74,26 +78,31 @@ def vocab_copy_name(vocab_file, spm_model_file=None):
 
 def make_record(task, labels, do_lower_case, max_seq_length,
                 bert_config_file, vocab_file, spm_model_file=None, **extra):
-  """The run_info.json of a fine-tuning run.
+  """The run_info.json of a training run.
 
   Args:
-    task: task name (lower case), e.g. "mrpc" or "squad".
-    labels: the label list in label-id order (None for SQuAD; [None] for a
-      regression task).
-    do_lower_case, max_seq_length: the flags.
-    bert_config_file, vocab_file, spm_model_file: the model's files.
+    task: task name (lower case), e.g. "mrpc", "squad" or "pretraining".
+    labels: the label list in label-id order (None for SQuAD and
+      pretraining; [None] for a regression task).
+    do_lower_case, max_seq_length: the flags; do_lower_case None for a
+      script that reads no text (pretraining), which records no casing.
+    bert_config_file, vocab_file, spm_model_file: the model's files; with
+      neither vocabulary (pretraining reads token ids) the record names no
+      vocabulary and none is copied.
     **extra: further fields to record and compare (JSON values).
   """
   vocabulary = spm_model_file or vocab_file
   record = {
       "task": task,
       "labels": None if labels is None else list(labels),
-      "do_lower_case": bool(do_lower_case),
       "max_seq_length": int(max_seq_length),
       "bert_config_sha256": config_sha256(bert_config_file),
-      "vocab_sha256": file_sha256(vocabulary),
-      "vocab_file": vocab_copy_name(vocab_file, spm_model_file),
   }
+  if do_lower_case is not None:
+    record["do_lower_case"] = bool(do_lower_case)
+  if vocabulary:
+    record["vocab_sha256"] = file_sha256(vocabulary)
+    record["vocab_file"] = vocab_copy_name(vocab_file, spm_model_file)
   record.update(extra)
   return record
 
@@ -150,10 +159,12 @@ def check(output_dir, record, *, has_checkpoint, do_train):
 
 def write(output_dir, record, bert_config_file, vocab_file,
           spm_model_file=None):
-  """Writes run_info.json and copies of the config and the vocabulary."""
+  """Writes run_info.json and copies of the config and the vocabulary (if
+  the record names one)."""
   output_files.copy(bert_config_file, os.path.join(output_dir, CONFIG_FILE))
-  output_files.copy(spm_model_file or vocab_file,
-                    os.path.join(output_dir, record["vocab_file"]))
+  if "vocab_file" in record:
+    output_files.copy(spm_model_file or vocab_file,
+                      os.path.join(output_dir, record["vocab_file"]))
   output_files.write_text(os.path.join(output_dir, RECORD_FILE),
                           json.dumps(record, indent=2, sort_keys=True) + "\n")
 

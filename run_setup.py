@@ -119,7 +119,8 @@ def _check_positive_float(flag_obj, name, fix):
 def _check_training_values(flag_obj):
   """The values that matter only when the run trains."""
   _check_positive_float(flag_obj, "learning_rate",
-                        "fine-tuning BERT uses 1e-5 to 5e-5.")
+                        "BERT fine-tunes with 1e-5 to 5e-5 and pre-trains "
+                        "with about 1e-4.")
   _check_positive_float(flag_obj, "num_train_epochs",
                         "e.g. --num_train_epochs=3.")
   warmup = _flag(flag_obj, "warmup_proportion")
@@ -376,19 +377,41 @@ def start(flag_obj, *, do_train, min_seq_length=MIN_SEQ_LENGTH):
 # ------------------------------------------------------------ checkpoints
 
 
-def check_init_checkpoint(init_checkpoint, bert_config, bert_config_file):
-  """--init_checkpoint is a complete checkpoint with the config's shapes."""
+def check_init_checkpoint(init_checkpoint, bert_config, bert_config_file,
+                          heads=()):
+  """--init_checkpoint is a complete checkpoint with the config's shapes.
+
+  `heads`: see checkpoint_checks.check_matches_config (those it lacks start
+  fresh).
+  """
   check_checkpoint_prefix(init_checkpoint)
   shapes = checkpoint_checks.load_readable(init_checkpoint)
   checkpoint_checks.check_matches_config(shapes, bert_config,
-                                         init_checkpoint, bert_config_file)
+                                         init_checkpoint, bert_config_file,
+                                         heads=heads)
 
 
-def check_checkpoints(flag_obj, bert_config, *, do_train):
+def _check_resume_checkpoint(resume, bert_config, bert_config_file, heads):
+  """The checkpoint of --output_dir fits the config and holds every head
+  (a run restores all of its variables from it)."""
+  flag = "the checkpoint of --output_dir"
+  shapes = checkpoint_checks.load_readable(resume, flag)
+  missing = checkpoint_checks.check_matches_config(
+      shapes, bert_config, resume, bert_config_file, flag, heads=heads)
+  if missing:
+    raise cli.UserError(
+        "%s, %s, lacks %s, so it is not a checkpoint of this script's runs; "
+        "pass a new --output_dir (and this checkpoint as --init_checkpoint "
+        "to start from it)." % (flag, resume, ", ".join(missing)))
+
+
+def check_checkpoints(flag_obj, bert_config, *, do_train, heads=()):
   """The checkpoints a run reads are complete and fit the config.
 
   The checkpoint of --output_dir a run resumes from, else --init_checkpoint
-  when given.
+  when given. `heads`: (name, shape) of the variables the script adds to
+  BERT, which --init_checkpoint may lack (checkpoint_checks.
+  check_matches_config).
 
   Returns:
     The checkpoint of --output_dir (or None).
@@ -396,14 +419,11 @@ def check_checkpoints(flag_obj, bert_config, *, do_train):
   init_checkpoint = _flag(flag_obj, "init_checkpoint")
   resume = estimator.latest_checkpoint(flag_obj.output_dir)
   if resume:
-    shapes = checkpoint_checks.load_readable(
-        resume, "the checkpoint of --output_dir")
-    checkpoint_checks.check_matches_config(
-        shapes, bert_config, resume, flag_obj.bert_config_file,
-        "the checkpoint of --output_dir")
+    _check_resume_checkpoint(resume, bert_config, flag_obj.bert_config_file,
+                             heads)
   elif init_checkpoint:
     check_init_checkpoint(init_checkpoint, bert_config,
-                          flag_obj.bert_config_file)
+                          flag_obj.bert_config_file, heads)
   if init_checkpoint and resume:
     logging.info("--output_dir holds %s: the run resumes from it, not from "
                  "--init_checkpoint.", resume)
@@ -598,7 +618,7 @@ def make_run_config(flag_obj, memory=None, distribution=None,
 
 
 def set_up(flag_obj, bert_config, *, do_train, record=None,
-           memory_model=None):
+           memory_model=None, heads=()):
   """Checks checkpoints and output_dir, then makes the run's settings.
 
   Args:
@@ -612,12 +632,17 @@ def set_up(flag_obj, bert_config, *, do_train, record=None,
     memory_model: what a training step keeps in memory (default:
       memory_flags.BertMemory of the config); a script whose model adds
       heads passes its own.
+    heads: (name, shape) of the variables the script's model adds to BERT
+      that --init_checkpoint may lack (they then start fresh, which is
+      logged), e.g. checkpoint_checks.pretraining_head_shapes; a present one
+      must have the shape, and a checkpoint a run resumes from must hold
+      them all.
 
   Returns:
     RunSetup.
   """
   output_dir = flag_obj.output_dir
-  check_checkpoints(flag_obj, bert_config, do_train=do_train)
+  check_checkpoints(flag_obj, bert_config, do_train=do_train, heads=heads)
   prepare_output_dir(output_dir)
   distribution = make_distribution(flag_obj)
   memory = memory_flags.resolve(flag_obj, bert_config, do_train,

@@ -22,7 +22,8 @@ Result = collections.namedtuple("Result", ["returncode", "stdout", "stderr"])
 _HELPER = r'''
 import json, os, runpy, signal, sys, time, traceback
 import quiet_tensorflow  # Imports TensorFlow, as the scripts do first.
-import extract_features, memory_plan, run_classifier, run_squad  # noqa
+import extract_features, memory_plan, run_classifier  # noqa
+import run_pretraining, run_squad  # noqa
 
 def child(request):
   for fd, path in ((1, request["stdout"]), (2, request["stderr"])):

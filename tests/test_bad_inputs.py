@@ -25,6 +25,7 @@ import shutil
 import pytest
 
 import conftest
+import pretraining_records
 import script_runner
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -50,6 +51,15 @@ EXTRACT = ["--input_file={tmp}/input.txt", "--output_file={out}/out.jsonl",
            "--bert_config_file={MINILM}/bert_config.json",
            "--init_checkpoint={MINILM}/bert_model.ckpt",
            "--max_seq_length=16"]
+
+# run_pretraining.py on records of 32 tokens and 5 predictions in
+# tmp/records (written by `_records`).
+PRETRAIN = ["--input_file={tmp}/records/*.tfrecord",
+            "--bert_config_file={TINY_CONFIG}", "--max_seq_length=32",
+            "--max_predictions_per_seq=5", "--train_batch_size=4",
+            "--num_train_steps=2", "--num_warmup_steps=0",
+            "--output_dir={out}"]
+PRETRAIN_TRAIN = PRETRAIN + ["--do_train"]
 
 Case = collections.namedtuple("Case", ["script", "args", "expect",
                                        "prepare"])
@@ -121,6 +131,32 @@ def _damaged_checkpoint(tmp):
   with open(data, "rb") as f:
     content = f.read()
   _write(prefix + ".data-00000-of-00001", content[:len(content) // 2], "wb")
+
+
+def _records(tmp, name="data.tfrecord", seq_length=32, predictions=5,
+             vocab_size=30522):
+  """Pretraining records (create_pretraining_data.py's layout) in
+  tmp/records/name."""
+  path = os.path.join(tmp, "records", name)
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  pretraining_records.write_records(path, pretraining_records.random_examples(
+      4, seq_length, predictions, vocab_size, 0))
+
+
+def _classifier_records(tmp):
+  """A record of run_classifier.py's train.tf_record layout."""
+  path = os.path.join(tmp, "records", "train.tfrecord")
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  example = pretraining_records.random_examples(1, 32, 5, 30522, 0)[0]
+  pretraining_records.write_records(path, [{
+      "input_ids": example["input_ids"], "input_mask": example["input_mask"],
+      "segment_ids": example["segment_ids"], "label_ids": [1],
+      "is_real_example": [1]}])
+
+
+def _truncate(path, size):
+  with open(path, "r+b") as f:
+    f.truncate(size)
 
 
 def _finished(tmp, runs):
@@ -483,6 +519,93 @@ CASES = {
             os.path.join(tmp, "input.txt"), "Hi.\n"))),
     "extract_use_tpu": case(
         "extract_features.py", EXTRACT + ["--use_tpu"], "--use_tpu"),
+    # run_pretraining.py.
+    "pretrain_nothing_to_do": case(
+        "run_pretraining.py", PRETRAIN, "--do_train", "--do_eval",
+        prepare=_records),
+    "pretrain_input_matches_no_file": case(
+        "run_pretraining.py", PRETRAIN_TRAIN + [
+            "--input_file={tmp}/records/*.tfrecord,{tmp}/none-*.tfrecord"],
+        "--input_file:", "none-*.tfrecord", "matches no file",
+        prepare=_records),
+    "pretrain_records_of_another_max_seq_length": case(
+        "run_pretraining.py", PRETRAIN_TRAIN,
+        "data.tfrecord", "64 input_ids values", "--max_seq_length=32",
+        "--max_seq_length=64",
+        prepare=lambda tmp: _records(tmp, seq_length=64)),
+    "pretrain_records_of_another_max_predictions": case(
+        "run_pretraining.py", PRETRAIN_TRAIN,
+        "data.tfrecord", "--max_predictions_per_seq=5",
+        "--max_predictions_per_seq=8",
+        prepare=lambda tmp: _records(tmp, predictions=8)),
+    "pretrain_second_file_of_another_length": case(
+        "run_pretraining.py", PRETRAIN_TRAIN, "b.tfrecord",
+        "--max_seq_length=48",
+        prepare=lambda tmp: (_records(tmp, "a.tfrecord"),
+                             _records(tmp, "b.tfrecord", seq_length=48))),
+    "pretrain_text_file_as_records": case(
+        "run_pretraining.py", PRETRAIN_TRAIN, "notes.tfrecord",
+        "is not a TFRecord file",
+        prepare=lambda tmp: _write(os.path.join(tmp, "records",
+                                                "notes.tfrecord"),
+                                   "Some text, not records.\n" * 20)),
+    "pretrain_truncated_record_file": case(
+        "run_pretraining.py", PRETRAIN_TRAIN, "data.tfrecord",
+        "cut short or damaged",
+        prepare=lambda tmp: (_records(tmp), _truncate(os.path.join(
+            tmp, "records", "data.tfrecord"), 100))),
+    "pretrain_empty_record_file": case(
+        "run_pretraining.py", PRETRAIN_TRAIN, "empty.tfrecord",
+        "holds no records",
+        prepare=lambda tmp: _write(os.path.join(tmp, "records",
+                                                "empty.tfrecord"), "")),
+    "pretrain_classifier_records": case(
+        "run_pretraining.py", PRETRAIN_TRAIN, "train.tfrecord",
+        "no feature masked_lm_positions", "create_pretraining_data.py",
+        prepare=_classifier_records),
+    "pretrain_token_ids_beyond_vocab": case(
+        "run_pretraining.py",
+        PRETRAIN_TRAIN + ["--bert_config_file={tmp}/bert_config.json"],
+        "data.tfrecord", "vocab_size=1000", "another vocabulary",
+        prepare=lambda tmp: (_records(tmp), _tiny_config(tmp,
+                                                         vocab_size=1000))),
+    "pretrain_max_predictions_0": case(
+        "run_pretraining.py", PRETRAIN_TRAIN + ["--max_predictions_per_seq=0"],
+        "--max_predictions_per_seq=0", prepare=_records),
+    "pretrain_max_predictions_beyond_length": case(
+        "run_pretraining.py",
+        PRETRAIN_TRAIN + ["--max_predictions_per_seq=33"],
+        "--max_predictions_per_seq=33", "--max_seq_length=32",
+        prepare=_records),
+    "pretrain_num_train_steps_0": case(
+        "run_pretraining.py", PRETRAIN_TRAIN + ["--num_train_steps=0"],
+        "--num_train_steps=0", prepare=_records),
+    "pretrain_warmup_beyond_training": case(
+        "run_pretraining.py", PRETRAIN_TRAIN + ["--num_warmup_steps=3"],
+        "--num_warmup_steps=3", "--num_train_steps=2", prepare=_records),
+    "pretrain_max_eval_steps_0": case(
+        "run_pretraining.py", PRETRAIN_TRAIN + ["--do_eval",
+                                                "--max_eval_steps=0"],
+        "--max_eval_steps=0", prepare=_records),
+    "pretrain_negative_learning_rate": case(
+        "run_pretraining.py", PRETRAIN_TRAIN + ["--learning_rate=-1e-4"],
+        "--learning_rate=-0.0001", prepare=_records),
+    "pretrain_nothing_to_evaluate": case(
+        "run_pretraining.py", PRETRAIN + ["--do_eval"], "Nothing to evaluate",
+        "--init_checkpoint", prepare=_records),
+    "pretrain_config_with_more_layers_than_checkpoint": case(
+        "run_pretraining.py",
+        PRETRAIN_TRAIN + ["--bert_config_file={tmp}/bert_config.json",
+                          "--init_checkpoint={MINILM}/bert_model.ckpt"],
+        "bert/encoder/layer_6/", "--bert_config_file",
+        prepare=lambda tmp: (_records(tmp),
+                             _config(tmp, num_hidden_layers=8))),
+    "pretrain_in_run_classifier_output_dir": case(
+        "run_pretraining.py", PRETRAIN_TRAIN, "another task", "task='mrpc'",
+        prepare=lambda tmp, runs: (_finished(tmp, runs), _records(tmp))),
+    "pretrain_use_tpu": case(
+        "run_pretraining.py", PRETRAIN_TRAIN + ["--use_tpu"], "--use_tpu",
+        prepare=_records),
     # memory_plan.py.
     "plan_nan_memory": case(
         "memory_plan.py", ["--bert_config_file={TINY_CONFIG}",
@@ -506,6 +629,11 @@ CASES = {
         "memory_plan.py", ["--bert_config_file={TINY_CONFIG}",
                            "--max_seq_length=128", "--train_batch_size=0"],
         "--train_batch_size=0"),
+    "plan_predictions_beyond_length": case(
+        "memory_plan.py", ["--bert_config_file={TINY_CONFIG}",
+                           "--max_seq_length=32,128",
+                           "--max_predictions_per_seq=40"],
+        "--max_predictions_per_seq=40", "--max_seq_length=32"),
     "plan_config_not_json": case(
         "memory_plan.py", ["--bert_config_file={tmp}/bert_config.json"],
         "--bert_config_file=", "not valid JSON",
@@ -609,4 +737,4 @@ def test_suite_has_the_cases_the_issue_asks_for():
   assert len(CASES) >= 60
   assert {case.script for case in CASES.values()} == {
       "run_classifier.py", "run_squad.py", "extract_features.py",
-      "memory_plan.py"}
+      "run_pretraining.py", "memory_plan.py"}

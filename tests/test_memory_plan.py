@@ -104,6 +104,37 @@ def test_activation_formula_matches_hand_count(checkpointing):
     assert got["activations"] == pytest.approx(quadratic * s * s + linear * s)
 
 
+def test_masked_lm_head_term_matches_hand_count():
+  """Pretraining's hook: BERT-Large with 80 masked positions per example.
+
+  Per example, float32: two [80, 30522] tensors (the cross-entropy's kept
+  gradient and the logits' gradient) and five [80, 1024] rows:
+  4 * 80 * (2 * 30522 + 5 * 1024) = 21,172,480 bytes. Parameters beyond
+  BERT and the 2-way head: transform 1024^2 + 1024, LayerNorm 2 * 1024,
+  output bias 30522 = 1,082,170, at 4 + 8 + 12 bytes each (fp32, no
+  accumulation) times the state factor.
+  """
+  cal = mp.Calibration()
+  assert mp.masked_lm_bytes_per_example(mp.BERT_LARGE, 80) == 21172480
+  assert mp.masked_lm_params(mp.BERT_LARGE) == 1082170
+  assert mp.masked_lm_bytes_per_example(mp.BERT_LARGE, 0) == 0
+  plain = mp.estimate_bytes(mp.BERT_LARGE, 512, 3)
+  heads = mp.estimate_bytes(mp.BERT_LARGE, 512, 3, max_predictions_per_seq=80)
+  assert plain["masked_lm_head"] == 0
+  assert heads["masked_lm_head"] == 3 * 21172480
+  assert heads["activations"] == plain["activations"]
+  assert heads["total"] - plain["total"] == pytest.approx(
+      3 * 21172480 + 1082170 * 24 * cal.state_factor)
+  # The planner spends the head's bytes: a budget that fits 3 examples
+  # without it fits only 2 with it.
+  budget = plain["total"] + 1
+  assert mp.max_micro_batch(mp.BERT_LARGE, 512, budget) == 3
+  assert mp.max_micro_batch(mp.BERT_LARGE, 512, budget,
+                            max_predictions_per_seq=80) == 2
+  with pytest.raises(ValueError, match="max_predictions_per_seq=600"):
+    mp.estimate_bytes(mp.BERT_LARGE, 512, 1, max_predictions_per_seq=600)
+
+
 def test_attention_term_is_quadratic():
   s = 96
   act = lambda n: mp.activation_bytes_per_example(mp.BERT_LARGE, n)

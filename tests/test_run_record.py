@@ -127,3 +127,22 @@ def test_minilm_checkpoint_reads_and_fits_its_config(minilm_dir, tmp_path):
   with pytest.raises(cli.UserError, match=r"bert_model\.ckpt\.data-00000-of-"
                      r"00001.* damaged or incomplete; download or copy"):
     checkpoint_checks.load_readable(copy)
+
+
+def test_record_without_vocabulary(tmp_path):
+  """run_pretraining.py's record: no casing, no vocabulary (it reads token
+  ids), and the masked positions, compared only when training goes on."""
+  out = str(tmp_path / "out")
+  os.makedirs(out)
+  record = run_record.make_record("pretraining", None, None, 128,
+                                  TINY_CONFIG, None,
+                                  max_predictions_per_seq=20)
+  assert "vocab_file" not in record and "do_lower_case" not in record
+  run_record.write(out, record, TINY_CONFIG, None)
+  assert sorted(os.listdir(out)) == ["bert_config.json", "run_info.json"]
+  assert sorted(run_record.assets(out)) == ["bert_config.json",
+                                            "run_info.json"]
+  longer = dict(record, max_predictions_per_seq=80)
+  run_record.check(out, longer, has_checkpoint=True, do_train=False)
+  with pytest.raises(cli.UserError, match="max_predictions_per_seq=20"):
+    run_record.check(out, longer, has_checkpoint=True, do_train=True)
