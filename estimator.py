@@ -760,7 +760,8 @@ class Estimator(object):
         "Loss is %s at step %d (micro-batch %d, learning rate %s). Nothing "
         "was saved from this run after the last checkpoint (%s), so a rerun "
         "resumes from it. Try: lower --learning_rate, raise "
-        "--warmup_proportion, use --precision=fp32 (or fp16 with loss "
+        "--warmup_proportion (--num_warmup_steps in run_pretraining.py), use "
+        "--precision=fp32 (or fp16 with loss "
         "scaling), and check the input data for bad values." %
         (loss, step, micro_step, "n/a" if lr is None else "%.3g" % lr,
          self.latest_checkpoint() or "none yet"))
