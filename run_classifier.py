@@ -24,7 +24,6 @@ import classifier_metrics
 import cli
 import estimator as estimator_lib
 import modeling
-import optimization
 import output_files
 import progress
 import run_record
@@ -33,6 +32,7 @@ import runner_flags
 import serving_input
 import tfrecord_input
 import tokenization
+import training_graph
 
 FLAGS = flags.FLAGS
 
@@ -785,16 +785,6 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
     return (loss, per_example_loss, logits, probabilities)
 
 
-def _log_trainable_variables(initialized_variable_names):
-  logging.info("**** Trainable Variables ****")
-  for var in tf.compat.v1.trainable_variables():
-    init_string = ""
-    if var.name in initialized_variable_names:
-      init_string = ", *INIT_FROM_CKPT*"
-    logging.info("  name = %s, shape = %s%s", var.name, var.shape,
-                 init_string)
-
-
 def serving_input_receiver_fn_builder(seq_length, is_regression=False):
   """The serving input of an exported classifier (see serving_input.py).
 
@@ -850,20 +840,13 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
         use_one_hot_embeddings, gradient_checkpointing=gradient_checkpointing,
         compute_dtype=compute_dtype, skip_padding=skip_padding)
 
-    initialized_variable_names = {}
-    if init_checkpoint:
-      (assignment_map, initialized_variable_names) = (
-          modeling.get_assignment_map_from_checkpoint(
-              tf.compat.v1.trainable_variables(), init_checkpoint))
-      tf.compat.v1.train.init_from_checkpoint(init_checkpoint, assignment_map)
-    _log_trainable_variables(initialized_variable_names)
+    training_graph.init_from_checkpoint(init_checkpoint)
 
     if mode == estimator_lib.ModeKeys.TRAIN:
-      train_op = optimization.create_optimizer(
+      train_op = training_graph.train_op(
           total_loss, learning_rate, num_train_steps, num_warmup_steps,
           use_tpu, num_accumulation_steps=num_accumulation_steps,
-          optimizer=optimizer,
-          loss_scale="dynamic" if compute_dtype == tf.float16 else None)
+          optimizer=optimizer, compute_dtype=compute_dtype)
       return estimator_lib.EstimatorSpec(
           mode=mode, loss=total_loss, train_op=train_op)
     if mode == estimator_lib.ModeKeys.EVAL:

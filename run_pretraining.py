@@ -25,12 +25,12 @@ import cli
 import estimator as estimator_lib
 import memory_flags
 import modeling
-import optimization
 import output_files
 import run_record
 import run_setup
 import runner_flags
 import tfrecord_input
+import training_graph
 
 FLAGS = flags.FLAGS
 
@@ -448,16 +448,6 @@ def metric_ops(masked_lm_example_loss, masked_lm_log_probs, masked_lm_ids,
   }
 
 
-def _log_variables(initialized_variable_names):
-  logging.info("**** Trainable Variables ****")
-  for var in tf.compat.v1.trainable_variables():
-    init_string = ""
-    if var.name in initialized_variable_names:
-      init_string = ", *INIT_FROM_CKPT*"
-    logging.info("  name = %s, shape = %s%s", var.name, var.shape,
-                 init_string)
-
-
 def model_fn_builder(bert_config, init_checkpoint, learning_rate,
                      num_train_steps, num_warmup_steps, use_tpu,
                      use_one_hot_embeddings, *, num_accumulation_steps=1,
@@ -496,20 +486,13 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
          features["next_sentence_labels"])
     total_loss = masked_lm_loss + next_sentence_loss
 
-    initialized_variable_names = {}
-    if init_checkpoint:
-      (assignment_map, initialized_variable_names) = (
-          modeling.get_assignment_map_from_checkpoint(
-              tf.compat.v1.trainable_variables(), init_checkpoint))
-      tf.compat.v1.train.init_from_checkpoint(init_checkpoint, assignment_map)
-    _log_variables(initialized_variable_names)
+    training_graph.init_from_checkpoint(init_checkpoint)
 
     if mode == estimator_lib.ModeKeys.TRAIN:
-      train_op = optimization.create_optimizer(
+      train_op = training_graph.train_op(
           total_loss, learning_rate, num_train_steps, num_warmup_steps,
           use_tpu, num_accumulation_steps=num_accumulation_steps,
-          optimizer=optimizer,
-          loss_scale="dynamic" if compute_dtype == tf.float16 else None)
+          optimizer=optimizer, compute_dtype=compute_dtype)
       return estimator_lib.EstimatorSpec(mode=mode, loss=total_loss,
                                          train_op=train_op)
     if mode == estimator_lib.ModeKeys.EVAL:

@@ -58,7 +58,6 @@ import tensorflow as tf
 import cli
 import estimator as estimator_lib
 import modeling
-import optimization
 import output_files
 import progress
 import run_record
@@ -68,6 +67,7 @@ import serving_input
 import squad_evaluate
 import tfrecord_input
 import tokenization
+import training_graph
 
 FLAGS = flags.FLAGS
 
@@ -835,22 +835,6 @@ def _position_loss(logits, positions, seq_length):
   return -tf.reduce_mean(tf.reduce_sum(one_hot_positions * log_probs, axis=-1))
 
 
-def _init_from_checkpoint(init_checkpoint):
-  """Maps the checkpoint's variables onto ours and logs what was loaded."""
-  tvars = tf.compat.v1.trainable_variables()
-  initialized_variable_names = {}
-  if init_checkpoint:
-    assignment_map, initialized_variable_names = (
-        modeling.get_assignment_map_from_checkpoint(tvars, init_checkpoint))
-    tf.compat.v1.train.init_from_checkpoint(init_checkpoint, assignment_map)
-  logging.info("**** Trainable Variables ****")
-  for var in tvars:
-    init_string = (", *INIT_FROM_CKPT*"
-                   if var.name in initialized_variable_names else "")
-    logging.info("  name = %s, shape = %s%s", var.name, var.shape,
-                 init_string)
-
-
 def model_fn_builder(bert_config, init_checkpoint, learning_rate,
                      num_train_steps, num_warmup_steps, use_tpu,
                      use_one_hot_embeddings, *, num_accumulation_steps=1,
@@ -877,7 +861,7 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
         use_one_hot_embeddings=use_one_hot_embeddings,
         gradient_checkpointing=gradient_checkpointing,
         compute_dtype=compute_dtype)
-    _init_from_checkpoint(init_checkpoint)
+    training_graph.init_from_checkpoint(init_checkpoint)
     if mode == estimator_lib.ModeKeys.TRAIN:
       seq_length = modeling.get_shape_list(features["input_ids"])[1]
       total_loss = (
@@ -885,11 +869,10 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
                          seq_length) +
           _position_loss(end_logits, features["end_positions"],
                          seq_length)) / 2.0
-      train_op = optimization.create_optimizer(
+      train_op = training_graph.train_op(
           total_loss, learning_rate, num_train_steps, num_warmup_steps,
           use_tpu, num_accumulation_steps=num_accumulation_steps,
-          optimizer=optimizer,
-          loss_scale="dynamic" if compute_dtype == tf.float16 else None)
+          optimizer=optimizer, compute_dtype=compute_dtype)
       return estimator_lib.EstimatorSpec(mode=mode, loss=total_loss,
                                          train_op=train_op)
     if mode == estimator_lib.ModeKeys.PREDICT:
