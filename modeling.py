@@ -22,6 +22,7 @@ xla_kernels.py (compiled elementwise kernels).
 import collections
 import copy
 import difflib
+import functools
 import json
 import re
 
@@ -348,17 +349,9 @@ class BertModel(object):
 
 
 def gelu(x):
-  """GELU in Google's tanh approximation:
-  0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
-
-  Its backward pass keeps only `x` (lean_gradients.tanh_gelu).
-
-  Args:
-    x: float Tensor.
-
-  Returns:
-    A Tensor of the shape and dtype of `x`.
-  """
+  """GELU in Google's tanh approximation, 0.5 x (1 + tanh(sqrt(2 / pi)
+  (x + 0.044715 x^3))), of `x`'s shape and dtype; its backward pass keeps
+  only `x` (lean_gradients.tanh_gelu)."""
   return lean_gradients.tanh_gelu(tf.convert_to_tensor(x))
 
 
@@ -387,19 +380,9 @@ def _activation(activation_string, is_training):
 
 
 def get_activation(activation_string):
-  """The function an activation name stands for.
-
-  Args:
-    activation_string: "linear", "relu", "gelu", "gelu_exact" or "tanh"
-      (any case), empty or None for no activation, or a function, which is
-      returned as it is.
-
-  Returns:
-    A function, or None for "linear" and empty names.
-
-  Raises:
-    ValueError: the name is not one of those.
-  """
+  """The function of an activation name: "relu", "gelu", "gelu_exact",
+  "tanh" (any case); None for "linear", "" or None; a function is returned
+  as it is. ValueError for any other name."""
   if not isinstance(activation_string, str):
     return activation_string
   if not activation_string:
@@ -926,18 +909,24 @@ def transformer_model(input_tensor,
   reuse = tf.compat.v1.AUTO_REUSE if gradient_checkpointing else None
   layer_rows = layout.pack(reshape_to_matrix(input_tensor))
   all_layer_rows = []
+  # A recomputed layer runs from the previous layer's sum through its last
+  # LayerNorm (one kept [rows, hidden] tensor between layers, not two) up
+  # to its own sum (the output matmul, which no gradient reads, never runs).
+  unit_input, previous_norm = layer_rows, None
   for layer_idx in range(num_hidden_layers):
     last = layer_idx == num_hidden_layers - 1
     last_input = layer_rows
     with tf.compat.v1.variable_scope("layer_%d" % layer_idx, reuse=reuse):
-      # The recomputed part ends before the last LayerNorm, which keeps its
-      # input for its own gradient; in exchange the recomputation never runs
-      # the output matmul, whose result no gradient reads.
       with dropout_masks.recording_sites() as last_sites:
-        residual_sum = (layer if last or not gradient_checkpointing
-                        else lean_gradients.recompute_grad(layer))(layer_rows)
-      with tf.compat.v1.variable_scope("output"):
+        if last or not gradient_checkpointing:
+          residual_sum = layer(layer_rows)
+        else:
+          residual_sum = lean_gradients.recompute_grad(
+              functools.partial(_normalized_layer, layer, previous_norm))(
+                  unit_input)
+      with tf.compat.v1.variable_scope("output") as previous_norm:
         layer_rows = layer_norm(residual_sum)
+    unit_input = residual_sum
     all_layer_rows.append(layer_rows)
 
   all_layer_outputs = [reshape_from_matrix(layout.unpack(rows), input_shape)
@@ -951,6 +940,15 @@ def transformer_model(input_tensor,
     residual_sum = layer(last_input, first_token_only=True)
     with tf.compat.v1.variable_scope("output"):
       return outputs, layer_norm(residual_sum)
+
+
+def _normalized_layer(layer, norm_scope, rows, recomputing):
+  """layer(layer_norm(rows) in `norm_scope`, recomputing); no LayerNorm
+  when `norm_scope` is None (the first layer's input is normalized)."""
+  if norm_scope is not None:
+    with tf.compat.v1.variable_scope(norm_scope, reuse=True):
+      rows = layer_norm(rows)
+  return layer(rows, recomputing)
 
 
 def _transformer_layer(layer_rows, layout, attention_mask, hidden_size,

@@ -12,7 +12,6 @@ resuming killed runs).
 """
 
 import os
-import struct
 
 from absl import flags
 from absl import logging
@@ -134,57 +133,15 @@ def expand_input_files(input_file):
   return files
 
 
-def _crc32c_table():
-  """The byte table of CRC-32C (Castagnoli, reflected polynomial)."""
-  table = []
-  for byte in range(256):
-    crc = byte
-    for _ in range(8):
-      crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-    table.append(crc)
-  return table
-
-
-_CRC32C_TABLE = _crc32c_table()
-
-
-def masked_crc32c(data):
-  """The checksum a TFRecord file stores for `data` (bytes): CRC-32C,
-  rotated right by 15 bits plus 0xa282ead8, modulo 2**32."""
-  crc = 0xFFFFFFFF
-  for byte in data:
-    crc = _CRC32C_TABLE[(crc ^ byte) & 0xFF] ^ (crc >> 8)
-  crc ^= 0xFFFFFFFF
-  return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
-
 def _first_record(path):
-  """The first serialized record of TFRecord file `path`, or None if it is
-  empty.
-
-  Read in Python (with its two checksums) rather than with tf.data: an
-  eager op here would start TensorFlow's runtime, after which
-  --distribution=mirrored can no longer split the CPU into devices.
-  A record is: length (uint64, little-endian), the length's masked CRC-32C
-  (uint32), the data, the data's masked CRC-32C.
-  """
-  with tf.io.gfile.GFile(path, "rb") as reader:
-    header = reader.read(12)
-    if not header:
-      return None
-    problem = "its first bytes are not a record header"
-    if len(header) == 12:
-      length, length_crc = struct.unpack("<QI", header)
-      if masked_crc32c(header[:8]) == length_crc:
-        data = reader.read(length)
-        data_crc = reader.read(4)
-        if (len(data) == length and len(data_crc) == 4 and
-            masked_crc32c(data) == struct.unpack("<I", data_crc)[0]):
-          return data
-        problem = "its first record is cut short or damaged"
-  raise cli.UserError(
-      "--input_file: %s is not a TFRecord file (%s); pass the files that "
-      "create_pretraining_data.py wrote." % (path, problem))
+  """The first serialized record of `path`, or None; UserError if the file
+  is not a TFRecord file."""
+  try:
+    return tfrecord_input.first_record(path)
+  except ValueError as e:
+    raise cli.UserError(
+        "--input_file: %s is not a TFRecord file (%s); pass the files that "
+        "create_pretraining_data.py wrote." % (path, e)) from None
 
 
 def _length_fix(feature_name, max_seq_length, max_predictions_per_seq):

@@ -1,5 +1,6 @@
 """tfrecord_input.tfrecord_input_fn: batches, order, types, repetition."""
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import tfrecord_input
@@ -61,3 +62,33 @@ def test_training_shuffles_reproducibly_and_repeats(tmp_path):
   assert set(order) <= set(range(7))
   assert list(order[:7]) != list(range(7))  # Shuffled.
   assert not np.array_equal(order, first_ids(4))
+
+
+def test_first_record_reads_what_tensorflow_wrote(tmp_path):
+  path = str(tmp_path / "a.tfrecord")
+  records = [b"first record \x00\xff", b"second"]
+  with tf.io.TFRecordWriter(path) as writer:
+    for record in records:
+      writer.write(record)
+  assert tfrecord_input.first_record(path) == records[0]
+  empty = str(tmp_path / "empty.tfrecord")
+  with tf.io.TFRecordWriter(empty):
+    pass
+  assert tfrecord_input.first_record(empty) is None
+
+
+def test_first_record_refuses_damaged_files(tmp_path):
+  path = str(tmp_path / "a.tfrecord")
+  with tf.io.TFRecordWriter(path) as writer:
+    writer.write(b"0123456789")
+  data = open(path, "rb").read()
+  damaged = str(tmp_path / "damaged.tfrecord")
+  with open(damaged, "wb") as f:
+    f.write(data[:14] + b"X" + data[15:])  # A byte of the record's data.
+  with pytest.raises(ValueError, match="damaged"):
+    tfrecord_input.first_record(damaged)
+  text = str(tmp_path / "text.tfrecord")
+  with open(text, "wb") as f:
+    f.write(b"this is not a TFRecord file")
+  with pytest.raises(ValueError, match="header"):
+    tfrecord_input.first_record(text)
