@@ -101,11 +101,10 @@ MASKED_LM_TENSORS = (
             "activation, LayerNorm normalized and output", HIDDEN, 5, False),
 )
 
-# Kept per layer under gradient checkpointing: the layer's input, and the
-# input of its last LayerNorm, which stays outside the recomputed part.
+# Kept per layer under gradient checkpointing: where its recomputation
+# starts, the sum the previous layer's last LayerNorm normalizes.
 CHECKPOINT_TENSORS = (
-    Tensors("layer input", HIDDEN, 1, False),
-    Tensors("input of the layer's last LayerNorm", HIDDEN, 1, False),
+    Tensors("sum entering the layer's recomputation", HIDDEN, 1, False),
 )
 
 _BERT_COMMON = {

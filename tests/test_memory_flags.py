@@ -368,8 +368,8 @@ def test_oom_message_names_setting_estimate_and_fitting_flags(fv):
                "estimates %.2f GiB" % estimate,
                "the device has 13.00 GiB (--device_memory_gb=13)",
                # bf16 fits without checkpointing, which the planner prefers.
-               "Flags that fit 13.00 GiB: --micro_batch_size=4 "
-               "(accumulation 8) --gradient_checkpointing; or "
+               "Flags that fit 13.00 GiB: --micro_batch_size=8 "
+               "(accumulation 4) --gradient_checkpointing; or "
                "--precision=bf16 (or fp16) --micro_batch_size=1 "
                "(accumulation 32).",
                "TensorFlow said: OOM when allocating tensor with "

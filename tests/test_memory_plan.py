@@ -76,8 +76,8 @@ def _hand_coefficients(config, cal, checkpointing):
 
   Per layer: 3 [A,S,S] float + 1 [A,S,S] bool mask; 12 [S,H] float + 2 [S,H]
   bool masks; 4 [S,I] float. Once: embeddings 4 [S,H] + 1 mask, backward
-  2 [A,S,S] + 2 [S,I] + 2 [S,H]. Checkpointing keeps two [S,H] per layer
-  (its input and its last LayerNorm's) and one full layer.
+  2 [A,S,S] + 2 [S,I] + 2 [S,H]. Checkpointing keeps one [S,H] per layer
+  (the sum its recomputation starts from) and one full layer.
   """
   h, i = config["hidden_size"], config["intermediate_size"]
   a, layers = config["num_attention_heads"], config["num_hidden_layers"]
@@ -87,7 +87,7 @@ def _hand_coefficients(config, cal, checkpointing):
   once_linear = h * (4 * 4 + 1) + i * 2 * 4 + h * 2 * 4
   if checkpointing:
     quadratic = layer_quadratic + once_quadratic
-    linear = layers * 2 * h * 4 + layer_linear + once_linear
+    linear = layers * h * 4 + layer_linear + once_linear
   else:
     quadratic = layers * layer_quadratic + once_quadratic
     linear = layers * layer_linear + once_linear
