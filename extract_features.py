@@ -390,7 +390,8 @@ def main(_):
 
 if __name__ == "__main__":
   define_flags()
-  for required in ("input_file", "output_file", "vocab_file",
-                   "bert_config_file", "init_checkpoint"):
+  # --vocab_file and --bert_config_file are checked in `run`: a Hugging Face
+  # folder as --init_checkpoint supplies them.
+  for required in ("input_file", "output_file", "init_checkpoint"):
     flags.mark_flag_as_required(required)
   cli.run(main)

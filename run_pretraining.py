@@ -565,6 +565,5 @@ def main(_):
 if __name__ == "__main__":
   define_flags()
   flags.mark_flag_as_required("input_file")
-  flags.mark_flag_as_required("bert_config_file")
   flags.mark_flag_as_required("output_dir")
   cli.run(main)
