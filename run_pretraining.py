@@ -290,7 +290,7 @@ def gather_indexes(sequence_tensor, positions):
 
 def get_masked_lm_output(bert_config, input_tensor, output_weights, positions,
                          label_ids, label_weights):
-  """Google's masked-LM head and loss, in float32.
+  """Google's masked-LM head and loss.
 
   The rows at `positions` go through a dense layer with the config's
   activation and a LayerNorm ("cls/predictions/transform"), then through
@@ -300,10 +300,16 @@ def get_masked_lm_output(bert_config, input_tensor, output_weights, positions,
   the padding positions of a record with fewer masked tokens), summed and
   divided by the sum of the weights plus 1e-5.
 
+  The matmuls run in the dtype of `input_tensor` (the encoder's compute
+  dtype), as the encoder's do: in bf16 or fp16 the output layer is the
+  largest matmul of a small model's step, and float32 would make it cost
+  more than its FLOPs. LayerNorm statistics, the logits' bias, the softmax
+  and the loss are float32.
+
   Args:
     bert_config: modeling.BertConfig.
-    input_tensor: [batch, seq_length, hidden] sequence output (any float
-      dtype; the head casts the gathered rows to float32).
+    input_tensor: [batch, seq_length, hidden] sequence output (float32,
+      bfloat16 or float16).
     output_weights: the float32 [vocab_size, hidden] word embedding table.
     positions, label_ids: int32 [batch, max_predictions_per_seq].
     label_weights: float32 [batch, max_predictions_per_seq].
@@ -312,7 +318,7 @@ def get_masked_lm_output(bert_config, input_tensor, output_weights, positions,
     (loss scalar, per-position loss [batch * max_predictions_per_seq],
      log-probabilities [batch * max_predictions_per_seq, vocab_size]).
   """
-  rows = tf.cast(gather_indexes(input_tensor, positions), tf.float32)
+  rows = gather_indexes(input_tensor, positions)
   with tf.compat.v1.variable_scope("cls/predictions"):
     with tf.compat.v1.variable_scope("transform"):
       rows = modeling.dense(
@@ -325,7 +331,9 @@ def get_masked_lm_output(bert_config, input_tensor, output_weights, positions,
         "output_bias", shape=[bert_config.vocab_size],
         initializer=tf.compat.v1.zeros_initializer())
     logits = tf.nn.bias_add(
-        tf.matmul(rows, output_weights, transpose_b=True), output_bias)
+        tf.cast(tf.matmul(rows, tf.cast(output_weights, rows.dtype),
+                          transpose_b=True), tf.float32),
+        output_bias)
     # Only evaluation reads these; a training step never computes them.
     log_probs = tf.nn.log_softmax(logits, axis=-1)
     label_ids = tf.reshape(label_ids, [-1])
@@ -412,8 +420,9 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
                      compute_dtype=tf.float32):
   """Builds the model_fn(features, labels, mode, params) the runner calls.
 
-  The encoder runs in `compute_dtype`, the heads and losses in float32;
-  float16 trains with dynamic loss scaling.
+  The encoder and the masked-LM head's matmuls run in `compute_dtype`; the
+  next-sentence head, the softmaxes and the losses in float32. float16
+  trains with dynamic loss scaling.
   """
 
   def model_fn(features, labels, mode, params):  # pylint: disable=unused-argument

@@ -169,50 +169,72 @@ def _masked_lm_case(config, seed):
   return sequence_output, table, positions, labels
 
 
+# bfloat16 keeps 8 significant bits: each rounding moves a value by at most
+# 2^-9 of it. The head rounds the gathered rows, the transform's output, the
+# table and the logits, so a log-probability or a loss may move by a few
+# such steps of the largest logit; the table's gradient by a few of its own
+# largest value.
+_BF16_STEP = 2.0 ** -9
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("weights", [
     [[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]],   # two padding slots
     [[1e-4, 0.0, 0.0], [0.0, 0.0, 0.0]],  # the 1e-5 is 9% of the sum
     [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]],   # nothing masked: loss 0
 ])
-def test_masked_lm_loss_matches_numpy(weights):
+def test_masked_lm_loss_matches_numpy(weights, dtype):
   """Loss, per-position loss, log-probabilities and the gradient of the
-  word embeddings, which are the head's output projection (tied)."""
+  word embeddings, which are the head's output projection (tied), for an
+  encoder output in float32 and in bfloat16 (whose matmuls the head then
+  runs in bfloat16)."""
   config = _config()
   sequence_output, table, positions, labels = _masked_lm_case(config, 1)
   weights = np.array(weights, np.float32)
   arrays = _head_weights(config, 2)
-  with tf.Graph().as_default():
+  with tf.Graph().as_default() as graph:
     embeddings = tf.compat.v1.get_variable(
         "bert/embeddings/word_embeddings", initializer=table)
-    # The encoder may run in bfloat16; the head computes in float32.
     loss, per_position, log_probs = run_pretraining.get_masked_lm_output(
-        config, tf.cast(tf.constant(sequence_output), tf.bfloat16),
+        config, tf.cast(tf.constant(sequence_output), dtype),
         embeddings, tf.constant(positions), tf.constant(labels),
         tf.constant(weights))
     (table_gradient,) = tf.gradients(loss, [embeddings])
+    matmul_dtypes = {op.get_attr("T") for op in graph.get_operations()
+                     if op.type == "MatMul" and
+                     op.name.startswith("cls/predictions/")}
     with tf.compat.v1.Session() as sess:
       sess.run(tf.compat.v1.global_variables_initializer())
       test_modeling._assign(sess, arrays)
       got = sess.run((loss, per_position, log_probs,
                       tf.convert_to_tensor(table_gradient)))
+  assert matmul_dtypes == {tf.as_dtype(dtype)}
   assert got[2].dtype == np.float32
-  rounded = tf.cast(tf.cast(sequence_output, tf.bfloat16), tf.float32).numpy()
+  rounded = tf.cast(tf.cast(sequence_output, dtype), tf.float32).numpy()
   w = dict(arrays, **{"bert/embeddings/word_embeddings": table})
   want_log_probs, rows = _np_masked_lm(w, rounded, positions)
   want_loss, want_per_position = _np_masked_lm_loss(want_log_probs, labels,
                                                     weights)
-  np.testing.assert_allclose(got[2], want_log_probs.reshape(
-      -1, config.vocab_size), rtol=1e-5, atol=1e-5)
-  np.testing.assert_allclose(got[1], want_per_position.reshape(-1),
-                             rtol=1e-5, atol=1e-5)
-  np.testing.assert_allclose(got[0], want_loss, rtol=1e-5, atol=1e-7)
   # d loss / d table = sum_i w_i / (sum w + 1e-5) (softmax_i - onehot_i) t_i.
   coefficient = weights.reshape(-1) / (weights.sum() + 1e-5)
   error = np.exp(want_log_probs.reshape(-1, config.vocab_size))
   error[np.arange(6), labels.reshape(-1)] -= 1.0
   want_gradient = (coefficient[:, None] * error).T @ rows.reshape(
       -1, config.hidden_size)
-  np.testing.assert_allclose(got[3], want_gradient, rtol=1e-4, atol=1e-7)
+  if dtype == "float32":
+    tolerance = dict(rtol=1e-5, atol=1e-5)
+    gradient_tolerance = dict(rtol=1e-4, atol=1e-7)
+  else:
+    logit_scale = np.abs(rows.reshape(-1, config.hidden_size) @ table.T).max()
+    tolerance = dict(rtol=0, atol=8 * _BF16_STEP * logit_scale)
+    gradient_tolerance = dict(
+        rtol=0, atol=8 * _BF16_STEP * np.abs(want_gradient).max())
+  np.testing.assert_allclose(got[2], want_log_probs.reshape(
+      -1, config.vocab_size), **tolerance)
+  np.testing.assert_allclose(got[1], want_per_position.reshape(-1),
+                             **tolerance)
+  np.testing.assert_allclose(got[0], want_loss, **tolerance)
+  np.testing.assert_allclose(got[3], want_gradient, **gradient_tolerance)
 
 
 def test_next_sentence_loss_matches_numpy():
