@@ -7,6 +7,9 @@ Measures examples/sec and model-FLOPs utilization (MFU) of
   * hf: Hugging Face transformers' `BertForSequenceClassification` (PyTorch);
   * tfm: tf-models-official's `BertEncoder` + `BertClassifier` (Keras,
     `tf.function` train step, its legacy `AdamWeightDecay`),
+and, for ours only, the same encoder with run_pretraining's masked-LM and
+next-sentence heads (the `*-pretrain` configs: MFU of a pretraining step
+next to a fine-tuning step of the same model and length),
 each configuration in its own subprocess so memory and thread pools never
 leak from one to the next, round-robin over the implementations for several
 rounds. Run it in the benchmark environment (bench/setup_bench_env.sh):
@@ -87,15 +90,25 @@ VOCAB_SIZE = 30522
 TYPE_VOCAB_SIZE = 2
 NUM_LABELS = 2
 
-# name -> (model, seq_length, batch_size, training, default timed steps).
+# Heads on the encoder: run_classifier's classifier on the pooled output, or
+# run_pretraining's masked-LM and next-sentence heads (ours only).
+CLASSIFIER, PRETRAINING = "classifier", "pretraining"
+# Masked positions per example of the pretraining runs (Google's default
+# --max_predictions_per_seq at 128 tokens).
+MAX_PREDICTIONS_PER_SEQ = 20
+
+# name -> (model, seq_length, batch_size, training, default timed steps,
+# head).
 CONFIGS = {
-    "base-s128-b8-train": ("base", 128, 8, True, 6),
-    "base-s384-b4-train": ("base", 384, 4, True, 4),
-    "small-s128-b32-train": ("small", 128, 32, True, 10),
-    "base-s128-b32-infer": ("base", 128, 32, False, 6),
-    "base-s128-b8-infer": ("base", 128, 8, False, 12),
-    "base-s384-b4-infer": ("base", 384, 4, False, 10),
-    "small-s128-b32-infer": ("small", 128, 32, False, 20),
+    "base-s128-b8-train": ("base", 128, 8, True, 6, CLASSIFIER),
+    "base-s384-b4-train": ("base", 384, 4, True, 4, CLASSIFIER),
+    "small-s128-b32-train": ("small", 128, 32, True, 10, CLASSIFIER),
+    "base-s128-b32-infer": ("base", 128, 32, False, 6, CLASSIFIER),
+    "base-s128-b8-infer": ("base", 128, 8, False, 12, CLASSIFIER),
+    "base-s384-b4-infer": ("base", 384, 4, False, 10, CLASSIFIER),
+    "small-s128-b32-infer": ("small", 128, 32, False, 20, CLASSIFIER),
+    "base-s128-b8-pretrain": ("base", 128, 8, True, 6, PRETRAINING),
+    "small-s128-b32-pretrain": ("small", 128, 32, True, 10, PRETRAINING),
 }
 DEFAULT_CONFIGS = ["base-s128-b8-train", "base-s128-b32-infer",
                    "base-s384-b4-train", "small-s128-b32-train"]
@@ -131,28 +144,47 @@ def head_params(hidden, num_labels=NUM_LABELS):
   return hidden * hidden + hidden + hidden * num_labels + num_labels
 
 
-def flops_per_example(model, seq_length, training):
+def masked_lm_params(hidden, vocab_size=VOCAB_SIZE):
+  """Masked-LM head parameters that act on each masked position.
+
+  The transform (H x H dense and bias, LayerNorm) and the output layer: the
+  word embedding table, used transposed as a V x H kernel, and its own
+  V-wide bias. The table's lookups in the embedding layer are not matmuls;
+  its use here is.
+  """
+  return (hidden * hidden + hidden + 2 * hidden +
+          vocab_size * hidden + vocab_size)
+
+
+def flops_per_example(model, seq_length, training, head=CLASSIFIER):
   """Model FLOPs of one example (the usual MFU accounting).
 
   A multiply-add is 2 FLOPs; the backward pass costs twice the forward. So
   training is 6 x (non-embedding params) x tokens plus the attention matmuls
   (QK^T and PV: 2 x 2 x S^2 x H forward per layer, x3 for training);
   inference is 2 x params x tokens + 4 x L x S^2 x H. Embedding lookups,
-  elementwise ops and the optimizer are not model FLOPs.
+  elementwise ops and the optimizer are not model FLOPs. The pooler acts
+  once per example under both heads (the next-sentence classifier has the
+  same shape as a 2-label one); the masked-LM head once per masked
+  position, MAX_PREDICTIONS_PER_SEQ of them.
 
   Args:
     model: dict with layers, hidden, intermediate (an entry of MODELS).
     seq_length: int, tokens per example.
     training: bool.
+    head: CLASSIFIER or PRETRAINING.
 
   Returns:
     int, FLOPs per example.
   """
   layers, hidden = model["layers"], model["hidden"]
   per_token = layers * encoder_layer_params(hidden, model["intermediate"])
+  per_example = head_params(hidden)
+  if head == PRETRAINING:
+    per_example += MAX_PREDICTIONS_PER_SEQ * masked_lm_params(hidden)
   matmul_factor = 6 if training else 2
   attention_factor = 12 if training else 4
-  return (matmul_factor * (per_token * seq_length + head_params(hidden)) +
+  return (matmul_factor * (per_token * seq_length + per_example) +
           attention_factor * layers * seq_length * seq_length * hidden)
 
 
@@ -191,13 +223,60 @@ def _synthetic_inputs(seq_length, batch_size):
                   np.int32))
 
 
+def _synthetic_pretraining_inputs(seq_length, batch_size):
+  """The fixed inputs plus run_pretraining's masked-LM and next-sentence
+  features: MAX_PREDICTIONS_PER_SEQ distinct positions among each
+  example's real tokens, their original ids, weights of 1, random labels."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  features = _synthetic_inputs(seq_length, batch_size)
+  rng = np.random.RandomState(54321)
+  lengths = synthetic_lengths(seq_length, batch_size)
+  positions = np.stack([
+      np.sort(rng.choice(length, MAX_PREDICTIONS_PER_SEQ, replace=False))
+      for length in lengths]).astype(np.int32)
+  features.update(
+      masked_lm_positions=positions,
+      masked_lm_ids=np.take_along_axis(features["input_ids"], positions,
+                                       axis=1),
+      masked_lm_weights=np.ones(positions.shape, np.float32),
+      next_sentence_labels=rng.randint(0, 2, size=(batch_size, 1)).astype(
+          np.int32))
+  return features
+
+
+def _ours_loss(spec, config, batch, compute_dtype):
+  """(loss, inference output) of the spec's head on our BertModel."""
+  import modeling  # pylint: disable=g-import-not-at-top
+  import run_classifier  # pylint: disable=g-import-not-at-top
+  import run_pretraining  # pylint: disable=g-import-not-at-top
+  training = spec["training"]
+  if spec.get("head", CLASSIFIER) == CLASSIFIER:
+    (loss, _, logits, _) = run_classifier.create_model(
+        config, training, batch["input_ids"], batch["input_mask"],
+        batch["segment_ids"], batch["label_ids"], NUM_LABELS, False,
+        gradient_checkpointing=spec["checkpointing"],
+        compute_dtype=compute_dtype, skip_padding=spec["skip_padding"])
+    return loss, logits
+  # run_pretraining's model_fn, without its checkpoint loading and train op.
+  model = modeling.BertModel(
+      config, training, batch["input_ids"], batch["input_mask"],
+      batch["segment_ids"], gradient_checkpointing=spec["checkpointing"],
+      compute_dtype=compute_dtype)
+  masked_lm_loss, _, log_probs = run_pretraining.get_masked_lm_output(
+      config, model.get_sequence_output(), model.get_embedding_table(),
+      batch["masked_lm_positions"], batch["masked_lm_ids"],
+      batch["masked_lm_weights"])
+  next_sentence_loss, _, _ = run_pretraining.get_next_sentence_output(
+      config, model.get_pooled_output(), batch["next_sentence_labels"])
+  return masked_lm_loss + next_sentence_loss, log_probs
+
+
 def _ours_step_fn(spec):
   """Builds our graph for `spec`; returns a function running one step."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   sys.path.insert(0, REPO_DIR)
   import modeling  # pylint: disable=g-import-not-at-top
   import optimization  # pylint: disable=g-import-not-at-top
-  import run_classifier  # pylint: disable=g-import-not-at-top
 
   model = MODELS[spec["model"]]
   config = modeling.BertConfig(
@@ -209,26 +288,25 @@ def _ours_step_fn(spec):
   graph = tf.Graph()
   with graph.as_default():
     tf.compat.v1.set_random_seed(12345)
-    features = _synthetic_inputs(spec["seq_length"], spec["batch_size"])
+    make_inputs = (_synthetic_pretraining_inputs
+                   if spec.get("head", CLASSIFIER) == PRETRAINING
+                   else _synthetic_inputs)
+    features = make_inputs(spec["seq_length"], spec["batch_size"])
     dataset = tf.data.Dataset.from_tensors(features).repeat()
     batch = tf.compat.v1.data.make_one_shot_iterator(dataset).get_next()
-    training = spec["training"]
-    (loss, _, logits, _) = run_classifier.create_model(
-        config, training, batch["input_ids"], batch["input_mask"],
-        batch["segment_ids"], batch["label_ids"], NUM_LABELS, False,
-        gradient_checkpointing=spec["checkpointing"],
-        compute_dtype=compute_dtype, skip_padding=spec["skip_padding"])
-    if training:
+    loss, output = _ours_loss(spec, config, batch, compute_dtype)
+    if spec["training"]:
       # The train op advances micro_step, on which dropout masks depend.
       fetch = optimization.create_optimizer(
           loss, 2e-5, num_train_steps=10000, num_warmup_steps=1000)
     else:
-      fetch = logits
+      fetch = output
     init = tf.compat.v1.global_variables_initializer()
   session = tf.compat.v1.Session(graph=graph,
                                  config=_ours_session_config(spec))
   session.run(init)
-  return lambda: session.run(fetch)
+  # Keyword arguments go to Session.run (a trace's options and metadata).
+  return lambda **run_kwargs: session.run(fetch, **run_kwargs)
 
 
 def _ours_session_config(spec):
@@ -487,14 +565,19 @@ def plan_runs():
   _check_choice("dtypes", FLAGS.dtypes, ("fp32", "bf16"))
   runs = []
   for name in configs:
-    model, seq_length, batch_size, training, steps = CONFIGS[name]
+    model, seq_length, batch_size, training, steps, head = CONFIGS[name]
     if FLAGS.quick:
       steps = 3
     per_impl = []
-    for impl in FLAGS.only:
+    # Only ours has the pretraining heads; they run every position (the
+    # masked-LM head reads positions anywhere in the sequence).
+    impls = [impl for impl in FLAGS.only
+             if head == CLASSIFIER or impl == "ours"]
+    for impl in impls:
       impl_xla = xla if impl != "hf" else [False]
       impl_ckpt = (checkpointing if training and impl != "tfm" else [False])
-      impl_skip = skip_padding if impl == "ours" else [False]
+      impl_skip = (skip_padding if impl == "ours" and head == CLASSIFIER
+                   else [False])
       combos = []
       for dtype, x, c, s in itertools.product(
           FLAGS.dtypes, sorted(set(impl_xla)), sorted(set(impl_ckpt)),
@@ -504,7 +587,8 @@ def plan_runs():
           combos.append(combo)
       per_impl.append([
           dict(config=name, impl=impl, model=model, seq_length=seq_length,
-               batch_size=batch_size, training=training, dtype=dtype,
+               batch_size=batch_size, training=training, head=head,
+               dtype=dtype,
                xla=x, checkpointing=c, skip_padding=s,
                threads=FLAGS.threads, steps=FLAGS.steps or steps,
                warmup_steps=1 if FLAGS.quick else FLAGS.warmup_steps)
@@ -537,6 +621,7 @@ def summarize(results, peaks):
         (k, result[k]) for k in ("config", "impl", "dtype", "xla",
                                  "checkpointing", "skip_padding", "model",
                                  "seq_length", "batch_size", "training")))
+    row["head"] = result.get("head", CLASSIFIER)
     row.setdefault("examples_per_sec", [])
     row.setdefault("errors", [])
     row.setdefault("xla_compiled", [])
@@ -552,11 +637,11 @@ def summarize(results, peaks):
     row["median"] = statistics.median(rates)
     row["min"], row["max"] = min(rates), max(rates)
     model = MODELS[row["model"]]
-    row["flops_per_example"] = flops_per_example(model, row["seq_length"],
-                                                 row["training"])
+    row["flops_per_example"] = flops_per_example(
+        model, row["seq_length"], row["training"], row["head"])
     row["real_token_flops_per_example"] = statistics.mean(
-        flops_per_example(model, length, row["training"]) for length in
-        synthetic_lengths(row["seq_length"], row["batch_size"]))
+        flops_per_example(model, length, row["training"], row["head"])
+        for length in synthetic_lengths(row["seq_length"], row["batch_size"]))
     if row["dtype"] in peak:
       peak_flops = peak[row["dtype"]] * 1e9
       row["mfu"] = row["median"] * row["real_token_flops_per_example"] / (

@@ -82,3 +82,29 @@ def test_real_token_accounting_uses_the_inputs_real_lengths():
   assert row["mfu_all_positions"] == pytest.approx(
       2.0 * throughput.flops_per_example(BASE, 128, True) / 1e12)
   assert row["mfu"] < row["mfu_all_positions"]
+
+
+def test_masked_lm_head_flops_by_hand():
+  # transform 768*768 + 768, LayerNorm 2*768, output 30522*768 + 30522
+  assert throughput.masked_lm_params(768) == (
+      589824 + 768 + 1536 + 23440896 + 30522)
+  # 20 masked positions, 6 FLOPs per parameter and position in training:
+  # BERT-Base's head adds ~2.9 GFLOP to an example's ~67.1.
+  extra = 6 * 20 * 24063546
+  assert (throughput.flops_per_example(BASE, 128, True, "pretraining") -
+          throughput.flops_per_example(BASE, 128, True)) == extra
+  assert extra == 2887625520
+
+
+def test_pretraining_inputs_mask_real_tokens_only():
+  features = throughput._synthetic_pretraining_inputs(128, 8)
+  lengths = throughput.synthetic_lengths(128, 8)
+  positions = features["masked_lm_positions"]
+  assert positions.shape == (8, throughput.MAX_PREDICTIONS_PER_SEQ)
+  for row, length in zip(positions, lengths):
+    assert len(set(row.tolist())) == len(row)
+    assert row.max() < length
+  for example in range(8):
+    assert (features["masked_lm_ids"][example].tolist() ==
+            features["input_ids"][example][positions[example]].tolist())
+  assert features["next_sentence_labels"].shape == (8, 1)
