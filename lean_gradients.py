@@ -14,6 +14,9 @@ autodiff), but keeps fewer or smaller tensors for the backward pass:
     long sequences, and only two such tensors inside a recomputed layer.
   * `recompute_grad`: gradient checkpointing of a whole layer.
   * `bias_add`: bfloat16 bias gradients summed in float32.
+  * `softmax_cross_entropy`: the cross-entropy of logits over a large
+    vocabulary keeps the logits (in their own dtype, bfloat16 under bf16)
+    and one float32 number per row; each direction is one compiled pass.
 
 `BackwardPolicy` says, per layer, which of these the backward pass uses.
 docs/architecture.md explains the choices; docs/memory.md measures them.
@@ -161,6 +164,35 @@ def bias_add(value, bias):
   with tf.compat.v1.get_default_graph().gradient_override_map(
       {"BiasAdd": _BIAS_GRADIENT_BY_SUM}):
     return tf.nn.bias_add(value, bias)
+
+
+def softmax_cross_entropy(logits, bias, labels):
+  """-log softmax(logits + bias)[label] of each row, float32 [rows].
+
+  The same values as tf.nn.sparse_softmax_cross_entropy_with_logits of
+  float32(logits) + bias, whose two kernels (forward, and the gradient's
+  multiplication) are several passes over [rows, classes] float32 tensors
+  TensorFlow keeps between them; these compiled ones read the logits once
+  each way and keep only their logsumexp.
+
+  Args:
+    logits: float Tensor [rows, classes] (float32, bfloat16 or float16).
+    bias: float32 Tensor [classes].
+    labels: int32 Tensor [rows], each in [0, classes).
+  """
+
+  @tf.custom_gradient
+  def loss_fn(logits, bias):
+    loss, log_sum_exp = xla_kernels.softmax_cross_entropy_forward(
+        logits, bias, labels)
+
+    def grad_fn(loss_grad):
+      return xla_kernels.softmax_cross_entropy_backward(
+          logits, bias, labels, log_sum_exp, loss_grad)
+
+    return loss, grad_fn
+
+  return loss_fn(logits, tf.identity(bias))
 
 
 def score_scale(query):

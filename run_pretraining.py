@@ -22,6 +22,7 @@ import tensorflow as tf
 import checkpoint_checks
 import cli
 import estimator as estimator_lib
+import lean_gradients
 import memory_flags
 import modeling
 import output_files
@@ -330,19 +331,19 @@ def get_masked_lm_output(bert_config, input_tensor, output_weights, positions,
     output_bias = tf.compat.v1.get_variable(
         "output_bias", shape=[bert_config.vocab_size],
         initializer=tf.compat.v1.zeros_initializer())
-    logits = tf.nn.bias_add(
-        tf.cast(tf.matmul(rows, tf.cast(output_weights, rows.dtype),
-                          transpose_b=True), tf.float32),
-        output_bias)
+    # Without the bias, in the compute dtype: the loss adds the bias itself.
+    unbiased_logits = tf.matmul(rows, tf.cast(output_weights, rows.dtype),
+                                transpose_b=True)
     # Only evaluation reads these; a training step never computes them.
-    log_probs = tf.nn.log_softmax(logits, axis=-1)
+    log_probs = tf.nn.log_softmax(
+        tf.nn.bias_add(tf.cast(unbiased_logits, tf.float32), output_bias),
+        axis=-1)
     label_ids = tf.reshape(label_ids, [-1])
     label_weights = tf.reshape(label_weights, [-1])
     # -log_softmax(logits)[label], as Google's one-hot sum computes it,
-    # without a [positions, vocab_size] one-hot matrix and its product; the
-    # backward pass keeps one [positions, vocab_size] tensor.
-    per_example_loss = tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=label_ids, logits=logits)
+    # without a [positions, vocab_size] one-hot matrix and its product.
+    per_example_loss = lean_gradients.softmax_cross_entropy(
+        unbiased_logits, output_bias, label_ids)
     numerator = tf.reduce_sum(label_weights * per_example_loss)
     denominator = tf.reduce_sum(label_weights) + WEIGHT_EPSILON
     loss = numerator / denominator

@@ -116,3 +116,36 @@ def keep_mask_16bit(shape, seed, threshold):
   # [draws, 4] -> [4 * draws]; the slice drops the unused values, if any.
   values = tf.reshape(tf.bitcast(bits, tf.uint16), [-1])[:size]
   return tf.reshape(values >= threshold, shape)
+
+
+def _biased_float32_logits(logits, bias):
+  """float32 logits [rows, classes] + float32 bias [classes]."""
+  return at_least_float32(logits) + bias
+
+
+@compiled_kernel
+def softmax_cross_entropy_forward(logits, bias, labels):
+  """(loss, log_sum_exp), float32 [rows]: -log softmax(logits + bias)[label]
+  and the logsumexp of each row of logits + bias.
+
+  Args:
+    logits: float Tensor [rows, classes], any float dtype.
+    bias: float32 Tensor [classes].
+    labels: int32 Tensor [rows], each in [0, classes).
+  """
+  wide = _biased_float32_logits(logits, bias)
+  log_sum_exp = tf.reduce_logsumexp(wide, axis=-1)
+  return log_sum_exp - tf.gather(wide, labels, batch_dims=1), log_sum_exp
+
+
+@compiled_kernel
+def softmax_cross_entropy_backward(logits, bias, labels, log_sum_exp,
+                                   loss_grad):
+  """Gradients of `softmax_cross_entropy_forward`'s loss: (logits' in the
+  logits' dtype, bias' in float32), from the row's softmax minus its
+  one-hot label, scaled by `loss_grad` [rows]."""
+  wide = _biased_float32_logits(logits, bias)
+  probs = tf.exp(wide - log_sum_exp[:, None])
+  rows_grad = (probs - tf.one_hot(labels, logits.shape[-1], dtype=tf.float32)
+              ) * loss_grad[:, None]
+  return tf.cast(rows_grad, logits.dtype), tf.reduce_sum(rows_grad, axis=0)

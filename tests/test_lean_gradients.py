@@ -192,3 +192,41 @@ def test_bfloat16_bias_gradient_is_summed_in_float32():
       got = sess.run(tf.cast(grad, tf.float64))
   want = rounded.sum(axis=0)
   np.testing.assert_allclose(got, want, rtol=2.0**-8)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_softmax_cross_entropy_matches_numpy(dtype):
+  """Loss and both gradients against a float64 NumPy derivation: the loss
+  is logsumexp(z) - z[label] for z = logits + bias, its gradient in z is
+  (softmax(z) - onehot(label)) times the loss's incoming gradient."""
+  rng = np.random.RandomState(7)
+  logits = (3.0 * rng.randn(5, 300)).astype(np.float32)
+  bias = rng.randn(300).astype(np.float32)
+  labels = rng.randint(0, 300, size=5).astype(np.int32)
+  loss_grad = rng.rand(5).astype(np.float32)
+  with tf.Graph().as_default():
+    logits_in = tf.cast(tf.constant(logits), dtype)
+    bias_in = tf.constant(bias)
+    loss = lean_gradients.softmax_cross_entropy(logits_in, bias_in,
+                                                tf.constant(labels))
+    grads = tf.gradients(loss, [logits_in, bias_in], grad_ys=loss_grad)
+    with tf.compat.v1.Session() as sess:
+      got_loss, got_logits_grad, got_bias_grad = sess.run(
+          [loss, tf.cast(grads[0], tf.float32), grads[1]])
+      rounded = sess.run(tf.cast(logits_in, tf.float64))
+  assert got_loss.dtype == np.float32
+  z = rounded + bias.astype(np.float64)
+  shifted = z - z.max(axis=1, keepdims=True)
+  log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+  want_loss = -log_probs[np.arange(5), labels]
+  want_z_grad = np.exp(log_probs)
+  want_z_grad[np.arange(5), labels] -= 1.0
+  want_z_grad *= loss_grad[:, None]
+  np.testing.assert_allclose(got_loss, want_loss, rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(got_bias_grad, want_z_grad.sum(axis=0),
+                             rtol=1e-5, atol=1e-6)
+  # The logits' gradient is rounded to their dtype (8 significant bits in
+  # bfloat16, whose rounding moves a value by at most 2^-8 of it).
+  step = 2.0 ** -8 if dtype == "bfloat16" else 1e-6
+  np.testing.assert_allclose(got_logits_grad, want_z_grad, rtol=step,
+                             atol=1e-7)
