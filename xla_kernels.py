@@ -1,11 +1,14 @@
 # coding=utf-8
-"""Elementwise kernels compiled with XLA: GELU's two passes and dropout bits.
+"""Kernels compiled with XLA: GELU's two passes, dropout bits, and the
+softmax cross-entropy's two passes.
 
 Written as separate TensorFlow ops, GELU's formula and its derivative are a
-dozen passes over a layer's widest tensor, and TensorFlow's Philox random
-kernel is several times slower than the counter-based generator below; as
-one compiled kernel each, they are a single pass. Measurements are in
-docs/performance.md.
+dozen passes over a layer's widest tensor, TensorFlow's Philox random
+kernel is several times slower than the counter-based generator below, and
+its softmax cross-entropy makes several passes over float32 copies of a
+[positions, vocabulary] logits tensor; as one compiled kernel each, they
+are a single pass. Measurements are in docs/performance.md and
+docs/run_pretraining.md.
 """
 
 import functools
