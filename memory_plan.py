@@ -89,16 +89,17 @@ BACKWARD_TENSORS = (
 
 # Pretraining's masked-LM head, per example and masked position: shapes
 # [V] ("vocabulary", the logits of one position) and [H] ("hidden", one
-# gathered row), in float32 whatever the precision, counted at their exact
-# size (no calibration factor). See docs/memory.md.
+# gathered row), counted as float32 at their exact size (no calibration
+# factor): exact in fp32, an upper bound in bf16/fp16, where the logits and
+# most rows are 2-byte. See docs/memory.md.
 VOCABULARY = "vocabulary"
 HEAD_BYTES = 4
 MASKED_LM_TENSORS = (
-    Tensors("softmax cross-entropy's kept gradient of the logits",
+    Tensors("logits, which the cross-entropy keeps for its gradient",
             VOCABULARY, 1, False),
     Tensors("gradient of the logits", VOCABULARY, 1, False),
-    Tensors("gathered rows in float32, transform before and after its "
-            "activation, LayerNorm normalized and output", HIDDEN, 5, False),
+    Tensors("gathered rows, transform before and after its activation, "
+            "LayerNorm normalized and output", HIDDEN, 5, False),
 )
 
 # Kept per layer under gradient checkpointing: where its recomputation
