@@ -3,6 +3,8 @@ that expensive fixtures build once for all xdist workers."""
 import fcntl
 import os
 import shutil
+import subprocess
+import time
 
 import pytest
 
@@ -56,3 +58,28 @@ def build_once(shared_dir, name, build):
       build(str(folder))
       (folder / ".complete").touch()
   return str(folder)
+
+
+def signal_at_first_checkpoint(command, output_dir, log_path, signum,
+                               timeout=600, env=None):
+  """Starts `command`, sends `signum` once `output_dir` holds its first
+  checkpoint (the "checkpoint" state file), and waits for the process.
+
+  Its output goes to `log_path`; a process still alive after the wait is
+  killed. Returns the process's exit status (negative: killed by a signal).
+  """
+  with open(log_path, "w") as log:
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                               cwd=REPO_ROOT, env=env)
+    try:
+      deadline = time.monotonic() + timeout
+      while (process.poll() is None and time.monotonic() < deadline and
+             not os.path.exists(os.path.join(output_dir, "checkpoint"))):
+        time.sleep(0.01)
+      process.send_signal(signum)
+      process.wait(timeout=timeout)
+    finally:
+      if process.poll() is None:
+        process.kill()
+        process.wait(timeout=60)
+  return process.returncode

@@ -11,7 +11,6 @@ import random
 import signal
 import subprocess
 import sys
-import time
 
 from absl import flags
 import numpy as np
@@ -779,23 +778,11 @@ def test_resume_after_kill_matches_uninterrupted_run(mrpc_run, tmp_path):
   output_dir = str(tmp_path / "killed")
   command = mrpc_run["command"](output_dir, ["do_train"])
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-  with open(str(tmp_path / "killed.log"), "w") as log:
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                               cwd=REPO_ROOT, env=env)
-    try:
-      # The "checkpoint" state file appears with the first checkpoint.
-      deadline = time.monotonic() + 600
-      while (process.poll() is None and time.monotonic() < deadline and
-             not os.path.exists(os.path.join(output_dir, "checkpoint"))):
-        time.sleep(0.01)
-      process.send_signal(signal.SIGKILL)
-      process.wait(timeout=60)
-    finally:
-      if process.poll() is None:
-        process.kill()
-        process.wait(timeout=60)
+  returncode = conftest.signal_at_first_checkpoint(
+      command, output_dir, str(tmp_path / "killed.log"), signal.SIGKILL,
+      env=env)
   killed_at = _checkpoint_step(output_dir)
-  assert process.returncode == -signal.SIGKILL, "run ended before the kill"
+  assert returncode == -signal.SIGKILL, "run ended before the kill"
   assert 10 <= killed_at < MRPC_STEPS
 
   log = _run(command, str(tmp_path / "resumed.log"))

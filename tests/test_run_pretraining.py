@@ -13,7 +13,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 
 from absl import flags
 import numpy as np
@@ -619,23 +618,11 @@ def test_resume_after_kill_matches_uninterrupted_run(reference_run, tmp_path):
   command = [sys.executable, os.path.join(REPO_ROOT, "run_pretraining.py")] + (
       reference_run["command"](output_dir, ["do_train"]))
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-  with open(str(tmp_path / "killed.log"), "w") as log:
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                               cwd=REPO_ROOT, env=env)
-    try:
-      # The "checkpoint" state file appears with the first checkpoint.
-      deadline = time.monotonic() + TIMEOUT
-      while (process.poll() is None and time.monotonic() < deadline and
-             not os.path.exists(os.path.join(output_dir, "checkpoint"))):
-        time.sleep(0.01)
-      process.send_signal(signal.SIGKILL)
-      process.wait(timeout=60)
-    finally:
-      if process.poll() is None:
-        process.kill()
-        process.wait(timeout=60)
+  returncode = conftest.signal_at_first_checkpoint(
+      command, output_dir, str(tmp_path / "killed.log"), signal.SIGKILL,
+      TIMEOUT, env)
   killed_at = _checkpoint_step(output_dir)
-  assert process.returncode == -signal.SIGKILL, "run ended before the kill"
+  assert returncode == -signal.SIGKILL, "run ended before the kill"
   assert 10 <= killed_at < RESUME_STEPS
 
   log = _run(command[2:], str(tmp_path / "resumed.log"))
@@ -663,23 +650,11 @@ def test_sigterm_saves_the_update_and_stops(reference_run, tmp_path):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
   env.pop("TF_CONFIG", None)
   log_path = str(tmp_path / "stopped.log")
-  with open(log_path, "w") as log:
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                               cwd=REPO_ROOT, env=env)
-    try:
-      deadline = time.monotonic() + TIMEOUT
-      while (process.poll() is None and time.monotonic() < deadline and
-             not os.path.exists(os.path.join(output_dir, "checkpoint"))):
-        time.sleep(0.01)
-      process.send_signal(signal.SIGTERM)
-      process.wait(timeout=TIMEOUT)
-    finally:
-      if process.poll() is None:
-        process.kill()
-        process.wait(timeout=60)
+  returncode = conftest.signal_at_first_checkpoint(
+      command, output_dir, log_path, signal.SIGTERM, TIMEOUT, env)
   with open(log_path) as f:
     last = f.read().strip().splitlines()[-1]
-  assert process.returncode == 128 + signal.SIGTERM, last
+  assert returncode == 128 + signal.SIGTERM, last
   assert "Training stopped by SIGTERM at step" in last
   step = int(last.split(" at step ")[1].split("/")[0])
   assert 10 <= step < RESUME_STEPS
