@@ -23,6 +23,7 @@ up to the step's.
 
 import collections
 import os
+import statistics
 import sys
 import time
 
@@ -46,7 +47,9 @@ flags.DEFINE_enum("dtype", "fp32", ["fp32", "bf16"],
                   "Encoder compute dtype (the heads run in float32).")
 # --threads and --warmup_steps are throughput.py's flags (defined on import).
 flags.DEFINE_integer("traced_steps", 3,
-                     "Traced steps; each op's time is its median over them.")
+                     "Traced steps (each op's time is its median over them), "
+                     "and as many untraced ones timed before them.",
+                     lower_bound=1)
 
 GROUPS = ("heads", "encoder", "rest")
 
@@ -80,8 +83,8 @@ def group_flops(model, seq_length, batch_size):
 
 def traced_group_seconds(model, seq_length, batch_size, dtype, threads,
                          warmup_steps, traced_steps):
-  """(seconds per group of one step, untraced step seconds)."""
-  import statistics  # pylint: disable=g-import-not-at-top
+  """(seconds per group of one step, untraced step seconds: the mean of
+  `traced_steps` steps run after the warm-up, before the traced ones)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   step = throughput._ours_step_fn(dict(  # pylint: disable=protected-access
       model=model, seq_length=seq_length, batch_size=batch_size,
@@ -90,9 +93,9 @@ def traced_group_seconds(model, seq_length, batch_size, dtype, threads,
   for _ in range(warmup_steps):
     step()
   start = time.perf_counter()
-  for _ in range(warmup_steps):
+  for _ in range(traced_steps):
     step()
-  step_seconds = (time.perf_counter() - start) / max(1, warmup_steps)
+  step_seconds = (time.perf_counter() - start) / traced_steps
   per_op = collections.defaultdict(list)
   options = tf.compat.v1.RunOptions(
       trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
