@@ -67,6 +67,14 @@ def define_flags(flag_values=flags.FLAGS):
                     flag_values=flag_values)
   flags.DEFINE_integer("eval_batch_size", 8, "Examples per eval batch.",
                        flag_values=flag_values)
+  flags.DEFINE_bool(
+      "eval_all_checkpoints", False,
+      "With --do_eval: evaluate every checkpoint kept in --output_dir, "
+      "oldest first, not only the newest. Each one's metrics go to "
+      "TensorBoard (eval/) at its step and to a row of eval_history.tsv; "
+      "eval_results.txt holds the newest's. Train with "
+      "--keep_checkpoint_max=0 to keep them all.",
+      flag_values=flag_values)
   flags.DEFINE_integer("num_train_steps", 100000,
                        "Optimizer updates to train for (across restarts).",
                        flag_values=flag_values)
@@ -511,19 +519,39 @@ def _record():
 
 
 def _evaluate(estimator, input_files):
-  """Runs --max_eval_steps eval batches and writes eval_results.txt."""
+  """Runs --max_eval_steps eval batches on the newest checkpoint (or, with
+  --eval_all_checkpoints, on each kept one) and writes eval_results.txt."""
+  checkpoints = [None]  # None: the newest, or the initial values
+  if FLAGS.eval_all_checkpoints:
+    checkpoints = estimator_lib.checkpoints_in(FLAGS.output_dir) or [None]
   logging.info("***** Running evaluation *****")
-  logging.info("  Batch size = %d", FLAGS.eval_batch_size)
-  result = estimator.evaluate(
-      input_fn=input_fn_builder(input_files, FLAGS.max_seq_length,
-                                FLAGS.max_predictions_per_seq,
-                                is_training=False),
-      steps=FLAGS.max_eval_steps)
+  logging.info("  Batch size = %d, checkpoints = %d", FLAGS.eval_batch_size,
+               len(checkpoints))
+  history = []
+  for checkpoint in checkpoints:
+    history.append(estimator.evaluate(
+        input_fn=input_fn_builder(input_files, FLAGS.max_seq_length,
+                                  FLAGS.max_predictions_per_seq,
+                                  is_training=False),
+        steps=FLAGS.max_eval_steps, checkpoint_path=checkpoint))
+  result = history[-1]
   logging.info("***** Eval results *****")
   for key in sorted(result):
     logging.info("  %s = %s", key, str(result[key]))
   output_files.write_eval_results(
       os.path.join(FLAGS.output_dir, "eval_results.txt"), result)
+  if FLAGS.eval_all_checkpoints:
+    _write_eval_history(os.path.join(FLAGS.output_dir, "eval_history.tsv"),
+                        history)
+
+
+def _write_eval_history(path, history):
+  """One tab-separated row per evaluated checkpoint: global_step first,
+  then the metrics in eval_results.txt's (sorted) order."""
+  keys = ["global_step"] + sorted(k for k in history[0] if k != "global_step")
+  rows = ["\t".join(keys)] + ["\t".join(str(r[k]) for k in keys)
+                              for r in history]
+  output_files.write_text(path, "\n".join(rows) + "\n")
 
 
 def main(_):

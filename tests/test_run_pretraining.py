@@ -404,6 +404,17 @@ def _read_eval_results(path):
 EVAL_SEQ, EVAL_PREDICTIONS, EVAL_BATCH, EVAL_STEPS = 16, 4, 2, 4
 
 
+def _np_heads(w, config, examples):
+  """NumPy masked-LM [n, predictions, vocab] and next-sentence [n, 2]
+  log-probabilities of records under weights `w`."""
+  stacked = {k: np.stack([e[k] for e in examples]) for k in examples[0]}
+  layers, pooled = test_modeling._np_bert(
+      w, config, stacked["input_ids"], stacked["input_mask"],
+      stacked["segment_ids"])
+  log_probs, _ = _np_masked_lm(w, layers[-1], stacked["masked_lm_positions"])
+  return log_probs, _np_next_sentence(w, pooled)
+
+
 def _labelled_eval_examples(w, config):
   """Five records whose labels make both accuracies neither 0 nor 1: the
   NumPy model's prediction for some slots, another id for the others, and
@@ -411,14 +422,9 @@ def _labelled_eval_examples(w, config):
   count)."""
   examples = pretraining_records.random_examples(
       5, EVAL_SEQ, EVAL_PREDICTIONS, config.vocab_size, 11)
-  stacked = {k: np.stack([e[k] for e in examples]) for k in examples[0]}
-  layers, pooled = test_modeling._np_bert(
-      w, config, stacked["input_ids"], stacked["input_mask"],
-      stacked["segment_ids"])
-  log_probs, _ = _np_masked_lm(w, layers[-1], stacked["masked_lm_positions"])
-  ns_log_probs = _np_next_sentence(w, pooled)
+  log_probs, ns_log_probs = _np_heads(w, config, examples)
+  real = np.stack([e["masked_lm_weights"] for e in examples]) > 0
   top2 = np.sort(log_probs, -1)[..., -2:]
-  real = stacked["masked_lm_weights"] > 0
   assert (top2[..., 1] - top2[..., 0])[real].min() > 1e-3  # no near-ties
   assert np.abs(ns_log_probs[:, 0] - ns_log_probs[:, 1]).min() > 1e-3
   predicted = log_probs.argmax(-1)
@@ -463,7 +469,8 @@ def test_eval_metrics_match_numpy_on_a_checkpoint_with_heads(tmp_path):
   evaluated over two files (3 + 2 records, batches of 2, 4 steps: the
   files are read in order and repeated). Loaded by --init_checkpoint the
   heads are restored (global_step 0); as --output_dir's checkpoint it
-  reports its global_step."""
+  reports its global_step; with an older checkpoint beside it,
+  --eval_all_checkpoints evaluates both, each against NumPy."""
   config = _config()
   w = dict(test_modeling._random_weights(config, 5), **_head_weights(
       config, 6))
@@ -500,6 +507,29 @@ def test_eval_metrics_match_numpy_on_a_checkpoint_with_heads(tmp_path):
   from_dir = _read_eval_results(os.path.join(checkpoint_dir,
                                              "eval_results.txt"))
   assert from_dir == dict(from_init, global_step=7)
+
+  # --eval_all_checkpoints: an older checkpoint (other weights) first.
+  w3 = dict(test_modeling._random_weights(config, 8), **_head_weights(
+      config, 9))
+  _save_checkpoint(w3, os.path.join(checkpoint_dir, "model.ckpt-3"), 3)
+  tf.compat.v1.train.update_checkpoint_state(
+      checkpoint_dir, "model.ckpt-7",
+      all_model_checkpoint_paths=["model.ckpt-3", "model.ckpt-7"])
+  _run(common + ["--output_dir=%s" % checkpoint_dir,
+                 "--eval_all_checkpoints"], str(tmp_path / "all.log"))
+  with open(os.path.join(checkpoint_dir, "eval_history.tsv")) as f:
+    header, *rows = [line.split("\t") for line in f.read().splitlines()]
+  assert header == ["global_step"] + sorted(want)
+  history = [dict(zip(header, map(float, row))) for row in rows]
+  want3 = _np_eval_results(examples, *_np_heads(w3, config, examples),
+                           np.array([0, 1, 2, 3, 4, 0, 1, 2]))
+  assert [r["global_step"] for r in history] == [3, 7]
+  for got, expected in ((history[0], want3), (history[1], want)):
+    for key, value in expected.items():
+      assert got[key] == pytest.approx(value, rel=1e-5, abs=1e-6), key
+  assert want3["loss"] != pytest.approx(want["loss"], rel=1e-3)
+  assert _read_eval_results(os.path.join(
+      checkpoint_dir, "eval_results.txt")) == from_dir
 
 
 def test_checkpoint_without_heads_starts_them_fresh(tmp_path, minilm_dir):
