@@ -1,12 +1,14 @@
-"""The pieces of bench/pretraining_data.py and bench/build_pretraining_corpus.py.
+"""The pieces of bench/pretraining_data.py, bench/build_pretraining_corpus.py
+and bench/build_pretraining_run_corpus.py.
 
 The corpus builder's text extraction and sentence splitting run on
 hand-made snippets of each format; the benchmark's process-tree memory
-sampling on a child process holding a known amount of memory. Nothing is
-timed.
+sampling on a child process holding a known amount of memory; the
+pre-training run's corpus on hand-made sources. Nothing is timed.
 """
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -116,3 +118,35 @@ def test_tree_memory_counts_the_children(tmp_path):
       except OSError:
         pass
     child.wait(timeout=60)
+
+
+def test_run_corpus_takes_articles_and_whole_documents(tmp_path):
+  """bench/build_pretraining_run_corpus.py on a hand-made SQuAD file (an
+  article of one sentence is dropped) and documentation corpus (cut before
+  the document that would pass --docs_mb); every second document of each
+  source is held out."""
+  squad = {"data": [
+      {"paragraphs": [{"context": "First one here.  Second one here."},
+                      {"context": "Third one here."}]},
+      {"paragraphs": [{"context": "Only one sentence."}]},
+      {"paragraphs": [{"context": "Alpha is here. Beta is\nthere."}]}]}
+  squad_file = tmp_path / "squad.json"
+  squad_file.write_text(json.dumps(squad))
+  docs = ["d1 a\nd1 b\n\n", "d2 a\nd2 b\n\n", "d3 a\nd3 b\n\n",
+          "d4 a\nd4 b\n\n"]
+  docs_file = tmp_path / "docs.txt"
+  docs_file.write_text("".join(docs))
+  train, heldout = tmp_path / "train.txt", tmp_path / "heldout.txt"
+  result = subprocess.run(
+      [sys.executable, os.path.join(_BENCH, "build_pretraining_run_corpus.py"),
+       "--squad_file=%s" % squad_file, "--docs_corpus=%s" % docs_file,
+       "--docs_mb=%r" % (3.5 * len(docs[0]) / 2**20),
+       "--output_file=%s" % train, "--heldout_file=%s" % heldout,
+       "--heldout_every=2"],
+      capture_output=True, text=True, timeout=120, check=False)
+  assert result.returncode == 0, result.stderr
+  first = "First one here.\nSecond one here.\nThird one here.\n\n"
+  second = "Alpha is here.\nBeta is there.\n\n"
+  assert heldout.read_text() == first + docs[0] + docs[2]
+  assert train.read_text() == second + docs[1]
+  assert not os.path.exists(str(train) + ".partial")
