@@ -363,7 +363,7 @@ def _checkpoint_step(prefix):
   return int(match.group(1)) if match else -1
 
 
-def checkpoints_in(model_dir):
+def checkpoints_in(model_dir, include_unlisted=False):
   """Prefixes of the checkpoints stored in `model_dir`, oldest first.
 
   The folder's `checkpoint` file may name its checkpoints by absolute paths
@@ -371,6 +371,12 @@ def checkpoints_in(model_dir):
   those paths may point at another folder. Only the base names are taken
   from it, and only checkpoints whose files are in `model_dir` count; when
   the file names none of them, the `model.ckpt-<step>` files found there do.
+
+  With `include_unlisted`, every `model.ckpt-<step>` file there counts too,
+  all ordered by step: a Saver keeping every checkpoint
+  (keep_checkpoint_max=0) names only the newest in that file. The Saver's
+  own bookkeeping must not use it, or a resumed run with a limit would
+  delete checkpoints an earlier run chose to keep.
   """
   if not model_dir or not tf.io.gfile.isdir(model_dir):
     return []
@@ -380,12 +386,12 @@ def checkpoints_in(model_dir):
     names = [os.path.basename(path) for path in
              list(state.all_model_checkpoint_paths) +
              [state.model_checkpoint_path] if path]
-  if not names:
-    names = sorted(
-        (os.path.basename(path)[:-len(".index")] for path in
-         tf.io.gfile.glob(os.path.join(model_dir,
-                                       _CHECKPOINT_BASENAME + "-*.index"))),
-        key=_checkpoint_step)
+  if include_unlisted or not names:
+    files = [os.path.basename(path)[:-len(".index")] for path in
+             tf.io.gfile.glob(os.path.join(
+                 model_dir, _CHECKPOINT_BASENAME + "-*.index"))]
+    names = sorted(set(names + files) if include_unlisted else files,
+                   key=_checkpoint_step)
   prefixes = []
   for name in names:
     prefix = os.path.join(model_dir, name)

@@ -408,6 +408,20 @@ def test_checkpoints_found_without_a_state_file(tmp_path):
   assert estimator.latest_checkpoint(str(tmp_path / "missing")) is None
 
 
+def test_unlisted_checkpoints_of_a_run_keeping_them_all(tmp_path):
+  """keep_checkpoint_max=0 keeps every checkpoint, but TF's `checkpoint`
+  file then names only the newest; include_unlisted finds the others."""
+  x, y = make_data()
+  model_dir = str(tmp_path)
+  make_estimator(model_dir, save_checkpoints_steps=5,
+                 keep_checkpoint_max=0).train(make_input_fn(x, y, True),
+                                              max_steps=15)
+  every = [os.path.join(model_dir, "model.ckpt-%d" % step)
+           for step in (5, 10, 15)]
+  assert estimator.checkpoints_in(model_dir) == every[-1:]
+  assert estimator.checkpoints_in(model_dir, include_unlisted=True) == every
+
+
 @pytest.mark.parametrize("k", [1, 2])
 def test_resume_sees_the_same_data(tmp_path, k):
   x, y = make_data(24)
