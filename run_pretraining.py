@@ -505,6 +505,9 @@ def _check_flags():
           "--num_warmup_steps=%d must be between 0 and --num_train_steps=%d "
           "(Google's recipe warms up over the first 10%%)." % (
               FLAGS.num_warmup_steps, FLAGS.num_train_steps))
+  if FLAGS.eval_all_checkpoints and not FLAGS.do_eval:
+    raise cli.UserError("--eval_all_checkpoints evaluates only with "
+                        "--do_eval; add --do_eval.")
   if FLAGS.do_eval and FLAGS.max_eval_steps < 1:
     raise cli.UserError("--max_eval_steps=%d must be at least 1." %
                         FLAGS.max_eval_steps)

@@ -78,10 +78,10 @@ def leading_documents(path, size_bytes):
         continue
       block = "".join(document)
       document = []
-      if total + len(block.encode("utf-8")) > size_bytes:
+      total += len(block.encode("utf-8"))
+      if total > size_bytes:
         break
       kept.append(block)
-      total += len(block.encode("utf-8"))
   return kept
 
 
@@ -104,6 +104,14 @@ def main(argv):
                "corpus)")
   if FLAGS.heldout_every < 2:
     sys.exit(f"--heldout_every={FLAGS.heldout_every}: must be at least 2")
+  if FLAGS.docs_mb < 0:
+    sys.exit(f"--docs_mb={FLAGS.docs_mb:g}: must be 0 or more")
+  for path, flag in ((FLAGS.output_file, "--output_file"),
+                     (FLAGS.heldout_file, "--heldout_file")):
+    folder = os.path.dirname(os.path.abspath(path)) if path else None
+    if folder and not os.path.isdir(folder):
+      sys.exit(f"{flag}={path}: folder {folder} does not exist; create it "
+               "first")
   articles = ["\n".join(d) + "\n\n"
               for d in squad_documents(FLAGS.squad_file)]
   docs = leading_documents(FLAGS.docs_corpus, int(FLAGS.docs_mb * 2**20))

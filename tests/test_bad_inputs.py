@@ -587,6 +587,9 @@ CASES = {
         "run_pretraining.py", PRETRAIN_TRAIN + ["--do_eval",
                                                 "--max_eval_steps=0"],
         "--max_eval_steps=0", prepare=_records),
+    "pretrain_eval_all_without_do_eval": case(
+        "run_pretraining.py", PRETRAIN_TRAIN + ["--eval_all_checkpoints"],
+        "--eval_all_checkpoints", "--do_eval", prepare=_records),
     "pretrain_negative_learning_rate": case(
         "run_pretraining.py", PRETRAIN_TRAIN + ["--learning_rate=-1e-4"],
         "--learning_rate=-0.0001", prepare=_records),
