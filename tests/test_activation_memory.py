@@ -82,7 +82,17 @@ def measured_peak(sess, fetch):
   return tf.config.experimental.get_memory_info("CPU:0")["peak"] - before
 
 
-def gradient_peak(loss_fn):
+# With inter_op_threads=1 (in the session's own pool: the process-wide
+# pool keeps the first session's size) two encoders that differ in one piece
+# run on nearly the same schedule, and their peaks differ by what that piece
+# keeps; on TensorFlow's shared pool the same graph's peak moves by several
+# MB from run to run. The whole model keeps the shared pool: on one thread
+# the executor defers each recomputed layer's GELU to the end of the
+# backward pass, keeping every layer's intermediate tensor alive.
+def gradient_peak(loss_fn, inter_op_threads=0):
+  config = tf.compat.v1.ConfigProto(
+      inter_op_parallelism_threads=inter_op_threads,
+      use_per_session_threads=inter_op_threads > 0)
   with tf.Graph().as_default():
     tf.compat.v1.set_random_seed(1)
     dropout_masks.ensure_counters()
@@ -90,7 +100,7 @@ def gradient_peak(loss_fn):
     grads = tf.gradients(loss, tf.compat.v1.trainable_variables())
     # One scalar out, so the gradients die as soon as they are summed.
     total = tf.add_n([tf.reduce_sum(g) for g in grads if g is not None])
-    with tf.compat.v1.Session() as sess:
+    with tf.compat.v1.Session(config=config) as sess:
       sess.run(tf.compat.v1.global_variables_initializer())
       return measured_peak(sess, total)
 
@@ -148,7 +158,7 @@ def encoder_loss(attention, gelu_output, gelu_and_layer_norm):
 
 
 def encoder_peak(**choices):
-  return gradient_peak(lambda: encoder_loss(**choices))
+  return gradient_peak(lambda: encoder_loss(**choices), inter_op_threads=1)
 
 
 # Forward and backward pass of one attention as a checkpointed layer's
