@@ -61,8 +61,15 @@ def test_release_freed_heap_hands_freed_pages_back():
     libc.free(pin)
 
 
+def _releaser_threads():
+  return {thread for thread in threading.enumerate()
+          if thread.name == "release_freed_heap"}
+
+
 def test_heap_releaser_hands_pages_back_while_work_goes_on():
   libc = _libc()
+  # Another test's FirstRunsReleaser may still run in this worker.
+  others = _releaser_threads()
   releaser = host_memory.HeapReleaser(interval_seconds=0.05)
   try:
     blocks = [libc.malloc(BLOCK) for _ in range(NUM_BLOCKS)]
@@ -81,8 +88,7 @@ def test_heap_releaser_hands_pages_back_while_work_goes_on():
       libc.free(pin)
   finally:
     releaser.stop()
-  assert not any(thread.name == "release_freed_heap"
-                 for thread in threading.enumerate())
+  assert _releaser_threads() <= others
 
 
 def test_heap_releaser_hands_pages_back_when_stopped():
