@@ -16,7 +16,7 @@ $(STAMP): requirements.txt requirements-dev.txt | $(PY)
 	touch $(STAMP)
 
 test: $(STAMP)
-	$(PY) -m pytest -q -n 2 tests
+	$(PY) -m pytest -q -n 2 --dist worksteal tests
 
 demo: $(STAMP)
 	$(PY) demo.py

@@ -15,6 +15,16 @@ ASSETS_DIR = os.path.join(os.path.dirname(REPO_ROOT), "shared", "assets")
 MINILM_DIR = os.path.join(ASSETS_DIR, "models", "minilm-l6-h384-uncased")
 
 
+def pytest_collection_modifyitems(items):
+  """Runs the tests marked slow first, each group in collection order.
+
+  With work stealing (`-n 2 --dist worksteal`, the Makefile's), the fast
+  tests then fill the gaps at the end instead of one worker finishing a
+  long test alone.
+  """
+  items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(scope="session")
 def assets_dir():
   """Root of ../shared/assets (read-only real data); fails loudly if absent."""

@@ -711,6 +711,7 @@ def _partial_files(folder):
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.slow
 def test_bad_input(name, tmp_path, request, run_script):
   bad = CASES[name]
   tmp = str(tmp_path)

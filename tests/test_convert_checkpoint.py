@@ -531,6 +531,7 @@ def _run_command(args):
       args, capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
 
 
+@pytest.mark.slow
 def test_command_converts_and_errors_in_one_line(pretrained, tmp_path):
   folder, _ = pretrained
   out = str(tmp_path / "hf")

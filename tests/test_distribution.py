@@ -311,6 +311,7 @@ def _assert_same_variables(out_dir, k, other_name):
 
 
 @pytest.mark.parametrize("k", [1, 2])
+@pytest.mark.slow
 def test_mirrored_reproduces_single_device(tmp_path, k):
   code, output = _finish(_python(["mirrored", str(tmp_path), str(k)]))
   assert code == 0, output
@@ -349,6 +350,7 @@ def _start_workers(tmp_path):
   return processes
 
 
+@pytest.mark.slow
 def test_multi_worker(tmp_path):
   """Reproduces one device, with and without accumulation; survives a dead
   worker."""

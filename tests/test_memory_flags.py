@@ -533,6 +533,7 @@ def _last_progress(caplog):
   return parts[0], next(part for part in parts if part.startswith("lr = "))
 
 
+@pytest.mark.slow
 def test_auto_accumulates_with_the_updates_of_one_big_batch(
     mrpc_files, tmp_path, monkeypatch, caplog):
   caplog.set_level(std_logging.INFO)
@@ -585,6 +586,7 @@ def _all_finite(checkpoint):
              for name in reader.get_variable_to_dtype_map())
 
 
+@pytest.mark.slow
 def test_non_finite_loss_ends_the_run_with_one_message(mrpc_files, tmp_path,
                                                        monkeypatch):
   output_dir = str(tmp_path / "out")

@@ -517,6 +517,7 @@ def _assert_same_gradients(names, expected, got):
                                err_msg=name)
 
 
+@pytest.mark.slow
 def test_short_sequences_keep_what_long_ones_compute_again():
   """Up to keep_activations_up_to tokens the backward pass draws no
   attention mask again and computes no scores again; one token more and it

@@ -16,6 +16,8 @@ import estimator
 import modeling
 import run_classifier
 
+pytestmark = pytest.mark.slow
+
 SEQ_LENGTH = 16
 BATCH_SIZE = 16
 NUM_EXAMPLES = 64

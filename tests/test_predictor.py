@@ -25,6 +25,8 @@ import run_classifier
 import run_squad
 import tokenization
 
+pytestmark = pytest.mark.slow
+
 REPO_ROOT = conftest.REPO_ROOT
 TINY_CONFIG = os.path.join(REPO_ROOT, "sample_data", "tiny_bert_config.json")
 MRPC_SAMPLE = os.path.join(REPO_ROOT, "sample_data", "mrpc_sample")

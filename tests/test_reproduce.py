@@ -540,6 +540,7 @@ def test_results_from_a_hand_made_tree(tmp_path, references):
   assert session["train_example_order"] == "shuffled"
 
 
+@pytest.mark.slow
 def test_bad_flags_end_with_one_line_naming_the_fix(tmp_path):
   setup = _hand_tree(tmp_path, {})
   result = _run_reproduce(_reproduce_command(setup, "--tasks=MRCP"))
@@ -555,6 +556,7 @@ def test_bad_flags_end_with_one_line_naming_the_fix(tmp_path):
 # ------------------------------------------------- one tiny real grid run
 
 
+@pytest.mark.slow
 def test_tiny_real_run_trains_predicts_and_skips_when_run_again(tmp_path):
   glue = tmp_path / "glue"
   glue.mkdir()

@@ -656,6 +656,7 @@ def mrpc_run(shared_dir):
   return settings
 
 
+@pytest.mark.slow
 def test_mrpc_end_to_end_outputs(mrpc_run):
   output_dir = mrpc_run["output_dir"]
   labels = np.array(mrpc_run["dev_labels"])
@@ -774,6 +775,7 @@ def _checkpoint_step(output_dir):
   return int(latest.rsplit("-", 1)[1]) if latest else 0
 
 
+@pytest.mark.slow
 def test_resume_after_kill_matches_uninterrupted_run(mrpc_run, tmp_path):
   output_dir = str(tmp_path / "killed")
   command = mrpc_run["command"](output_dir, ["do_train"])
@@ -802,6 +804,7 @@ def test_resume_after_kill_matches_uninterrupted_run(mrpc_run, tmp_path):
                                atol=1e-7, err_msg=name)
 
 
+@pytest.mark.slow
 def test_skip_padding_gives_the_same_results(tmp_path):
   """--skip_padding (the default) against --noskip_padding: 10 updates with
   dropout on, then eval and predict; sentences of 3-7 words padded to 32,
@@ -847,6 +850,7 @@ def test_skip_padding_flag_is_off_under_xla(skip_padding, use_xla, expected):
   assert run_classifier._skip_padding(flag_values) is expected
 
 
+@pytest.mark.slow
 def test_stsb_regression_end_to_end(tmp_path):
   data_dir = str(tmp_path / "data")
   scores = np.array(_write_stsb_data(data_dir, seed=5))

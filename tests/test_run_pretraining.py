@@ -30,6 +30,8 @@ import pretraining_records
 import run_pretraining
 import test_modeling
 
+pytestmark = pytest.mark.slow
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = dict(test_modeling.TINY, hidden_act="gelu", hidden_dropout_prob=0.1,
               attention_probs_dropout_prob=0.1, initializer_range=0.02)

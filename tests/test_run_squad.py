@@ -688,6 +688,7 @@ def _check_exported_logits(export_dir, bert_config, checkpoint):
                              atol=1e-5)
 
 
+@pytest.mark.slow
 def test_end_to_end_train_predict_evaluate(tmp_path, vocab_file):
   config = modeling.BertConfig(
       vocab_size=30522, hidden_size=32, num_hidden_layers=2,
