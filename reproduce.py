@@ -446,7 +446,9 @@ def run(setup, cells, references, reference_model, description, notes,
         reproduce_report.summarize_task(
             task, [c for c in cells if c.task == task], metrics))
   submission = None
-  if FLAGS.glue_submission:
+  # A run without GLUE tasks (SQuAD alone) has nothing to submit.
+  if FLAGS.glue_submission and any(
+      reproduce_plan.TASKS[cell.task].kind == "glue" for cell in cells):
     predictions = _prediction_steps(setup, cells, summaries)
     outcomes.update(reproduce_runner.run_steps(predictions, python, devices,
                                                log=_log))

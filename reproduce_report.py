@@ -306,9 +306,12 @@ def results_markdown(report):
   lines += ["", "## Cells", ""] + cell_table(report["cells"])
   submission = report.get("submission")
   if submission:
-    lines += ["", "## GLUE test-server submission", "",
-              "`%s`: %s." % (submission["zip"],
-                             ", ".join(submission["files"]) or "no files")]
+    lines += ["", "## GLUE test-server submission", ""]
+    if submission["zip"]:
+      lines.append("`%s`: %s." % (submission["zip"],
+                                  ", ".join(submission["files"])))
+    else:
+      lines.append("Not written: no test-set prediction finished.")
     if submission["missing"]:
       lines.append("Missing for a complete submission: %s." %
                    ", ".join(submission["missing"]))

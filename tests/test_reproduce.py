@@ -540,6 +540,23 @@ def test_results_from_a_hand_made_tree(tmp_path, references):
   assert session["train_example_order"] == "shuffled"
 
 
+def test_results_markdown_says_what_the_submission_holds():
+  report = {"generated": "now", "command": "reproduce.py", "reduced": [],
+            "model": {"description": "tiny"}, "reference_model": None,
+            "preset": "paper", "comparison": [], "tasks": {}, "cells": []}
+  # SQuAD alone: no GLUE task, no submission section.
+  assert "submission" not in reproduce_report.results_markdown(
+      dict(report, submission=None))
+  failed = reproduce_report.results_markdown(dict(report, submission={
+      "zip": None, "files": [], "missing": ["CoLA.tsv", "MRPC.tsv"]}))
+  assert ("Not written: no test-set prediction finished.\n"
+          "Missing for a complete submission: CoLA.tsv, MRPC.tsv.\n") in failed
+  written = reproduce_report.results_markdown(dict(report, submission={
+      "zip": "/out/glue_submission.zip", "files": ["MRPC.tsv"],
+      "missing": ["CoLA.tsv"]}))
+  assert "`/out/glue_submission.zip`: MRPC.tsv.\n" in written
+
+
 @pytest.mark.slow
 def test_bad_flags_end_with_one_line_naming_the_fix(tmp_path):
   setup = _hand_tree(tmp_path, {})
