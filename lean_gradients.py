@@ -340,7 +340,9 @@ def recompute_grad(layer_fn):
   recomputation waits on the incoming gradient through a control
   dependency, so it runs in the backward pass (tf.recompute_grad ties only
   its input to the gradient, through arithmetic that grappler simplifies
-  away, and then recomputes during the forward pass).
+  away, and then recomputes during the forward pass). The input's gradient
+  in turn waits for the layer's weight gradients, so one layer's
+  recomputation is finished before the next one's starts.
 
   Args:
     layer_fn: callable (Tensor, bool) -> Tensor that reads its variables
@@ -367,7 +369,13 @@ def recompute_grad(layer_fn):
       grads = tf.gradients(
           output_again, [input_again] + variables, grad_ys=output_grad,
           unconnected_gradients=tf.UnconnectedGradients.ZERO)
-      return grads[0], grads[1:]
+      # The layer below starts its recomputation from this gradient; making
+      # it wait for this layer's weight gradients keeps an executor short of
+      # threads from deferring them (and the recomputed tensors they read)
+      # to the end of the backward pass.
+      with tf.control_dependencies(grads[1:]):
+        input_grad = tf.identity(grads[0])
+      return input_grad, grads[1:]
 
     return output, grad_fn
 
