@@ -373,7 +373,8 @@ def recompute_grad(layer_fn):
       # it wait for this layer's weight gradients keeps an executor short of
       # threads from deferring them (and the recomputed tensors they read)
       # to the end of the backward pass.
-      with tf.control_dependencies(grads[1:]):
+      with tf.control_dependencies(
+          tf.nest.flatten(grads[1:], expand_composites=True)):
         input_grad = tf.identity(grads[0])
       return input_grad, grads[1:]
 
