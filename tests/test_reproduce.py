@@ -557,6 +557,44 @@ def test_results_markdown_says_what_the_submission_holds():
   assert "`/out/glue_submission.zip`: MRPC.tsv.\n" in written
 
 
+def test_squad_alone_writes_no_glue_submission(tmp_path):
+  squad_dir = tmp_path / "squad"
+  squad_dir.mkdir()
+  article = {"title": "t", "paragraphs": [{"context": "The cat sat.", "qas": [
+      {"id": "q1", "question": "Who sat?",
+       "answers": [{"text": "The cat", "answer_start": 0}]}]}]}
+  for name in ("train-v1.1.json", "dev-v1.1.json"):
+    (squad_dir / name).write_text(json.dumps({"data": [article]}))
+  model = _hand_tree(tmp_path, {}).model
+  setup = reproduce_plan.Setup(
+      REPO_ROOT, model, {"SQuAD1.1": (str(squad_dir / "train-v1.1.json"),
+                                      str(squad_dir / "dev-v1.1.json"))},
+      str(tmp_path / "out"), 128, 384, ())
+  step = reproduce_plan.cell_step(
+      setup, reproduce_plan.Cell("SQuAD1.1", 32, 5e-5, 3.0, "shuffled", 1))
+  os.makedirs(step.output_dir)
+  with open(os.path.join(step.output_dir, "step.json"), "w") as f:
+    json.dump({"command": list(step.args), "attempts": [
+        {"wall_seconds": 10.0, "exit_status": 0}]}, f)
+  with open(os.path.join(step.output_dir, "eval_results.json"), "w") as f:
+    json.dump({"exact_match": 50.0, "f1": 60.0}, f)
+  result = _run_reproduce([
+      sys.executable, os.path.join(REPO_ROOT, "reproduce.py"),
+      "--bert_config_file=" + model.bert_config_file,
+      "--vocab_file=" + model.vocab_file, "--init_checkpoint=",
+      "--do_lower_case=true", "--squad_dir=" + str(squad_dir),
+      "--tasks=SQuAD1.1", "--seeds=1", "--output_dir=" + setup.output_dir])
+  assert result.returncode == 0, result.stderr[-3000:]
+  with open(os.path.join(setup.output_dir, "results.json")) as f:
+    report = json.load(f)
+  assert [c["status"] for c in report["cells"]] == ["skipped"]
+  assert report["submission"] is None
+  assert not os.path.exists(os.path.join(setup.output_dir,
+                                         "glue_submission.zip"))
+  with open(os.path.join(setup.output_dir, "results.md")) as f:
+    assert "submission" not in f.read()
+
+
 @pytest.mark.slow
 def test_bad_flags_end_with_one_line_naming_the_fix(tmp_path):
   setup = _hand_tree(tmp_path, {})
