@@ -4,8 +4,9 @@ A classifier on a tiny BERT (2 layers, hidden 32, with its usual dropout;
 modeling.BertModel, a softmax head and optimization.create_optimizer) is
 trained for three updates and used to predict, once without and once with
 XLA, in one subprocess with TensorFlow's log of XLA compilations on, and a
-third time with XLA and gradient checkpointing. The training loss, the
-trained variables and the predictions must agree: dropout masks drawn again
+third time with XLA and gradient checkpointing (training only: checkpointing
+changes nothing but the backward pass). The training loss, the trained
+variables and the predictions must agree: dropout masks drawn again
 in the backward pass (attention, checkpointed layers) must match the
 forward pass's under XLA too. The model takes the long-sequence path
 (keep_activations_up_to=0), in which attention draws its masks again.
@@ -56,8 +57,9 @@ def _summary_loss(model_dir):
   return np.float32(losses[-1])
 
 
-def _run(model_dir, use_xla, gradient_checkpointing=False):
-  """Trains 3 updates and predicts; returns a dict of arrays."""
+def _run(model_dir, use_xla, gradient_checkpointing=False, predict=True):
+  """Trains 3 updates and (if `predict`) predicts; returns a dict of
+  arrays."""
   import estimator  # pylint: disable=import-outside-toplevel
   import modeling  # pylint: disable=import-outside-toplevel
   import optimization  # pylint: disable=import-outside-toplevel
@@ -97,6 +99,8 @@ def _run(model_dir, use_xla, gradient_checkpointing=False):
   values = {"var:" + name: reader.get_tensor(name)
             for name, _ in tf.train.list_variables(est.latest_checkpoint())}
   values["train_loss"] = _summary_loss(model_dir)
+  if not predict:
+    return values
   print(PREDICT_MARKER, flush=True)
   values["probabilities"] = np.stack(
       [p["probabilities"] for p in est.predict(_input_fn)])
@@ -112,7 +116,7 @@ def _subprocess_main(out_dir):
   print(CHECKPOINTING_MARKER, flush=True)
   np.savez(os.path.join(out_dir, "xla_checkpointing.npz"),
            **_run(os.path.join(out_dir, "xla_checkpointing"), use_xla=True,
-                  gradient_checkpointing=True))
+                  gradient_checkpointing=True, predict=False))
 
 
 def test_xla_matches_plain_training_and_prediction(tmp_path):
@@ -139,8 +143,10 @@ def test_xla_matches_plain_training_and_prediction(tmp_path):
   assert plain["probabilities"].shape == (16, 2)
   for run in ("xla", "xla_checkpointing"):
     other = np.load(tmp_path / (run + ".npz"))
-    assert sorted(plain.files) == sorted(other.files)
-    for name in plain.files:
+    expected = [n for n in plain.files
+                if run == "xla" or n != "probabilities"]
+    assert sorted(other.files) == sorted(expected)
+    for name in expected:
       np.testing.assert_allclose(other[name], plain[name], rtol=0, atol=1e-5,
                                  err_msg="%s: %s" % (run, name))
 
