@@ -80,6 +80,16 @@ def test_interleave_takes_one_document_of_each_source_in_turn():
       "a", "w", "b", "x", "y", "z"]
 
 
+def test_extended_sources_add_packages_not_taken_before():
+  """--extended must add distinct text: no package twice, none of SOURCES',
+  and no British English help beside the American one."""
+  base = {package for _, package, _, _ in corpus.SOURCES}
+  extra = [package for _, package, _, _ in corpus.EXTENDED_SOURCES]
+  assert len(set(extra)) == len(extra)
+  assert not base & set(extra)
+  assert "libreoffice-help-en-gb" not in extra and len(extra) > 40
+
+
 def test_tree_memory_counts_the_children(tmp_path):
   # A child that starts a grandchild holding 200 MB and waits.
   script = tmp_path / "hold.py"
