@@ -190,8 +190,10 @@ if name.startswith("hang"):
   resumed = os.path.exists(os.path.join(out, "checkpoint"))
   open(os.path.join(out, "checkpoint"), "w").close()
   if not resumed:
-    with open(os.path.join(out, "pid"), "w") as f:
+    # Renamed into place: the test reads the pid as soon as the file exists.
+    with open(os.path.join(out, "pid.part"), "w") as f:
       f.write(str(os.getpid()))
+    os.replace(os.path.join(out, "pid.part"), os.path.join(out, "pid"))
     time.sleep(600)
   open(os.path.join(out, "resumed"), "w").close()
 if name.startswith("pair"):
