@@ -17,6 +17,7 @@ glibc.
 
 import ctypes
 import threading
+import weakref
 
 
 def _glibc():
@@ -75,8 +76,12 @@ class HeapReleaser(object):
     while not self._done.wait(interval_seconds):
       release_freed_heap()
 
-  def stop(self):
+  def request_stop(self):
+    """Lets the thread end after its current call, without waiting."""
     self._done.set()
+
+  def stop(self):
+    self.request_stop()
     self._thread.join()
     release_freed_heap()
 
@@ -91,12 +96,15 @@ class FirstRunsReleaser(object):
   reuse what they free, and handing it back would only make them fault it
   in again, so the thread stops. The step calls `run_ended` at its end
   (optimization.create_optimizer puts that call in the train op).
+  A graph dropped before that many runs (built and never run, or run once)
+  drops this object too, and the thread then ends on its own.
   """
 
   def __init__(self, runs=2, interval_seconds=1.0):
     self._runs_left = runs
     self._lock = threading.Lock()
     self._releaser = HeapReleaser(interval_seconds)
+    weakref.finalize(self, self._releaser.request_stop)
 
   def run_ended(self):
     """Counts a run; after the last one, stops the thread. Returns 0 (a

@@ -2,9 +2,12 @@
 against the kernel's count of resident memory (/proc/self/status)."""
 
 import ctypes
+import gc
 import re
 import threading
 import time
+
+import pytest
 
 import host_memory
 
@@ -16,6 +19,27 @@ NUM_BLOCKS = 16384  # 64 MiB of blocks below malloc's mmap threshold
 def _rss():
   with open("/proc/self/status") as f:
     return int(re.search(r"^VmRSS:\s+(\d+) kB", f.read(), re.M).group(1)) * 1024
+
+
+def _releaser_threads():
+  return {thread for thread in threading.enumerate()
+          if thread.name == "release_freed_heap"}
+
+
+def _wait_for_no_releaser_threads(timeout_seconds=30):
+  deadline = time.monotonic() + timeout_seconds
+  while _releaser_threads() and time.monotonic() < deadline:
+    time.sleep(0.05)
+  return not _releaser_threads()
+
+
+@pytest.fixture(autouse=True)
+def no_other_releaser():
+  """Graphs that other tests in this worker built (and dropped) held
+  FirstRunsReleasers; collecting them ends their threads, which would
+  otherwise hand the pages back in the middle of a measurement."""
+  gc.collect()
+  assert _wait_for_no_releaser_threads()
 
 
 def _libc():
@@ -61,15 +85,8 @@ def test_release_freed_heap_hands_freed_pages_back():
     libc.free(pin)
 
 
-def _releaser_threads():
-  return {thread for thread in threading.enumerate()
-          if thread.name == "release_freed_heap"}
-
-
 def test_heap_releaser_hands_pages_back_while_work_goes_on():
   libc = _libc()
-  # Another test's FirstRunsReleaser may still run in this worker.
-  others = _releaser_threads()
   releaser = host_memory.HeapReleaser(interval_seconds=0.05)
   try:
     blocks = [libc.malloc(BLOCK) for _ in range(NUM_BLOCKS)]
@@ -88,7 +105,7 @@ def test_heap_releaser_hands_pages_back_while_work_goes_on():
       libc.free(pin)
   finally:
     releaser.stop()
-  assert _releaser_threads() <= others
+  assert not _releaser_threads()
 
 
 def test_heap_releaser_hands_pages_back_when_stopped():
@@ -116,3 +133,12 @@ def test_first_runs_releaser_stops_after_its_runs():
   assert thread.is_alive()
   releaser.run_ended()
   assert not thread.is_alive()
+
+
+def test_first_runs_releaser_stops_when_dropped_before_its_runs():
+  releaser = host_memory.FirstRunsReleaser(runs=2, interval_seconds=0.01)
+  releaser.run_ended()
+  assert _releaser_threads()
+  del releaser
+  gc.collect()
+  assert _wait_for_no_releaser_threads()
