@@ -96,8 +96,8 @@ class FirstRunsReleaser(object):
   reuse what they free, and handing it back would only make them fault it
   in again, so the thread stops. The step calls `run_ended` at its end
   (optimization.create_optimizer puts that call in the train op).
-  A graph dropped before that many runs (built and never run, or run once)
-  drops this object too, and the thread then ends on its own.
+  If this object is garbage-collected before that (with a graph that ran
+  fewer times and was dropped), the thread ends too.
   """
 
   def __init__(self, runs=2, interval_seconds=1.0):

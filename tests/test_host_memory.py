@@ -1,13 +1,19 @@
 """host_memory: the heap figures and handing freed pages back, checked
-against the kernel's count of resident memory (/proc/self/status)."""
+against the kernel's count of resident memory (/proc/self/status).
+
+The resident-memory checks run in a fresh interpreter (`_in_fresh_process`):
+in a test worker, a releaser thread of a training graph that another test
+built may hand the pages back in the middle of a measurement.
+"""
 
 import ctypes
 import gc
+import os
 import re
+import subprocess
+import sys
 import threading
 import time
-
-import pytest
 
 import host_memory
 
@@ -33,13 +39,16 @@ def _wait_for_no_releaser_threads(timeout_seconds=30):
   return not _releaser_threads()
 
 
-@pytest.fixture(autouse=True)
-def no_other_releaser():
-  """Graphs that other tests in this worker built (and dropped) held
-  FirstRunsReleasers; collecting them ends their threads, which would
-  otherwise hand the pages back in the middle of a measurement."""
-  gc.collect()
-  assert _wait_for_no_releaser_threads()
+def _in_fresh_process(check):
+  """Runs the module-level function `check` in a new interpreter that
+  imports only this module (and host_memory); fails with its output."""
+  tests_dir = os.path.dirname(os.path.abspath(__file__))
+  code = ("import sys; sys.path[:0] = [%r, %r]; import test_host_memory; "
+          "test_host_memory.%s()" % (tests_dir, os.path.dirname(tests_dir),
+                                     check.__name__))
+  done = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                        text=True, timeout=120, check=False)
+  assert done.returncode == 0, done.stdout + done.stderr
 
 
 def _libc():
@@ -50,7 +59,7 @@ def _libc():
   return libc
 
 
-def test_heap_bytes_count_what_is_allocated_and_freed():
+def _heap_bytes_count_what_is_allocated_and_freed():
   libc = _libc()
   before = host_memory.heap_bytes()
   blocks = [libc.malloc(BLOCK) for _ in range(NUM_BLOCKS)]
@@ -64,7 +73,7 @@ def test_heap_bytes_count_what_is_allocated_and_freed():
   assert size - 2 * MIB < allocated["in_use"] - freed["in_use"] < size + 2 * MIB
 
 
-def test_release_freed_heap_hands_freed_pages_back():
+def _release_freed_heap_hands_freed_pages_back():
   libc = _libc()
   blocks = [libc.malloc(BLOCK) for _ in range(NUM_BLOCKS)]
   for block in blocks:
@@ -85,14 +94,14 @@ def test_release_freed_heap_hands_freed_pages_back():
     libc.free(pin)
 
 
-def test_heap_releaser_hands_pages_back_while_work_goes_on():
+def _heap_releaser_hands_pages_back_while_work_goes_on():
   libc = _libc()
   releaser = host_memory.HeapReleaser(interval_seconds=0.05)
   try:
     blocks = [libc.malloc(BLOCK) for _ in range(NUM_BLOCKS)]
     for block in blocks:
       ctypes.memset(block, 1, BLOCK)
-    pin = libc.malloc(BLOCK)  # See the test above.
+    pin = libc.malloc(BLOCK)  # See _release_freed_heap_hands_freed_pages_back.
     try:
       resident = _rss()
       for block in blocks:
@@ -108,12 +117,12 @@ def test_heap_releaser_hands_pages_back_while_work_goes_on():
   assert not _releaser_threads()
 
 
-def test_heap_releaser_hands_pages_back_when_stopped():
+def _heap_releaser_hands_pages_back_when_stopped():
   libc = _libc()
   blocks = [libc.malloc(BLOCK) for _ in range(NUM_BLOCKS)]
   for block in blocks:
     ctypes.memset(block, 1, BLOCK)
-  pin = libc.malloc(BLOCK)  # See test_release_freed_heap_hands_freed_pages_back.
+  pin = libc.malloc(BLOCK)  # See _release_freed_heap_hands_freed_pages_back.
   try:
     releaser = host_memory.HeapReleaser(interval_seconds=3600)
     for block in blocks:
@@ -135,10 +144,30 @@ def test_first_runs_releaser_stops_after_its_runs():
   assert not thread.is_alive()
 
 
-def test_first_runs_releaser_stops_when_dropped_before_its_runs():
+def _first_runs_releaser_stops_when_dropped_before_its_runs():
   releaser = host_memory.FirstRunsReleaser(runs=2, interval_seconds=0.01)
   releaser.run_ended()
   assert _releaser_threads()
   del releaser
   gc.collect()
   assert _wait_for_no_releaser_threads()
+
+
+def test_heap_bytes_count_what_is_allocated_and_freed():
+  _in_fresh_process(_heap_bytes_count_what_is_allocated_and_freed)
+
+
+def test_release_freed_heap_hands_freed_pages_back():
+  _in_fresh_process(_release_freed_heap_hands_freed_pages_back)
+
+
+def test_heap_releaser_hands_pages_back_while_work_goes_on():
+  _in_fresh_process(_heap_releaser_hands_pages_back_while_work_goes_on)
+
+
+def test_heap_releaser_hands_pages_back_when_stopped():
+  _in_fresh_process(_heap_releaser_hands_pages_back_when_stopped)
+
+
+def test_first_runs_releaser_stops_when_dropped_before_its_runs():
+  _in_fresh_process(_first_runs_releaser_stops_when_dropped_before_its_runs)
