@@ -53,26 +53,38 @@ def _batch(args):
   return ids, labels
 
 
+def library_step(config_values, ids, labels, checkpointing):
+  """(train_op, loss) of our library path, built in the default graph.
+
+  Args:
+    config_values: dict of BertConfig fields (`_config`).
+    ids: int array [batch, seq]; labels: int array [batch] (`_batch`).
+    checkpointing: bool, BertModel's gradient_checkpointing.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import modeling  # pylint: disable=g-import-not-at-top
+  import optimization  # pylint: disable=g-import-not-at-top
+  config = modeling.BertConfig.from_dict(config_values)
+  model = modeling.BertModel(config, True, tf.constant(ids, tf.int32),
+                             gradient_checkpointing=checkpointing)
+  weights = tf.compat.v1.get_variable(
+      "output_weights", [2, config.hidden_size],
+      initializer=tf.compat.v1.truncated_normal_initializer(stddev=0.02))
+  logits = tf.matmul(model.get_pooled_output(), weights, transpose_b=True)
+  loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+      labels=tf.constant(labels, tf.int32), logits=logits))
+  return optimization.create_optimizer(loss, 2e-5, 1000, 100), loss
+
+
 def _run_ours(args):
   """[float]: the losses of `args.steps` steps through the library path."""
   import quiet_tensorflow  # pylint: disable=g-import-not-at-top,unused-import
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  import modeling  # pylint: disable=g-import-not-at-top
-  import optimization  # pylint: disable=g-import-not-at-top
   ids, labels = _batch(args)
-  config = modeling.BertConfig.from_dict(_config(args.model))
   losses = []
   with tf.Graph().as_default():
-    model = modeling.BertModel(
-        config, True, tf.constant(ids, tf.int32),
-        gradient_checkpointing=args.checkpointing == "true")
-    weights = tf.compat.v1.get_variable(
-        "output_weights", [2, config.hidden_size],
-        initializer=tf.compat.v1.truncated_normal_initializer(stddev=0.02))
-    logits = tf.matmul(model.get_pooled_output(), weights, transpose_b=True)
-    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=tf.constant(labels, tf.int32), logits=logits))
-    train_op = optimization.create_optimizer(loss, 2e-5, 1000, 100)
+    train_op, loss = library_step(_config(args.model), ids, labels,
+                                  args.checkpointing == "true")
     with tf.compat.v1.Session() as session:
       session.run(tf.compat.v1.global_variables_initializer())
       for _ in range(args.steps):
