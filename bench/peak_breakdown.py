@@ -21,7 +21,6 @@ import argparse
 import collections
 import os
 import sys
-import types
 
 # The CPU allocator is chosen when TensorFlow starts: set it before import.
 os.environ["TF_CPU_ALLOCATOR_USE_BFC"] = "true"
@@ -64,7 +63,7 @@ def live_at_peak(step_stats):
 
 
 def _config(args):
-  values = process_memory._config(args.model)  # pylint: disable=protected-access
+  values = process_memory.model_config(args.model)
   if args.layers:
     values["num_hidden_layers"] = args.layers
   return values
@@ -74,8 +73,7 @@ def _traced_step(args):
   """(StepStats of the second run, allocator peak bytes of that run)."""
   import quiet_tensorflow  # pylint: disable=g-import-not-at-top,unused-import
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  ids, labels = process_memory._batch(  # pylint: disable=protected-access
-      types.SimpleNamespace(batch=args.batch, seq=args.seq))
+  ids, labels = process_memory.random_batch(args.batch, args.seq)
   with tf.Graph().as_default():
     train_op, _ = process_memory.library_step(_config(args), ids, labels,
                                               args.checkpointing == "true")

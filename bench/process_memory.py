@@ -35,7 +35,8 @@ MODELS = {"base": (12, 768), "large": (24, 1024)}
 TIMEOUT_SECONDS = 3600
 
 
-def _config(model):
+def model_config(model):
+  """BertConfig fields of `model` ("base" or "large") for the runs here."""
   layers, hidden = MODELS[model]
   return dict(vocab_size=30522, hidden_size=hidden, num_hidden_layers=layers,
               num_attention_heads=hidden // 64, intermediate_size=4 * hidden,
@@ -44,12 +45,12 @@ def _config(model):
               type_vocab_size=2, initializer_range=0.02)
 
 
-def _batch(args):
-  """The same random ids and labels for both implementations."""
+def random_batch(batch, seq):
+  """(ids [batch, seq], labels [batch]): the same for both implementations."""
   import numpy as np  # pylint: disable=g-import-not-at-top
   rng = np.random.RandomState(1)
-  ids = rng.randint(1000, 30000, [args.batch, args.seq]).astype(np.int64)
-  labels = np.arange(args.batch) % 2
+  ids = rng.randint(1000, 30000, [batch, seq]).astype(np.int64)
+  labels = np.arange(batch) % 2
   return ids, labels
 
 
@@ -57,8 +58,8 @@ def library_step(config_values, ids, labels, checkpointing):
   """(train_op, loss) of our library path, built in the default graph.
 
   Args:
-    config_values: dict of BertConfig fields (`_config`).
-    ids: int array [batch, seq]; labels: int array [batch] (`_batch`).
+    config_values: dict of BertConfig fields (`model_config`).
+    ids: int array [batch, seq]; labels: int array [batch] (`random_batch`).
     checkpointing: bool, BertModel's gradient_checkpointing.
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -80,10 +81,10 @@ def _run_ours(args):
   """[float]: the losses of `args.steps` steps through the library path."""
   import quiet_tensorflow  # pylint: disable=g-import-not-at-top,unused-import
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  ids, labels = _batch(args)
+  ids, labels = random_batch(args.batch, args.seq)
   losses = []
   with tf.Graph().as_default():
-    train_op, loss = library_step(_config(args.model), ids, labels,
+    train_op, loss = library_step(model_config(args.model), ids, labels,
                                   args.checkpointing == "true")
     with tf.compat.v1.Session() as session:
       session.run(tf.compat.v1.global_variables_initializer())
@@ -97,7 +98,7 @@ def _run_transformers(args):
   import torch  # pylint: disable=g-import-not-at-top
   import transformers  # pylint: disable=g-import-not-at-top
   torch.manual_seed(1)
-  values = _config(args.model)
+  values = model_config(args.model)
   values["hidden_act"] = "gelu_new"  # The tanh GELU, as Google's.
   config = transformers.BertConfig(num_labels=2, **values)
   model = transformers.BertForSequenceClassification(config)
@@ -106,7 +107,7 @@ def _run_transformers(args):
   model.train()
   optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5,
                                 weight_decay=0.01)
-  ids, labels = _batch(args)
+  ids, labels = random_batch(args.batch, args.seq)
   ids, labels = torch.from_numpy(ids), torch.from_numpy(labels)
   losses = []
   for _ in range(args.steps):
