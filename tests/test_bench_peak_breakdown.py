@@ -14,14 +14,17 @@ _PATH = os.path.join(_ROOT, "bench", "peak_breakdown.py")
 
 
 def _module():
-  """The script as a module; importing it sets only an environment
-  variable that TensorFlow, already started here, no longer reads."""
+  """The script as a module. Importing it sets an environment variable
+  (which TensorFlow, already started here, no longer reads) and puts bench/
+  first on sys.path; both are put back."""
   saved = os.environ.get("TF_CPU_ALLOCATOR_USE_BFC")
+  saved_path = list(sys.path)
   spec = importlib.util.spec_from_file_location("bench_peak_breakdown", _PATH)
   module = importlib.util.module_from_spec(spec)
   try:
     spec.loader.exec_module(module)
   finally:
+    sys.path[:] = saved_path
     if saved is None:
       os.environ.pop("TF_CPU_ALLOCATOR_USE_BFC", None)
     else:
