@@ -94,15 +94,14 @@ def _traced_step(args):
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--model", choices=sorted(process_memory.MODELS),
-                      default="large")
-  parser.add_argument("--layers", type=int, default=0,
-                      help="number of layers (default: the model's)")
-  parser.add_argument("--seq", type=int, default=512)
-  parser.add_argument("--batch", type=int, default=8)
+  process_memory.add_step_arguments(parser, batch=8)
+  parser.add_argument("--layers", type=process_memory.int_in(0, 24),
+                      default=0,
+                      help="number of layers (default 0: the model's)")
   parser.add_argument("--checkpointing", choices=("false", "true"),
                       default="true")
-  parser.add_argument("--top", type=int, default=25,
+  parser.add_argument("--top", type=process_memory.int_in(0, 10000),
+                      default=25,
                       help="ops to list, largest first")
   args = parser.parse_args()
   step_stats, allocator_peak = _traced_step(args)

@@ -32,6 +32,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 MODELS = {"base": (12, 768), "large": (24, 1024)}
+MAX_POSITIONS = 512
 TIMEOUT_SECONDS = 3600
 
 
@@ -41,7 +42,8 @@ def model_config(model):
   return dict(vocab_size=30522, hidden_size=hidden, num_hidden_layers=layers,
               num_attention_heads=hidden // 64, intermediate_size=4 * hidden,
               hidden_act="gelu", hidden_dropout_prob=0.1,
-              attention_probs_dropout_prob=0.1, max_position_embeddings=512,
+              attention_probs_dropout_prob=0.1,
+              max_position_embeddings=MAX_POSITIONS,
               type_vocab_size=2, initializer_range=0.02)
 
 
@@ -147,16 +149,44 @@ def _measure(args, checkpointing):
   return _max_rss_gib(done.stderr), elapsed.group(1), losses
 
 
+def int_in(low, high):
+  """argparse type: an int in [low, high], else the flag's one-line error."""
+  def parse(text):
+    try:
+      value = int(text)
+    except ValueError:
+      value = None
+    if value is None or not low <= value <= high:
+      raise argparse.ArgumentTypeError(
+          "%r: give a whole number from %d to %d" % (text, low, high))
+    return value
+  return parse
+
+
+def _false_true_list(text):
+  """argparse type: a comma list of "false" and "true", kept as text."""
+  if not text or set(text.split(",")) - {"false", "true"}:
+    raise argparse.ArgumentTypeError(
+        "%r: give false, true or a comma list of them" % text)
+  return text
+
+
+def add_step_arguments(parser, batch):
+  """--model, --seq and --batch (default `batch`) of the step here."""
+  parser.add_argument("--model", choices=sorted(MODELS), default="large")
+  parser.add_argument("--seq", type=int_in(1, MAX_POSITIONS), default=512,
+                      help="tokens per example, at most %d" % MAX_POSITIONS)
+  parser.add_argument("--batch", type=int_in(1, 4096), default=batch)
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--impl", choices=("ours", "transformers"),
                       default="ours")
-  parser.add_argument("--model", choices=sorted(MODELS), default="large")
-  parser.add_argument("--seq", type=int, default=512)
-  parser.add_argument("--batch", type=int, default=2)
-  parser.add_argument("--steps", type=int, default=2)
-  parser.add_argument("--checkpointing", default="false,true",
-                      help="comma list of false/true")
+  add_step_arguments(parser, batch=2)
+  parser.add_argument("--steps", type=int_in(1, 1000), default=2)
+  parser.add_argument("--checkpointing", type=_false_true_list,
+                      default="false,true", help="comma list of false/true")
   parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
   args = parser.parse_args()
   if args.child:

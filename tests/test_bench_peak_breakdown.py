@@ -87,3 +87,14 @@ def test_tiny_run_replays_no_more_than_the_allocator_counted():
   listed = sum(float(size) for size, _ in rows)
   # The rows add up to the replayed peak (each printed to 0.1 MiB).
   assert abs(listed - replayed) <= 0.05 * len(rows) + 0.05
+
+
+def test_a_bad_flag_ends_in_one_line_naming_it():
+  done = subprocess.run([sys.executable, _PATH, "--seq=600"],
+                        capture_output=True, text=True, timeout=120,
+                        check=False)
+  assert done.returncode == 2
+  assert "Traceback" not in done.stderr
+  assert done.stderr.strip().splitlines()[-1] == (
+      "peak_breakdown.py: error: argument --seq: '600': give a whole number "
+      "from 1 to 512")
