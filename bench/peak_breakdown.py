@@ -22,18 +22,17 @@ import collections
 import os
 import sys
 
+# The CPU allocator is chosen when TensorFlow starts: set it before import.
+os.environ["TF_CPU_ALLOCATOR_USE_BFC"] = "true"
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-# bench/memory.py (no TensorFlow import) names the allocator switch.
-import memory as memory_bench  # pylint: disable=wrong-import-position
-import process_memory  # pylint: disable=wrong-import-position
-
-# The CPU allocator is chosen when TensorFlow starts: set it before import.
-os.environ[memory_bench.BFC_ENV] = "true"
+import process_memory  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 MIB = 2**20
+CPU_DEVICE = "CPU:0"
 
 
 def live_at_peak(step_stats):
@@ -81,14 +80,13 @@ def _traced_step(args):
     with tf.compat.v1.Session() as session:
       session.run(tf.compat.v1.global_variables_initializer())
       session.run(train_op)
-      device = memory_bench.CPU_DEVICE
-      before = tf.config.experimental.get_memory_info(device)["current"]
-      tf.config.experimental.reset_memory_stats(device)
+      before = tf.config.experimental.get_memory_info(CPU_DEVICE)["current"]
+      tf.config.experimental.reset_memory_stats(CPU_DEVICE)
       metadata = tf.compat.v1.RunMetadata()
       session.run(train_op, options=tf.compat.v1.RunOptions(
           trace_level=tf.compat.v1.RunOptions.FULL_TRACE),
                   run_metadata=metadata)
-      peak = tf.config.experimental.get_memory_info(device)["peak"]
+      peak = tf.config.experimental.get_memory_info(CPU_DEVICE)["peak"]
   return metadata.step_stats, peak - before
 
 
