@@ -23,13 +23,15 @@ import os
 import sys
 
 # The CPU allocator is chosen when TensorFlow starts: set it before import.
+# (bench/memory.py uses the same switch; importing it would define its absl
+# flags a second time in a process that already loaded it.)
 os.environ["TF_CPU_ALLOCATOR_USE_BFC"] = "true"
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-import process_memory  # pylint: disable=g-import-not-at-top,wrong-import-position
+import process_memory  # pylint: disable=wrong-import-position
 
 MIB = 2**20
 CPU_DEVICE = "CPU:0"
