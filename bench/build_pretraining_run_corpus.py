@@ -9,7 +9,12 @@ sentence per line, an empty line between documents):
     build_pretraining_corpus.py);
   * the first --docs_mb megabytes of build_pretraining_corpus.py's
     corpus_1x.txt (Debian's documentation packages), cut at a document
-    boundary.
+    boundary;
+  * with --glue_dir, the text of GLUE training sets (labels unused): each
+    MRPC pair a document of two sentences, and SST-2's phrases and CoLA's
+    sentences in file order, --glue_sentences_per_document to a document
+    (their neighbours are unrelated, so these documents teach the masked
+    LM only, not next-sentence prediction).
 
     python bench/build_pretraining_corpus.py
     python bench/build_pretraining_run_corpus.py --output_file=/tmp/pt/train.txt \
@@ -32,6 +37,9 @@ sys.path.insert(0, BENCH_DIR)
 import build_pretraining_corpus  # pylint: disable=g-import-not-at-top
 
 REPO_ROOT = os.path.dirname(BENCH_DIR)
+sys.path.insert(0, REPO_ROOT)
+
+import run_classifier  # pylint: disable=g-import-not-at-top
 ASSETS = os.path.join(os.path.dirname(REPO_ROOT), "shared", "assets")
 
 FLAGS = flags.FLAGS
@@ -44,6 +52,13 @@ flags.DEFINE_string(
     "build_pretraining_corpus.py's corpus_1x.txt.")
 flags.DEFINE_float("docs_mb", 12.0,
                    "Megabytes taken from the start of --docs_corpus.")
+flags.DEFINE_string(
+    "glue_dir", "",
+    "A GLUE folder whose MRPC, SST-2 and CoLA train.tsv files add their "
+    "text (none if empty).")
+flags.DEFINE_integer(
+    "glue_sentences_per_document", 8,
+    "SST-2 phrases or CoLA sentences grouped into one document.")
 flags.DEFINE_string("output_file", None, "The corpus to write.")
 flags.DEFINE_string("heldout_file", None,
                     "Where the held-out documents go (none held out if "
@@ -85,6 +100,30 @@ def leading_documents(path, size_bytes):
   return kept
 
 
+GLUE_TASKS = ("MRPC", "SST-2", "CoLA")
+
+
+def _one_line(text):
+  """The text with its runs of white space (newlines too) made one space."""
+  return " ".join(text.split())
+
+
+def glue_documents(glue_dir, sentences_per_document):
+  """Documents made of the training texts of GLUE_TASKS under glue_dir."""
+  documents = []
+  for task in GLUE_TASKS:
+    processor = run_classifier.PROCESSORS[task.lower()]()
+    examples = processor.get_train_examples(os.path.join(glue_dir, task))
+    if task == "MRPC":
+      documents.extend([_one_line(e.text_a), _one_line(e.text_b)]
+                       for e in examples)
+      continue
+    texts = [_one_line(e.text_a) for e in examples if e.text_a.strip()]
+    documents.extend(texts[i:i + sentences_per_document]
+                     for i in range(0, len(texts), sentences_per_document))
+  return documents
+
+
 def write_atomically(path, blocks):
   """Writes the text blocks; the file appears only when complete."""
   temporary = path + ".partial"
@@ -96,8 +135,12 @@ def write_atomically(path, blocks):
 
 def main(argv):
   del argv
-  for path, flag in ((FLAGS.squad_file, "--squad_file"),
-                     (FLAGS.docs_corpus, "--docs_corpus")):
+  inputs = [(FLAGS.squad_file, "--squad_file")]
+  if FLAGS.docs_mb > 0:
+    inputs.append((FLAGS.docs_corpus, "--docs_corpus"))
+  inputs += [(os.path.join(FLAGS.glue_dir, task, "train.tsv"), "--glue_dir")
+             for task in GLUE_TASKS if FLAGS.glue_dir]
+  for path, flag in inputs:
     if not os.path.isfile(path):
       sys.exit(f"{flag}={path}: no such file (run "
                "bench/build_pretraining_corpus.py first for the documentation "
@@ -106,6 +149,9 @@ def main(argv):
     sys.exit(f"--heldout_every={FLAGS.heldout_every}: must be at least 2")
   if FLAGS.docs_mb < 0:
     sys.exit(f"--docs_mb={FLAGS.docs_mb:g}: must be 0 or more")
+  if FLAGS.glue_sentences_per_document < 2:
+    sys.exit("--glue_sentences_per_document="
+             f"{FLAGS.glue_sentences_per_document}: must be at least 2")
   for path, flag in ((FLAGS.output_file, "--output_file"),
                      (FLAGS.heldout_file, "--heldout_file")):
     folder = os.path.dirname(os.path.abspath(path)) if path else None
@@ -114,16 +160,20 @@ def main(argv):
                "first")
   articles = ["\n".join(d) + "\n\n"
               for d in squad_documents(FLAGS.squad_file)]
-  docs = leading_documents(FLAGS.docs_corpus, int(FLAGS.docs_mb * 2**20))
+  docs = (leading_documents(FLAGS.docs_corpus, int(FLAGS.docs_mb * 2**20))
+          if FLAGS.docs_mb > 0 else [])
+  glue = (["\n".join(d) + "\n\n" for d in glue_documents(
+      FLAGS.glue_dir, FLAGS.glue_sentences_per_document)]
+          if FLAGS.glue_dir else [])
   train, heldout = [], []
-  for source in (articles, docs):
+  for source in (articles, docs, glue):
     for i, block in enumerate(source):
       held = FLAGS.heldout_file and i % FLAGS.heldout_every == 0
       (heldout if held else train).append(block)
   size = write_atomically(FLAGS.output_file, train)
   print(f"{FLAGS.output_file}: {len(train)} documents, {size:.1f} MB "
-        f"(from {len(articles)} SQuAD articles and {FLAGS.docs_mb:g} MB of "
-        "documentation)")
+        f"(from {len(articles)} SQuAD articles, {FLAGS.docs_mb:g} MB of "
+        f"documentation and {len(glue)} GLUE documents)")
   if FLAGS.heldout_file:
     size = write_atomically(FLAGS.heldout_file, heldout)
     print(f"{FLAGS.heldout_file}: {len(heldout)} held-out documents, "

@@ -160,3 +160,37 @@ def test_run_corpus_takes_articles_and_whole_documents(tmp_path):
   assert heldout.read_text() == first + docs[0] + docs[2]
   assert train.read_text() == second + docs[1]
   assert not os.path.exists(str(train) + ".partial")
+
+
+def test_run_corpus_takes_glue_training_text(tmp_path):
+  """With --glue_dir (and no documentation: --docs_mb=0 needs no such
+  corpus), each MRPC pair is a document and SST-2's phrases and CoLA's
+  sentences are grouped in file order, white space collapsed; GLUE
+  documents are held out like the others."""
+  squad = {"data": [{"paragraphs": [{"context": "One. Two."}]},
+                    {"paragraphs": [{"context": "Three. Four."}]}]}
+  squad_file = tmp_path / "squad.json"
+  squad_file.write_text(json.dumps(squad))
+  glue = tmp_path / "glue"
+  tables = {
+      "MRPC": "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+              "1\t1\t2\tm1 a\tm1 b\n0\t3\t4\tm2  a\tm2 b\n",
+      "SST-2": "sentence\tlabel\ngood  film \t1\nbad\t0\nfine one\t1\n",
+      "CoLA": "x\t1\t\tc1\nx\t0\t*\tc2\nx\t1\t\tc3\n"}
+  for task, text in tables.items():
+    (glue / task).mkdir(parents=True)
+    (glue / task / "train.tsv").write_text(text)
+  train, heldout = tmp_path / "train.txt", tmp_path / "heldout.txt"
+  result = subprocess.run(
+      [sys.executable, os.path.join(_BENCH, "build_pretraining_run_corpus.py"),
+       "--squad_file=%s" % squad_file,
+       "--docs_corpus=%s" % (tmp_path / "absent.txt"), "--docs_mb=0",
+       "--glue_dir=%s" % glue, "--glue_sentences_per_document=2",
+       "--output_file=%s" % train, "--heldout_file=%s" % heldout,
+       "--heldout_every=2"],
+      capture_output=True, text=True, timeout=120, check=False)
+  assert result.returncode == 0, result.stderr
+  assert heldout.read_text() == ("One.\nTwo.\n\n" "m1 a\nm1 b\n\n"
+                                 "good film\nbad\n\n" "c1\nc2\n\n")
+  assert train.read_text() == ("Three.\nFour.\n\n" "m2 a\nm2 b\n\n"
+                               "fine one\n\n" "c3\n\n")
