@@ -40,6 +40,7 @@ REPO_ROOT = os.path.dirname(BENCH_DIR)
 sys.path.insert(0, REPO_ROOT)
 
 import run_classifier  # pylint: disable=g-import-not-at-top
+
 ASSETS = os.path.join(os.path.dirname(REPO_ROOT), "shared", "assets")
 
 FLAGS = flags.FLAGS
@@ -115,10 +116,10 @@ def glue_documents(glue_dir, sentences_per_document):
     processor = run_classifier.PROCESSORS[task.lower()]()
     examples = processor.get_train_examples(os.path.join(glue_dir, task))
     if task == "MRPC":
-      documents.extend([_one_line(e.text_a), _one_line(e.text_b)]
-                       for e in examples)
+      pairs = ([_one_line(e.text_a), _one_line(e.text_b)] for e in examples)
+      documents.extend([t for t in pair if t] for pair in pairs)
       continue
-    texts = [_one_line(e.text_a) for e in examples if e.text_a.strip()]
+    texts = [t for t in (_one_line(e.text_a) for e in examples) if t]
     documents.extend(texts[i:i + sentences_per_document]
                      for i in range(0, len(texts), sentences_per_document))
   return documents
@@ -135,16 +136,16 @@ def write_atomically(path, blocks):
 
 def main(argv):
   del argv
-  inputs = [(FLAGS.squad_file, "--squad_file")]
+  inputs = [("--squad_file", FLAGS.squad_file, "")]
   if FLAGS.docs_mb > 0:
-    inputs.append((FLAGS.docs_corpus, "--docs_corpus"))
-  inputs += [(os.path.join(FLAGS.glue_dir, task, "train.tsv"), "--glue_dir")
-             for task in GLUE_TASKS if FLAGS.glue_dir]
-  for path, flag in inputs:
+    inputs.append(("--docs_corpus", FLAGS.docs_corpus,
+                   " (run bench/build_pretraining_corpus.py first, or "
+                   "--docs_mb=0 for none)"))
+  inputs += [("--glue_dir", os.path.join(FLAGS.glue_dir, task, "train.tsv"),
+              "") for task in GLUE_TASKS if FLAGS.glue_dir]
+  for flag, path, hint in inputs:
     if not os.path.isfile(path):
-      sys.exit(f"{flag}={path}: no such file (run "
-               "bench/build_pretraining_corpus.py first for the documentation "
-               "corpus)")
+      sys.exit(f"{flag}: {path}: no such file{hint}")
   if FLAGS.heldout_every < 2:
     sys.exit(f"--heldout_every={FLAGS.heldout_every}: must be at least 2")
   if FLAGS.docs_mb < 0:
