@@ -28,7 +28,6 @@ import json
 import os
 import sys
 
-from absl import app
 from absl import flags
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -39,6 +38,7 @@ import build_pretraining_corpus  # pylint: disable=g-import-not-at-top
 REPO_ROOT = os.path.dirname(BENCH_DIR)
 sys.path.insert(0, REPO_ROOT)
 
+import cli  # pylint: disable=g-import-not-at-top
 import run_classifier  # pylint: disable=g-import-not-at-top
 
 ASSETS = os.path.join(os.path.dirname(REPO_ROOT), "shared", "assets")
@@ -114,7 +114,13 @@ def glue_documents(glue_dir, sentences_per_document):
   documents = []
   for task in GLUE_TASKS:
     processor = run_classifier.PROCESSORS[task.lower()]()
-    examples = processor.get_train_examples(os.path.join(glue_dir, task))
+    try:
+      examples = processor.get_train_examples(os.path.join(glue_dir, task))
+    except cli.UserError as e:
+      # The reader's advice names run_classifier's flags; keep its finding.
+      raise cli.UserError(
+          "--glue_dir=%s: %s; it must hold GLUE's %s folders as downloaded"
+          % (glue_dir, str(e).split(". ")[0], ", ".join(GLUE_TASKS))) from e
     if task == "MRPC":
       pairs = ([_one_line(e.text_a), _one_line(e.text_b)] for e in examples)
       documents.extend([t for t in pair if t] for pair in pairs)
@@ -182,4 +188,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  cli.run(main)

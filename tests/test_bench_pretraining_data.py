@@ -194,3 +194,30 @@ def test_run_corpus_takes_glue_training_text(tmp_path):
                                  "good film\nbad\n\n" "c1\nc2\n\n")
   assert train.read_text() == ("Three.\nFour.\n\n" "m2 a\nm2 b\n\n"
                                "fine one\n\n" "c3\n\n")
+
+
+def test_run_corpus_names_a_malformed_glue_file(tmp_path):
+  """A GLUE table with a short row ends in one line naming --glue_dir and
+  the file's line, exit status 2, and no corpus written."""
+  squad_file = tmp_path / "squad.json"
+  squad_file.write_text(json.dumps(
+      {"data": [{"paragraphs": [{"context": "One. Two."}]}]}))
+  glue = tmp_path / "glue"
+  for task in ("MRPC", "SST-2", "CoLA"):
+    (glue / task).mkdir(parents=True)
+  (glue / "MRPC" / "train.tsv").write_text(
+      "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\t2\ta\tb\n")
+  (glue / "SST-2" / "train.tsv").write_text("sentence\tlabel\nshort\n")
+  (glue / "CoLA" / "train.tsv").write_text("x\t1\t\tc1\n")
+  train = tmp_path / "train.txt"
+  result = subprocess.run(
+      [sys.executable, os.path.join(_BENCH, "build_pretraining_run_corpus.py"),
+       "--squad_file=%s" % squad_file, "--docs_mb=0", "--glue_dir=%s" % glue,
+       "--output_file=%s" % train],
+      capture_output=True, text=True, timeout=120, check=False)
+  assert result.returncode == 2, result.stderr
+  lines = result.stderr.strip().splitlines()
+  assert "Traceback" not in result.stderr, result.stderr
+  assert "--glue_dir=" in lines[-1], lines
+  assert "SST-2/train.tsv:2:" in lines[-1], lines
+  assert not train.exists()
