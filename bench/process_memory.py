@@ -18,6 +18,10 @@ clipping at 1.0, a fixed random batch.
         --batch=2 --checkpointing=false,true
     bench/.venv/bin/python bench/process_memory.py --impl=transformers ...
 
+--phases also prints where the memory went: the resident set and its
+high-water mark after the imports, the graph (or model), the
+initialisation and each step (Linux's /proc/self/status).
+
 transformers needs bench/.venv (bash bench/setup_bench_env.sh).
 """
 
@@ -27,6 +31,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -34,6 +39,24 @@ sys.path.insert(0, ROOT)
 MODELS = {"base": (12, 768), "large": (24, 1024)}
 MAX_POSITIONS = 512
 TIMEOUT_SECONDS = 3600
+
+
+class Phases(object):
+  """Resident set and high-water mark (GiB) at the end of named phases."""
+
+  def __init__(self):
+    self.start = time.monotonic()
+    self.rows = []
+
+  def mark(self, name):
+    fields = {}
+    with open("/proc/self/status") as status:
+      for line in status:
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+          fields[key] = int(value.split()[0]) / 2**20
+    self.rows.append([name, fields.get("VmRSS"), fields.get("VmHWM"),
+                      time.monotonic() - self.start])
 
 
 def model_config(model):
@@ -79,26 +102,31 @@ def library_step(config_values, ids, labels, checkpointing):
   return optimization.create_optimizer(loss, 2e-5, 1000, 100), loss
 
 
-def _run_ours(args):
+def _run_ours(args, phases):
   """[float]: the losses of `args.steps` steps through the library path."""
   import quiet_tensorflow  # pylint: disable=g-import-not-at-top,unused-import
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   ids, labels = random_batch(args.batch, args.seq)
   losses = []
+  phases.mark("imports")
   with tf.Graph().as_default():
     train_op, loss = library_step(model_config(args.model), ids, labels,
                                   args.checkpointing == "true")
+    phases.mark("graph")
     with tf.compat.v1.Session() as session:
       session.run(tf.compat.v1.global_variables_initializer())
-      for _ in range(args.steps):
+      phases.mark("initialisation")
+      for step in range(args.steps):
         losses.append(float(session.run([train_op, loss])[1]))
+        phases.mark("step %d" % (step + 1))
   return losses
 
 
-def _run_transformers(args):
+def _run_transformers(args, phases):
   """[float]: the losses of `args.steps` steps of transformers' model."""
   import torch  # pylint: disable=g-import-not-at-top
   import transformers  # pylint: disable=g-import-not-at-top
+  phases.mark("imports")
   torch.manual_seed(1)
   values = model_config(args.model)
   values["hidden_act"] = "gelu_new"  # The tanh GELU, as Google's.
@@ -109,6 +137,7 @@ def _run_transformers(args):
   model.train()
   optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5,
                                 weight_decay=0.01)
+  phases.mark("model")
   ids, labels = random_batch(args.batch, args.seq)
   ids, labels = torch.from_numpy(ids), torch.from_numpy(labels)
   losses = []
@@ -119,12 +148,15 @@ def _run_transformers(args):
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     losses.append(float(loss))
+    phases.mark("step %d" % len(losses))
   return losses
 
 
 def _child(args):
   run = _run_ours if args.impl == "ours" else _run_transformers
-  print(json.dumps({"losses": run(args)}))
+  phases = Phases()
+  losses = run(args, phases)
+  print(json.dumps({"losses": losses, "phases": phases.rows}))
 
 
 def _max_rss_gib(time_output):
@@ -134,7 +166,7 @@ def _max_rss_gib(time_output):
 
 
 def _measure(args, checkpointing):
-  """(peak GiB, elapsed text, losses) of one child process."""
+  """(peak GiB, elapsed text, losses, phases) of one child process."""
   command = ["/usr/bin/time", "-v", sys.executable, os.path.abspath(__file__),
              "--child", "--impl=%s" % args.impl, "--model=%s" % args.model,
              "--seq=%d" % args.seq, "--batch=%d" % args.batch,
@@ -145,8 +177,9 @@ def _measure(args, checkpointing):
     raise SystemExit("child failed (%d): %s" % (done.returncode,
                                                  done.stderr[-2000:]))
   elapsed = re.search(r"Elapsed \(wall clock\) time.*: (\S+)", done.stderr)
-  losses = json.loads(done.stdout.strip().splitlines()[-1])["losses"]
-  return _max_rss_gib(done.stderr), elapsed.group(1), losses
+  result = json.loads(done.stdout.strip().splitlines()[-1])
+  return (_max_rss_gib(done.stderr), elapsed.group(1), result["losses"],
+          result["phases"])
 
 
 def int_in(low, high):
@@ -187,6 +220,8 @@ def main():
   parser.add_argument("--steps", type=int_in(1, 1000), default=2)
   parser.add_argument("--checkpointing", type=_false_true_list,
                       default="false,true", help="comma list of false/true")
+  parser.add_argument("--phases", action="store_true",
+                      help="also print each run's memory after each phase")
   parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
   args = parser.parse_args()
   if args.child:
@@ -195,11 +230,20 @@ def main():
   print("| impl | model | seq | batch | checkpointing | peak RSS GiB | "
         "wall time | losses |")
   print("|---|---|---:|---:|---|---:|---:|---|")
+  all_phases = []
   for checkpointing in args.checkpointing.split(","):
-    peak, elapsed, losses = _measure(args, checkpointing)
+    peak, elapsed, losses, phases = _measure(args, checkpointing)
+    all_phases.append((checkpointing, phases))
     print("| %s | %s | %d | %d | %s | %.2f | %s | %s |" % (
         args.impl, args.model, args.seq, args.batch, checkpointing, peak,
         elapsed, ", ".join("%.4f" % x for x in losses)), flush=True)
+  if args.phases:
+    print("\n| checkpointing | after | resident GiB | high-water GiB | "
+          "seconds |\n|---|---|---:|---:|---:|")
+    for checkpointing, phases in all_phases:
+      for name, rss, hwm, seconds in phases:
+        print("| %s | %s | %.2f | %.2f | %.0f |" % (checkpointing, name, rss,
+                                                    hwm, seconds))
 
 
 if __name__ == "__main__":

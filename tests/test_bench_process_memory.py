@@ -1,0 +1,42 @@
+"""bench/process_memory.py: the phase records against memory the test
+itself touches."""
+
+import importlib.util
+import os
+import sys
+
+import numpy as np
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_PATH = os.path.join(_ROOT, "bench", "process_memory.py")
+
+
+def _module():
+  """The script as a module; the sys.path entry it adds is taken out."""
+  saved_path = list(sys.path)
+  spec = importlib.util.spec_from_file_location("bench_process_memory",
+                                                _PATH)
+  module = importlib.util.module_from_spec(spec)
+  try:
+    spec.loader.exec_module(module)
+  finally:
+    sys.path[:] = saved_path
+  return module
+
+
+def test_phases_see_memory_that_is_touched_and_freed():
+  """256 MiB written between two marks raise the resident set and the
+  high-water mark by about that much; freed, the high-water mark stays
+  (the kernel's per-thread counters lag by up to a few hundred KiB)."""
+  phases = _module().Phases()
+  phases.mark("before")
+  block = np.ones(2**25, np.float64)  # 256 MiB, every page written.
+  phases.mark("touched")
+  del block
+  phases.mark("freed")
+  (_, rss0, hwm0, t0), (_, rss1, hwm1, t1), (name, _, hwm2, t2) = phases.rows
+  assert name == "freed"
+  assert 0.2 < rss1 - rss0 < 0.35, (rss0, rss1)
+  assert hwm1 >= rss1 and hwm1 - hwm0 > 0.2
+  assert hwm2 > hwm1 - 0.01
+  assert 0 <= t0 <= t1 <= t2
