@@ -31,13 +31,11 @@ import dropout_masks
 import xla_kernels
 
 LAYER_NORM_EPSILON = 1e-12
-RECOMPUTE_TOKENS_PER_CHUNK = 512
 
 
 class BackwardPolicy(collections.namedtuple(
-    "BackwardPolicy", ["keep_activations_up_to", "in_recomputation",
-                       "recompute_tokens_per_chunk"],
-    defaults=(384, False, RECOMPUTE_TOKENS_PER_CHUNK))):
+    "BackwardPolicy", ["keep_activations_up_to", "in_recomputation"],
+    defaults=(384, False))):
   """What a layer's backward pass keeps.
 
   Fields:
@@ -51,10 +49,6 @@ class BackwardPolicy(collections.namedtuple(
       checkpointing; its activations live only during its own backward
       pass, so it keeps what it computes (`attention_context` then takes
       its leaner path).
-    recompute_tokens_per_chunk: a recomputed layer's backward pass runs on
-      groups of whole examples of at most this many tokens (at least one
-      example), one group after another, so that only one group's
-      activations exist at a time; None runs it on the whole batch.
   """
 
   def computes_again(self, seq_length):
@@ -64,19 +58,6 @@ class BackwardPolicy(collections.namedtuple(
       return False
     return not (isinstance(seq_length, int) and
                 seq_length <= self.keep_activations_up_to)
-
-  def recompute_chunks(self, batch_size, seq_length):
-    """The number of equal groups of examples (a divisor of `batch_size`)
-    that a recomputed layer's backward pass runs on: the fewest whose
-    groups hold at most `recompute_tokens_per_chunk` tokens, or one
-    example each. 1 if the batch size is not a Python int."""
-    if (self.recompute_tokens_per_chunk is None or
-        not isinstance(batch_size, int)):
-      return 1
-    return next(count for count in range(1, batch_size + 1)
-                if batch_size % count == 0 and
-                ((batch_size // count) * seq_length <=
-                 self.recompute_tokens_per_chunk or count == batch_size))
 
 
 @tf.custom_gradient
@@ -349,96 +330,54 @@ def int_or_none(tensor, axis):
   return None if size is None else int(size)
 
 
-def recompute_grad(layer_fn, chunks=1):
+def recompute_grad(layer_fn):
   """Gradient checkpointing of `layer_fn` in graph mode.
 
   The forward pass keeps only the input of `layer_fn(layer_input,
-  recomputing, chunk)`; the gradient runs `layer_fn(input, True, chunk)`
-  again, in the same variable scope and with the forward pass's dropout
-  sites (dropout_masks.replaying_sites), and differentiates that copy. The
-  whole recomputation waits on the incoming gradient through a control
+  recomputing)`; the gradient runs `layer_fn(input, True)` again, in the
+  same variable scope and with the forward pass's dropout sites
+  (dropout_masks.replaying_sites), and differentiates that copy. The whole
+  recomputation waits on the incoming gradient through a control
   dependency, so it runs in the backward pass (tf.recompute_grad ties only
   its input to the gradient, through arithmetic that grappler simplifies
   away, and then recomputes during the forward pass). The input's gradient
   in turn waits for the layer's weight gradients, so one layer's
   recomputation is finished before the next one's starts.
 
-  With `chunks` > 1 the recomputation runs on `chunks` equal groups of the
-  input's rows (whole examples), each group's recomputation and gradients
-  after the previous group's, with that group's rows of the dropout masks
-  (dropout_masks.drawing_chunk): the backward pass then holds one group's
-  activations and a running sum of the weight gradients instead of the
-  whole batch's activations.
-
   Args:
-    layer_fn: callable (Tensor, bool, dropout_masks.BatchChunk or None) ->
-      Tensor that reads its variables with `get_variable` in the current
-      variable scope (resource variables, AUTO_REUSE or reuse=True); given
-      a chunk, it computes the layer for that group of examples.
-    chunks: int, the number of groups; it must divide the input's rows.
+    layer_fn: callable (Tensor, bool) -> Tensor that reads its variables
+      with `get_variable` in the current variable scope (resource variables,
+      AUTO_REUSE or reuse=True).
 
   Returns:
-    callable Tensor -> Tensor with the forward values of
-    layer_fn(x, False, None).
+    callable Tensor -> Tensor with the forward values of layer_fn(x, False).
   """
 
   @tf.custom_gradient
   def recomputed(layer_input):
     scope = tf.compat.v1.get_variable_scope()
     with dropout_masks.recording_sites() as sites:
-      output = layer_fn(layer_input, False, None)
+      output = layer_fn(layer_input, False)
 
     def grad_fn(output_grad, variables=None):
       variables = list(variables or [])
-      input_grads, variable_grads = [], None
-      previous = [output_grad]
-      for chunk in _batch_chunks(layer_input, chunks):
-        with tf.control_dependencies(previous):
-          input_again = tf.identity(_part(chunk, layer_input))
+      with tf.control_dependencies([output_grad]):
+        input_again = tf.identity(layer_input)
         with tf.compat.v1.variable_scope(scope, reuse=True), \
-            dropout_masks.replaying_sites(sites), \
-            dropout_masks.drawing_chunk(chunk):
-          output_again = layer_fn(input_again, True, chunk)
-        grads = tf.gradients(
-            output_again, [input_again] + variables,
-            grad_ys=_part(chunk, output_grad),
-            unconnected_gradients=tf.UnconnectedGradients.ZERO)
-        input_grads.append(grads[0])
-        variable_grads = (grads[1:] if variable_grads is None else
-                          [tf.add(tf.convert_to_tensor(total),
-                                  tf.convert_to_tensor(grad))
-                           for total, grad in zip(variable_grads, grads[1:])])
-        # The next group starts once this one's gradients exist, so that
-        # the groups' activations are never alive at once.
-        previous = tf.nest.flatten([input_grads[-1], variable_grads],
-                                   expand_composites=True)
+            dropout_masks.replaying_sites(sites):
+          output_again = layer_fn(input_again, True)
+      grads = tf.gradients(
+          output_again, [input_again] + variables, grad_ys=output_grad,
+          unconnected_gradients=tf.UnconnectedGradients.ZERO)
       # The layer below starts its recomputation from this gradient; making
       # it wait for this layer's weight gradients keeps an executor short of
       # threads from deferring them (and the recomputed tensors they read)
       # to the end of the backward pass.
       with tf.control_dependencies(
-          tf.nest.flatten(variable_grads, expand_composites=True)):
-        input_grad = tf.identity(input_grads[0] if chunks == 1 else
-                                 tf.concat(input_grads, 0))
-      return input_grad, variable_grads
+          tf.nest.flatten(grads[1:], expand_composites=True)):
+        input_grad = tf.identity(grads[0])
+      return input_grad, grads[1:]
 
     return output, grad_fn
 
   return recomputed
-
-
-def _part(chunk, tensor):
-  """`chunk.part(tensor)`, or `tensor` itself for chunk None."""
-  return tensor if chunk is None else chunk.part(tensor)
-
-
-def _batch_chunks(rows, chunks):
-  """[dropout_masks.BatchChunk], `chunks` equal groups of the [R, W] Tensor
-  `rows`; [None] (all rows) for 1."""
-  if chunks == 1:
-    return [None]
-  num_rows = int_or_none(rows, 0)
-  if num_rows is None or num_rows % chunks:
-    raise ValueError("Cannot split %s rows into %d equal groups."
-                     % (num_rows, chunks))
-  return [dropout_masks.BatchChunk(index, chunks) for index in range(chunks)]
