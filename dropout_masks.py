@@ -14,9 +14,7 @@ Because a mask is a function of its seed, it can be drawn again instead of
 kept: a backward pass that needs it redraws it, and a layer recomputed for
 gradient checkpointing, or the pooler's first-token pass over the last
 layer, replays the sites of the layer it repeats (`recording_sites`,
-`replaying_sites`) and so draws exactly that layer's masks. A recomputation
-that runs a layer on a group of the batch's examples at a time draws each
-group's rows of those masks alone (`drawing_chunk`).
+`replaying_sites`) and so draws exactly that layer's masks.
 
 The sites of a graph are kept in a registry in the graph collection
 graph_keys.DROPOUT_SITES, so two graphs never share state.
@@ -69,7 +67,6 @@ class _SiteRegistry(object):
     self.counts = collections.Counter()
     self.recordings = []
     self.replays = []
-    self.chunks = []
 
   def claim(self, site):
     if self.replays:
@@ -120,40 +117,9 @@ def replaying_sites(recording):
     registry.replays.pop()
 
 
-class BatchChunk(collections.namedtuple("BatchChunk", ["index", "count"])):
-  """Part `index` of `count` equal parts of a batch's examples, in order."""
-
-  def part(self, tensor):
-    """This part of `tensor`'s axis 0, whose static size `count` divides
-    (rows of whole examples); `index` may be a scalar Tensor."""
-    shape = tensor.shape.as_list()
-    parts = tf.reshape(tensor, [self.count, shape[0] // self.count] +
-                       shape[1:])
-    return parts[self.index]
-
-
-@contextlib.contextmanager
-def drawing_chunk(chunk):
-  """Inside, a mask of shape [n, ...] is part `chunk.index` of the mask of
-  shape [n * chunk.count, ...] that the same site draws outside: its rows
-  `chunk.index * n` to `(chunk.index + 1) * n - 1`, drawn without the
-  rest. `chunk` None changes nothing."""
-  registry = _registry()
-  registry.chunks.append(chunk)
-  try:
-    yield
-  finally:
-    registry.chunks.pop()
-
-
 def _site_seed(name):
   """Non-negative int64: graph seed (high 32 bits), site key (low 32)."""
-  graph = tf.compat.v1.get_default_graph()
-  # A loop's or function's graph has no seed of its own: take the
-  # enclosing graph's.
-  while graph.seed is None and getattr(graph, "outer_graph", None):
-    graph = graph.outer_graph
-  graph_seed = graph.seed or 0
+  graph_seed = tf.compat.v1.get_default_graph().seed or 0
   site = "%s/%s" % (tf.compat.v1.get_variable_scope().name,
                     name or "dropout")
   site_key = zlib.crc32(_registry().claim(site).encode("utf-8"))
@@ -182,8 +148,7 @@ def keep_mask_drawer(shape, dropout_prob, name=None, drawn_rows=None):
 
   Claims the site (current variable scope, `name`) once; every call draws
   the same mask, after the tensor `after` exists when given (a backward
-  pass redraws a mask instead of keeping it). Inside `drawing_chunk`, the
-  mask is that part of the whole batch's mask.
+  pass redraws a mask instead of keeping it).
 
   Args:
     shape: int Tensor or list [..., rows, columns], the mask's shape (a
@@ -200,15 +165,11 @@ def keep_mask_drawer(shape, dropout_prob, name=None, drawn_rows=None):
   seed = tf.stack([tf.constant(_site_seed(name), tf.int64), _step_word()])
   threshold = tf.constant(drop_threshold_16bit(dropout_prob), tf.uint16)
   drawn_shape = tf.cast(drawn_shape, tf.int64)
-  chunk = _registry().chunks[-1] if _registry().chunks else None
-  offset = tf.constant(0, tf.int64)
-  if chunk is not None:
-    offset = tf.cast(chunk.index, tf.int64) * tf.reduce_prod(drawn_shape)
 
   def draw(after=None):
     mask = xla_kernels.keep_mask_16bit(
         drawn_shape, seed if after is None else after_tensor(after, seed),
-        threshold, offset)
+        threshold)
     return mask if drawn_rows is None else mask[..., :shape[-2], :]
 
   return draw

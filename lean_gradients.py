@@ -31,13 +31,11 @@ import dropout_masks
 import xla_kernels
 
 LAYER_NORM_EPSILON = 1e-12
-RECOMPUTE_TOKENS_PER_CHUNK = 512
 
 
 class BackwardPolicy(collections.namedtuple(
-    "BackwardPolicy", ["keep_activations_up_to", "in_recomputation",
-                       "recompute_tokens_per_chunk"],
-    defaults=(384, False, RECOMPUTE_TOKENS_PER_CHUNK))):
+    "BackwardPolicy", ["keep_activations_up_to", "in_recomputation"],
+    defaults=(384, False))):
   """What a layer's backward pass keeps.
 
   Fields:
@@ -51,10 +49,6 @@ class BackwardPolicy(collections.namedtuple(
       checkpointing; its activations live only during its own backward
       pass, so it keeps what it computes (`attention_context` then takes
       its leaner path).
-    recompute_tokens_per_chunk: a recomputed layer's backward pass runs on
-      groups of whole examples of at most this many tokens (at least one
-      example), one group after another, so that only one group's
-      activations exist at a time; None runs it on the whole batch.
   """
 
   def computes_again(self, seq_length):
@@ -64,19 +58,6 @@ class BackwardPolicy(collections.namedtuple(
       return False
     return not (isinstance(seq_length, int) and
                 seq_length <= self.keep_activations_up_to)
-
-  def recompute_chunks(self, batch_size, seq_length):
-    """The number of equal groups of examples (a divisor of `batch_size`)
-    that a recomputed layer's backward pass runs on: the fewest whose
-    groups hold at most `recompute_tokens_per_chunk` tokens, or one
-    example each. 1 if the batch size is not a Python int."""
-    if (self.recompute_tokens_per_chunk is None or
-        not isinstance(batch_size, int)):
-      return 1
-    return next(count for count in range(1, batch_size + 1)
-                if batch_size % count == 0 and
-                ((batch_size // count) * seq_length <=
-                 self.recompute_tokens_per_chunk or count == batch_size))
 
 
 @tf.custom_gradient
@@ -349,125 +330,54 @@ def int_or_none(tensor, axis):
   return None if size is None else int(size)
 
 
-def recompute_grad(layer_fn, chunks=1):
+def recompute_grad(layer_fn):
   """Gradient checkpointing of `layer_fn` in graph mode.
 
   The forward pass keeps only the input of `layer_fn(layer_input,
-  recomputing, chunk)`; the gradient runs `layer_fn(input, True, chunk)`
-  again, in the same variable scope and with the forward pass's dropout
-  sites (dropout_masks.replaying_sites), and differentiates that copy. The
-  whole recomputation waits on the incoming gradient through a control
+  recomputing)`; the gradient runs `layer_fn(input, True)` again, in the
+  same variable scope and with the forward pass's dropout sites
+  (dropout_masks.replaying_sites), and differentiates that copy. The whole
+  recomputation waits on the incoming gradient through a control
   dependency, so it runs in the backward pass (tf.recompute_grad ties only
   its input to the gradient, through arithmetic that grappler simplifies
   away, and then recomputes during the forward pass). The input's gradient
   in turn waits for the layer's weight gradients, so one layer's
   recomputation is finished before the next one's starts.
 
-  With `chunks` > 1 the recomputation runs on `chunks` equal groups of the
-  input's rows (whole examples), each group's recomputation and gradients
-  after the previous group's, with that group's rows of the dropout masks
-  (dropout_masks.drawing_chunk): the backward pass then holds one group's
-  activations and a running sum of the weight gradients instead of the
-  whole batch's activations.
-
   Args:
-    layer_fn: callable (Tensor, bool, dropout_masks.BatchChunk or None) ->
-      Tensor that reads its variables with `get_variable` in the current
-      variable scope (resource variables, AUTO_REUSE or reuse=True); given
-      a chunk, it computes the layer for that group of examples.
-    chunks: int, the number of groups; it must divide the input's rows.
+    layer_fn: callable (Tensor, bool) -> Tensor that reads its variables
+      with `get_variable` in the current variable scope (resource variables,
+      AUTO_REUSE or reuse=True).
 
   Returns:
-    callable Tensor -> Tensor with the forward values of
-    layer_fn(x, False, None).
+    callable Tensor -> Tensor with the forward values of layer_fn(x, False).
   """
 
   @tf.custom_gradient
   def recomputed(layer_input):
     scope = tf.compat.v1.get_variable_scope()
     with dropout_masks.recording_sites() as sites:
-      output = layer_fn(layer_input, False, None)
+      output = layer_fn(layer_input, False)
 
     def grad_fn(output_grad, variables=None):
       variables = list(variables or [])
-      if chunks == 1:
-        with tf.control_dependencies([output_grad]):
-          input_again = tf.identity(layer_input)
+      with tf.control_dependencies([output_grad]):
+        input_again = tf.identity(layer_input)
         with tf.compat.v1.variable_scope(scope, reuse=True), \
             dropout_masks.replaying_sites(sites):
-          output_again = layer_fn(input_again, True, None)
-        grads = tf.gradients(
-            output_again, [input_again] + variables, grad_ys=output_grad,
-            unconnected_gradients=tf.UnconnectedGradients.ZERO)
-        input_grad, variable_grads = grads[0], grads[1:]
-      else:
-        input_grad, variable_grads = _grouped_gradients(
-            layer_fn, scope, sites, layer_input, output_grad, variables,
-            chunks)
+          output_again = layer_fn(input_again, True)
+      grads = tf.gradients(
+          output_again, [input_again] + variables, grad_ys=output_grad,
+          unconnected_gradients=tf.UnconnectedGradients.ZERO)
       # The layer below starts its recomputation from this gradient; making
       # it wait for this layer's weight gradients keeps an executor short of
       # threads from deferring them (and the recomputed tensors they read)
       # to the end of the backward pass.
       with tf.control_dependencies(
-          tf.nest.flatten(variable_grads, expand_composites=True)):
-        input_grad = tf.identity(input_grad)
-      return input_grad, variable_grads
+          tf.nest.flatten(grads[1:], expand_composites=True)):
+        input_grad = tf.identity(grads[0])
+      return input_grad, grads[1:]
 
     return output, grad_fn
 
   return recomputed
-
-
-def _grouped_gradients(layer_fn, scope, sites, layer_input, output_grad,
-                       variables, chunks):
-  """(input gradient, variable gradients) of a recomputed layer, computed
-  group by group in one graph loop (one copy of the recomputation).
-
-  Each iteration recomputes `layer_fn` on group `index` of the input's
-  rows and adds its weight gradients to running sums; the loop runs one
-  iteration at a time, so one group's activations exist at once.
-  """
-  num_rows = int_or_none(layer_input, 0)
-  if num_rows is None or num_rows % chunks:
-    raise ValueError("Cannot split %s rows into %d equal groups."
-                     % (num_rows, chunks))
-  input_grads = tf.TensorArray(layer_input.dtype, size=chunks,
-                               element_shape=[num_rows // chunks] +
-                               layer_input.shape.as_list()[1:])
-  # Created once the layer's backward pass starts, not with the graph's
-  # other inputless ops at the start of the step.
-  zero = tf.reduce_sum(output_grad[:0])
-  sums = [tf.fill(v.shape, tf.cast(zero, v.dtype.base_dtype))
-          for v in variables]
-
-  def body(index, input_grads, sums):
-    chunk = dropout_masks.BatchChunk(index, chunks)
-    input_again = chunk.part(layer_input)
-    with tf.compat.v1.variable_scope(scope, reuse=True), \
-        dropout_masks.replaying_sites(sites), \
-        dropout_masks.drawing_chunk(chunk):
-      output_again = layer_fn(input_again, True, chunk)
-    # Inside the loop a variable is read through the loop's copy of its
-    # handle: differentiate those reads and add up each variable's.
-    graph = tf.compat.v1.get_default_graph()
-    inner = {id(outer): inside for outer, inside in graph.captures}
-    reads = [[op.outputs[0] for op in graph.get_operations()
-              if op.type == "ReadVariableOp" and
-              op.inputs[0] is inner.get(id(v.handle))]
-             for v in variables]
-    flat_reads = [read for group in reads for read in group]
-    grads = tf.gradients(
-        output_again, [input_again] + flat_reads,
-        grad_ys=chunk.part(output_grad),
-        unconnected_gradients=tf.UnconnectedGradients.ZERO)
-    read_grads, new_sums = iter(grads[1:]), []
-    for total, group in zip(sums, reads):
-      for _ in group:
-        total = total + tf.convert_to_tensor(next(read_grads))
-      new_sums.append(total)
-    return index + 1, input_grads.write(index, grads[0]), new_sums
-
-  _, input_grads, sums = tf.while_loop(
-      lambda index, *_: index < chunks, body,
-      [tf.constant(0), input_grads, sums], parallel_iterations=1)
-  return input_grads.concat(), sums

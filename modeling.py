@@ -225,9 +225,7 @@ class BertModel(object):
                gradient_checkpointing=False,
                compute_dtype=tf.float32,
                skip_padding=False,
-               keep_activations_up_to=DEFAULT_KEEP_ACTIVATIONS_UP_TO,
-               recompute_tokens_per_chunk=(
-                   lean_gradients.RECOMPUTE_TOKENS_PER_CHUNK)):
+               keep_activations_up_to=DEFAULT_KEEP_ACTIVATIONS_UP_TO):
     """Builds the model's graph in variable scope `scope` ("bert").
 
     Args:
@@ -255,9 +253,6 @@ class BertModel(object):
         probabilities and mask and the GELU output again in the backward
         pass rather than keep them (lean_gradients.BackwardPolicy); None
         keeps them at any length.
-      recompute_tokens_per_chunk: with gradient_checkpointing, a layer's
-        recomputation runs on groups of examples of at most this many
-        tokens, one group at a time (BackwardPolicy; None: whole batch).
 
     Raises:
       ValueError: the config or an input shape is invalid.
@@ -316,8 +311,7 @@ class BertModel(object):
             gradient_checkpointing=gradient_checkpointing,
             skip_padding_mask=input_mask if skip_padding else None,
             return_first_token=True,
-            keep_activations_up_to=keep_activations_up_to,
-            recompute_tokens_per_chunk=recompute_tokens_per_chunk)
+            keep_activations_up_to=keep_activations_up_to)
 
       self.sequence_output = self.all_encoder_layers[-1]
       # The pooler turns the [CLS] position's last hidden state into one
@@ -843,9 +837,7 @@ def transformer_model(input_tensor,
                       gradient_checkpointing=False,
                       skip_padding_mask=None,
                       return_first_token=False,
-                      keep_activations_up_to=DEFAULT_KEEP_ACTIVATIONS_UP_TO,
-                      recompute_tokens_per_chunk=(
-                          lean_gradients.RECOMPUTE_TOKENS_PER_CHUNK)):
+                      keep_activations_up_to=DEFAULT_KEEP_ACTIVATIONS_UP_TO):
   """The Transformer encoder: a stack of self-attention + feed-forward
   layers, each part with a residual connection and LayerNorm.
 
@@ -871,8 +863,7 @@ def transformer_model(input_tensor,
       pass of the last layer with that position as the only query (the
       same values and dropout masks). A graph that reads only this output
       never computes the last layer's other queries.
-    keep_activations_up_to, recompute_tokens_per_chunk: see
-      lean_gradients.BackwardPolicy (the second without skip_padding_mask).
+    keep_activations_up_to: see lean_gradients.BackwardPolicy.
 
   Returns:
     The last layer's output [batch_size, seq_length, hidden_size] (dtype of
@@ -899,28 +890,17 @@ def transformer_model(input_tensor,
   else:
     layout = padding_layout.RealTokens(skip_padding_mask, batch_size,
                                        seq_length)
-  policy = lean_gradients.BackwardPolicy(
-      keep_activations_up_to,
-      recompute_tokens_per_chunk=(None if skip_padding_mask is not None
-                                  else recompute_tokens_per_chunk))
+  policy = lean_gradients.BackwardPolicy(keep_activations_up_to)
   if gradient_checkpointing and (hidden_dropout_prob or
                                  attention_probs_dropout_prob):
     # Recomputed layers read the step counters inside a custom gradient,
     # where they must not be created.
     dropout_masks.ensure_counters()
 
-  def layer(layer_input, recomputing=False, first_token_only=False,
-            chunk=None):
-    """One layer up to the sum that its last LayerNorm normalizes, of the
-    examples of `chunk` (a dropout_masks.BatchChunk) if given."""
-    part_layout, part_mask = layout, attention_mask
-    if chunk is not None:
-      part_layout = padding_layout.AllPositions(batch_size // chunk.count,
-                                                seq_length)
-      part_mask = None if attention_mask is None else chunk.part(
-          attention_mask)
+  def layer(layer_input, recomputing=False, first_token_only=False):
+    """One layer up to the sum that its last LayerNorm normalizes."""
     return _transformer_layer(
-        layer_input, part_layout, part_mask, hidden_size, num_attention_heads,
+        layer_input, layout, attention_mask, hidden_size, num_attention_heads,
         intermediate_size, intermediate_act_fn, hidden_dropout_prob,
         attention_probs_dropout_prob, initializer_range,
         policy._replace(in_recomputation=recomputing), first_token_only)
@@ -942,8 +922,8 @@ def transformer_model(input_tensor,
           residual_sum = layer(layer_rows)
         else:
           residual_sum = lean_gradients.recompute_grad(
-              functools.partial(_normalized_layer, layer, previous_norm),
-              policy.recompute_chunks(batch_size, seq_length))(unit_input)
+              functools.partial(_normalized_layer, layer, previous_norm))(
+                  unit_input)
       with tf.compat.v1.variable_scope("output") as previous_norm:
         layer_rows = layer_norm(residual_sum)
     unit_input = residual_sum
@@ -962,14 +942,13 @@ def transformer_model(input_tensor,
       return outputs, layer_norm(residual_sum)
 
 
-def _normalized_layer(layer, norm_scope, rows, recomputing, chunk):
-  """layer(layer_norm(rows) in `norm_scope`, recomputing, chunk=chunk); no
-  LayerNorm when `norm_scope` is None (the first layer's input is
-  normalized)."""
+def _normalized_layer(layer, norm_scope, rows, recomputing):
+  """layer(layer_norm(rows) in `norm_scope`, recomputing); no LayerNorm
+  when `norm_scope` is None (the first layer's input is normalized)."""
   if norm_scope is not None:
     with tf.compat.v1.variable_scope(norm_scope, reuse=True):
       rows = layer_norm(rows)
-  return layer(rows, recomputing, chunk=chunk)
+  return layer(rows, recomputing)
 
 
 def _transformer_layer(layer_rows, layout, attention_mask, hidden_size,

@@ -95,36 +95,29 @@ def _splitmix64_finalize(z):
 
 
 @compiled_kernel
-def keep_mask_16bit(shape, seed, threshold, offset):
+def keep_mask_16bit(shape, seed, threshold):
   """bool Tensor of `shape`: uniform 16-bit values >= `threshold`.
 
   The values depend on `seed` alone: the SplitMix64 stream keyed by both
   seed words, each 64-bit output cut into four 16-bit values (a drop rate
   needs no finer resolution). Compiled, the bits are the same with and
-  without --use_xla. The mask holds values `offset` to `offset + size - 1`
-  of the stream, so a mask can be drawn in parts (its rows in groups) that
-  together equal the mask drawn whole.
+  without --use_xla.
 
   Args:
     shape: int64 Tensor [rank], the mask's shape (a compile-time constant).
     seed: int64 Tensor [2].
     threshold: uint16 scalar Tensor.
-    offset: int64 scalar Tensor, the stream position of the first value.
   """
   size = tf.reduce_prod(shape)
   words = tf.bitcast(seed, tf.uint64)
   key = _splitmix64_finalize(
       tf.bitwise.bitwise_xor(words[0], _splitmix64_finalize(words[1])))
-  # One output more than `size` needs covers an offset that starts inside
-  # an output; the count stays a compile-time constant.
-  counter = tf.bitcast(
-      tf.range(1, (size + 3) // 4 + 2, dtype=tf.int64) + offset // 4,
-      tf.uint64)
+  counter = tf.bitcast(tf.range(1, (size + 3) // 4 + 1, dtype=tf.int64),
+                       tf.uint64)
   bits = _splitmix64_finalize(
       key + counter * tf.constant(_SPLITMIX64_GAMMA, tf.uint64))
-  # [draws, 4] -> [4 * draws] -> the `size` values from `offset`.
-  values = tf.slice(tf.reshape(tf.bitcast(bits, tf.uint16), [-1]),
-                    tf.reshape(offset % 4, [1]), tf.reshape(size, [1]))
+  # [draws, 4] -> [4 * draws]; the slice drops the unused values, if any.
+  values = tf.reshape(tf.bitcast(bits, tf.uint16), [-1])[:size]
   return tf.reshape(values >= threshold, shape)
 
 
