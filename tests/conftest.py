@@ -1,7 +1,9 @@
 """Shared pytest fixtures: the real assets beside the checkout, and results
 that expensive fixtures build once for all xdist workers."""
 import fcntl
+import importlib.util
 import os
+import sys
 import shutil
 import subprocess
 import time
@@ -13,6 +15,27 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ASSETS_DIR = os.path.join(os.path.dirname(REPO_ROOT), "shared", "assets")
 MINILM_DIR = os.path.join(ASSETS_DIR, "models", "minilm-l6-h384-uncased")
+
+
+def load_bench_script(name, restore_env=()):
+  """bench/<name>.py as a module ("bench_<name>"). What importing it changes
+  in sys.path, and in the environment variables named in `restore_env`, is
+  put back afterwards."""
+  saved_path = list(sys.path)
+  saved_env = {key: os.environ.get(key) for key in restore_env}
+  spec = importlib.util.spec_from_file_location(
+      "bench_" + name, os.path.join(REPO_ROOT, "bench", name + ".py"))
+  module = importlib.util.module_from_spec(spec)
+  try:
+    spec.loader.exec_module(module)
+  finally:
+    sys.path[:] = saved_path
+    for key, value in saved_env.items():
+      if value is None:
+        os.environ.pop(key, None)
+      else:
+        os.environ[key] = value
+  return module
 
 
 def pytest_collection_modifyitems(items):

@@ -1,13 +1,14 @@
 """bench/peak_breakdown.py: the replay of allocation records against
 hand-made traces, and a tiny real run against the allocator's own peak."""
 
-import importlib.util
 import os
 import re
 import subprocess
 import sys
 
 from tensorflow.core.framework import step_stats_pb2
+
+import conftest
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _PATH = os.path.join(_ROOT, "bench", "peak_breakdown.py")
@@ -17,19 +18,8 @@ def _module():
   """The script as a module. Importing it sets an environment variable
   (which TensorFlow, already started here, no longer reads) and puts bench/
   first on sys.path; both are put back."""
-  saved = os.environ.get("TF_CPU_ALLOCATOR_USE_BFC")
-  saved_path = list(sys.path)
-  spec = importlib.util.spec_from_file_location("bench_peak_breakdown", _PATH)
-  module = importlib.util.module_from_spec(spec)
-  try:
-    spec.loader.exec_module(module)
-  finally:
-    sys.path[:] = saved_path
-    if saved is None:
-      os.environ.pop("TF_CPU_ALLOCATOR_USE_BFC", None)
-    else:
-      os.environ["TF_CPU_ALLOCATOR_USE_BFC"] = saved
-  return module
+  return conftest.load_bench_script(
+      "peak_breakdown", restore_env=("TF_CPU_ALLOCATOR_USE_BFC",))
 
 
 def _step_stats(records):

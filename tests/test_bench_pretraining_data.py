@@ -7,27 +7,18 @@ sampling on a child process holding a known amount of memory; the
 pre-training run's corpus on hand-made sources. Nothing is timed.
 """
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 import time
 
-_BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__))), "bench")
+import conftest
 
+_BENCH = os.path.join(conftest.REPO_ROOT, "bench")
 
-def _load(name):
-  spec = importlib.util.spec_from_file_location(
-      "bench_" + name, os.path.join(_BENCH, name + ".py"))
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
-
-
-corpus = _load("build_pretraining_corpus")
-bench = _load("pretraining_data")
+corpus = conftest.load_bench_script("build_pretraining_corpus")
+bench = conftest.load_bench_script("pretraining_data")
 
 
 def test_sentences_split_at_ends_but_not_abbreviations():

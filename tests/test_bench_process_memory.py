@@ -1,27 +1,9 @@
 """bench/process_memory.py: the phase records against memory the test
 itself touches."""
 
-import importlib.util
-import os
-import sys
-
 import numpy as np
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_PATH = os.path.join(_ROOT, "bench", "process_memory.py")
-
-
-def _module():
-  """The script as a module; the sys.path entry it adds is taken out."""
-  saved_path = list(sys.path)
-  spec = importlib.util.spec_from_file_location("bench_process_memory",
-                                                _PATH)
-  module = importlib.util.module_from_spec(spec)
-  try:
-    spec.loader.exec_module(module)
-  finally:
-    sys.path[:] = saved_path
-  return module
+import conftest
 
 
 def test_phases_see_memory_that_is_touched_and_freed():
@@ -30,7 +12,7 @@ def test_phases_see_memory_that_is_touched_and_freed():
   by as much: an earlier test in this process may have set it higher);
   freed, the high-water mark stays (the kernel's per-thread counters lag
   by up to a few hundred KiB)."""
-  phases = _module().Phases()
+  phases = conftest.load_bench_script("process_memory").Phases()
   phases.mark("before")
   block = np.ones(2**25, np.float64)  # 256 MiB, every page written.
   phases.mark("touched")

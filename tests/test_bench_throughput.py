@@ -3,16 +3,11 @@
 Pure arithmetic; nothing is timed.
 """
 
-import importlib.util
-import os
-
 import pytest
 
-_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__))), "bench", "throughput.py")
-_SPEC = importlib.util.spec_from_file_location("bench_throughput", _PATH)
-throughput = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(throughput)
+import conftest
+
+throughput = conftest.load_bench_script("throughput")
 
 BASE = throughput.MODELS["base"]
 

@@ -1,17 +1,12 @@
 """bench/fit_memory_calibration.py recovers known factors from peaks that a
 known calibration of the term model produced. Pure arithmetic."""
 
-import importlib.util
 import json
-import os
 
+import conftest
 import memory_plan
 
-_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__))), "bench", "fit_memory_calibration.py")
-_SPEC = importlib.util.spec_from_file_location("fit_memory_calibration", _PATH)
-fit_calibration = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(fit_calibration)
+fit_calibration = conftest.load_bench_script("fit_memory_calibration")
 
 _SMALL = dict(memory_plan.BERT_BASE, num_hidden_layers=4, hidden_size=512,
               num_attention_heads=8, intermediate_size=2048)
