@@ -53,7 +53,23 @@ _ENVIRONMENT_TEXTS = ("No space left on device", "Disk quota exceeded",
 
 
 class UserError(ValueError):
-  """Input the user can fix; the message names what and how, in one line."""
+  """Input the user can fix; the message names what and how, in one line.
+
+  Raised as `UserError(message)` or as `UserError(finding, fix=...)`: the
+  second form keeps what is wrong (`finding`, e.g. "train.tsv:7: found 3
+  columns, expected 5") apart from the advice (`fix`), so that a caller
+  whose own flags differ can restate the finding with its own advice. The
+  message is then "<finding>. <fix>".
+  """
+
+  def __init__(self, finding, fix=None):
+    self.finding = str(finding)
+    self.fix = fix
+    super().__init__("%s. %s" % (self.finding, fix) if fix else self.finding)
+
+  def __reduce__(self):
+    # Pickled across processes (the data workers) with both parts.
+    return (type(self), (self.finding, self.fix))
 
 
 def program_name():

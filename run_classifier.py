@@ -181,19 +181,20 @@ class DataProcessor(object):
     """
     if not os.path.isfile(input_file):
       raise cli.UserError(
-          "Data file %s does not exist. Point --data_dir at the folder that "
-          "holds the task's files as the GLUE/XNLI download writes them."
-          % input_file)
+          "Data file %s does not exist" % input_file,
+          fix="Point --data_dir at the folder that holds the task's files "
+          "as the GLUE/XNLI download writes them.")
     with open(input_file, "rb") as f:
       data = f.read()
     try:
       text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
       raise cli.UserError(
-          "%s:%d: byte 0x%02x at column %d is not UTF-8; save the file as "
-          "UTF-8 (GLUE's files are) or repair that line." % (
+          "%s:%d: byte 0x%02x at column %d is not UTF-8" % (
               input_file, data.count(b"\n", 0, e.start) + 1, data[e.start],
-              e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1)) from None
+              e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1),
+          fix="Save the file as UTF-8 (GLUE's files are) or repair that "
+          "line.") from None
     return list(csv.reader(io.StringIO(text, newline=""), delimiter="\t",
                            quotechar=quotechar))
 
@@ -208,16 +209,17 @@ class DataProcessor(object):
     lines = cls._read_tsv(input_file)
     if not any(lines):
       raise cli.UserError(
-          "%s is empty. Download the task's files again, or point "
-          "--data_dir at the folder that holds them." % input_file)
+          "%s is empty" % input_file,
+          fix="Download the task's files again, or point --data_dir at the "
+          "folder that holds them.")
     expected = layout.num_columns
     first_data_row = 0
     if layout.has_header:
       if len(lines[0]) < layout.num_columns:
         raise cli.UserError(
             "%s:1: the header has %d columns, but this task's layout needs "
-            "at least %d. Check that --task_name matches the files in "
-            "--data_dir." % (input_file, len(lines[0]), layout.num_columns))
+            "at least %d" % (input_file, len(lines[0]), layout.num_columns),
+            fix="Check that --task_name matches the files in --data_dir.")
       expected = len(lines[0])
       first_data_row = 1
     rows = []
@@ -230,8 +232,8 @@ class DataProcessor(object):
                if rows else "As the file's first line already differs, the "
                "file may be another task's: check that --task_name matches "
                "the files in --data_dir.")
-        raise cli.UserError("%s:%d: found %d columns, expected %d. %s" % (
-            input_file, index + 1, len(row), expected, fix))
+        raise cli.UserError("%s:%d: found %d columns, expected %d" % (
+            input_file, index + 1, len(row), expected), fix=fix)
       rows.append((index + 1, row))
     return rows
 
@@ -242,15 +244,16 @@ class DataProcessor(object):
         float(label)
       except ValueError:
         raise cli.UserError(
-            "%s:%d: label %r is not a number; this regression task needs a "
-            "float score in the last column." % (input_file, line_number,
-                                                 label)) from None
+            "%s:%d: label %r is not a number" % (input_file, line_number,
+                                                 label),
+            fix="This regression task needs a float score in the last "
+            "column.") from None
       return
     if label not in self.get_labels():
       raise cli.UserError(
-          "%s:%d: label %r is not one of this task's labels %s. Fix the line "
-          "or pass the --task_name that matches the file."
-          % (input_file, line_number, label, self.get_labels()))
+          "%s:%d: label %r is not one of this task's labels %s"
+          % (input_file, line_number, label, self.get_labels()),
+          fix="Fix the line or pass the --task_name that matches the file.")
 
   def _create_examples(self, input_file, set_type, layout):
     """Reads `input_file` with `layout` into `InputExample`s."""

@@ -119,8 +119,9 @@ def glue_documents(glue_dir, sentences_per_document):
     except cli.UserError as e:
       # The reader's advice names run_classifier's flags; keep its finding.
       raise cli.UserError(
-          "--glue_dir=%s: %s; it must hold GLUE's %s folders as downloaded"
-          % (glue_dir, str(e).split(". ")[0], ", ".join(GLUE_TASKS))) from e
+          "--glue_dir=%s: %s" % (glue_dir, e.finding),
+          fix="It must hold GLUE's %s folders as downloaded."
+          % ", ".join(GLUE_TASKS)) from e
     if task == "MRPC":
       pairs = ([_one_line(e.text_a), _one_line(e.text_b)] for e in examples)
       documents.extend([t for t in pair if t] for pair in pairs)

@@ -2,6 +2,7 @@
 progress.py (progress lines) and output_files.py (no half-written file)."""
 import errno
 import os
+import pickle
 import subprocess
 import sys
 
@@ -64,6 +65,23 @@ def test_full_disk_is_one_line(capsys, monkeypatch, tmp_path):
 def test_user_error_is_a_value_error():
   assert issubclass(cli.UserError, ValueError)
   assert cli.call(lambda x: x + 1, 1) == 2
+
+
+def test_user_error_keeps_its_finding_apart_from_its_fix():
+  error = cli.UserError("a.tsv:3: found 2 columns, expected 5",
+                        fix="Repair that line.")
+  assert str(error) == "a.tsv:3: found 2 columns, expected 5. Repair that line."
+  assert error.finding == "a.tsv:3: found 2 columns, expected 5"
+  assert error.fix == "Repair that line."
+  plain = cli.UserError("--x=1 must be at least 2.")
+  assert (str(plain), plain.finding, plain.fix) == (
+      "--x=1 must be at least 2.", "--x=1 must be at least 2.", None)
+
+
+def test_user_error_crosses_processes_with_both_parts():
+  error = pickle.loads(pickle.dumps(cli.UserError("finding", fix="Fix.")))
+  assert (type(error), str(error), error.finding, error.fix) == (
+      cli.UserError, "finding. Fix.", "finding", "Fix.")
 
 
 def test_help_lists_the_shared_flags_not_the_module_text():
