@@ -558,7 +558,7 @@ def read_documents(input_files, max_document_bytes=None):
   document_bytes = 0
   bytes_read = 0
   for path in input_files:
-    for number, line, size in _lines(path):
+    for number, line, size in read_lines(path):
       bytes_read += size
       if line:
         document.append(line)
@@ -578,7 +578,7 @@ def read_documents(input_files, max_document_bytes=None):
     yield document, bytes_read
 
 
-def _lines(path):
+def read_lines(path):
   """(line number, stripped text, bytes) of each line of a file."""
   try:
     with tf.io.gfile.GFile(path, "rb") as reader:

@@ -31,9 +31,10 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 
 import cli  # pylint: disable=g-import-not-at-top,wrong-import-position
+import create_pretraining_data  # pylint: disable=g-import-not-at-top,wrong-import-position
 import output_files  # pylint: disable=g-import-not-at-top,wrong-import-position
 import progress  # pylint: disable=g-import-not-at-top,wrong-import-position
-import tokenization  # pylint: disable=g-import-not-at-top,wrong-import-position
+import run_setup  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("vocab_file", None, "The WordPiece vocabulary to cut.")
@@ -66,11 +67,12 @@ def required_pieces(pieces, size):
   return required
 
 
-def cut_vocabulary(pieces, counts, size):
+def cut_vocabulary(pieces, required, counts, size):
   """The pieces to keep, in their original order.
 
   Args:
     pieces: list of str, the source vocabulary in id order.
+    required: list of str, required_pieces(pieces, size).
     counts: collections.Counter of piece -> uses in the corpus.
     size: int, how many to keep.
 
@@ -78,7 +80,7 @@ def cut_vocabulary(pieces, counts, size):
     list of str, at most `size` long (exactly `size` if the corpus uses
     enough pieces).
   """
-  keep = set(required_pieces(pieces, size))
+  keep = set(required)
   for piece, _ in counts.most_common():
     if len(keep) >= size:
       break
@@ -87,14 +89,17 @@ def cut_vocabulary(pieces, counts, size):
 
 
 def count_pieces(tokenizer, path):
-  """Counter of piece -> uses when `tokenizer` splits the file at `path`."""
+  """Counter of piece -> uses when `tokenizer` splits the file at `path`.
+
+  Read as create_pretraining_data.py reads its input, so a line that is
+  not UTF-8 ends the script with one line naming it.
+  """
   counts = collections.Counter()
   meter = progress.Progress("Counting pieces", os.path.getsize(path),
                             unit="MB", scale=1e6)
-  with open(path, encoding="utf-8") as reader:
-    for line in reader:
-      counts.update(tokenizer.tokenize(line))
-      meter.advance(len(line.encode("utf-8")))
+  for _, text, size in create_pretraining_data.read_lines(path):
+    counts.update(tokenizer.tokenize(text))
+    meter.advance(size)
   meter.finish()
   return counts
 
@@ -103,18 +108,22 @@ def main(argv):
   del argv
   for flag in ("vocab_file", "input_file"):
     if not os.path.isfile(getattr(FLAGS, flag)):
-      raise cli.UserError("--%s=%s: no such file" % (flag, getattr(FLAGS, flag)))
+      raise cli.UserError("--%s=%s: no such file" % (flag, getattr(FLAGS, flag)),
+                          fix="Pass the path of an existing file.")
   folder = os.path.dirname(os.path.abspath(FLAGS.output_file))
   if not os.path.isdir(folder):
     raise cli.UserError("--output_file=%s: folder %s does not exist"
                         % (FLAGS.output_file, folder), fix="Create it first.")
-  tokenizer = tokenization.FullTokenizer(FLAGS.vocab_file,
-                                         do_lower_case=FLAGS.do_lower_case)
+  tokenizer = run_setup.make_tokenizer(FLAGS)
   pieces = list(tokenizer.vocab)
-  required_pieces(pieces, FLAGS.size)  # Before the slow count.
-  kept = cut_vocabulary(pieces, count_pieces(tokenizer, FLAGS.input_file),
-                        FLAGS.size)
+  required = required_pieces(pieces, FLAGS.size)  # Before the slow count.
+  counts = count_pieces(tokenizer, FLAGS.input_file)
+  kept = cut_vocabulary(pieces, required, counts, FLAGS.size)
   output_files.write_text(FLAGS.output_file, "".join(p + "\n" for p in kept))
+  logging.info("The corpus is %d pieces, %d distinct; kept %d special and "
+               "one-character pieces and the %d most used others.",
+               sum(counts.values()), len(counts), len(required),
+               len(kept) - len(required))
   logging.info("Wrote %d of %d pieces to %s; set \"vocab_size\": %d in the "
                "model's config.", len(kept), len(pieces), FLAGS.output_file,
                len(kept))

@@ -13,12 +13,12 @@ _VOCAB = (["[PAD]", "[unused0]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "dog",
            "cat", "the", "hat"] + _CHARACTERS)
 
 
-def _run(tmp_path, size):
+def _run(tmp_path, size, corpus_bytes=b"The cats\ncat dog the\n\nthe\n"):
   vocab = tmp_path / "vocab.txt"
   vocab.write_text("".join(p + "\n" for p in _VOCAB))
   corpus = tmp_path / "corpus.txt"
   # Under the source vocabulary: the x3, cat x2, ##s x1, dog x1, hat x0.
-  corpus.write_text("The cats\ncat dog the\n\nthe\n")
+  corpus.write_bytes(corpus_bytes)
   output = tmp_path / "out.txt"
   result = subprocess.run(
       [sys.executable, _SCRIPT, "--vocab_file=%s" % vocab,
@@ -32,6 +32,8 @@ def test_keeps_specials_characters_and_the_most_used_pieces(tmp_path):
   required = 5 + len(_CHARACTERS)   # [unused0] is not special here.
   result, output = _run(tmp_path, required + 2)
   assert result.returncode == 0, result.stderr
+  assert ("The corpus is 7 pieces, 4 distinct; kept 23 special and "
+          "one-character pieces and the 2 most used others.") in result.stderr
   kept = output.read_text().split("\n")[:-1]
   # "the" (3 uses) and "cat" (2), in the source order; not dog, hat, [unused0].
   assert kept == (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "cat", "the"]
@@ -46,5 +48,14 @@ def test_a_size_below_the_required_pieces_is_one_line_and_no_file(tmp_path):
   assert result.returncode == 2, result.stderr
   last = result.stderr.strip().splitlines()[-1]
   assert "--size=10 is below the 23 special and one-character pieces" in last
+  assert "Traceback" not in result.stderr
+  assert not output.exists()
+
+
+def test_a_line_that_is_not_utf8_is_named_in_one_line(tmp_path):
+  result, output = _run(tmp_path, 30, corpus_bytes=b"the cat\ndog \xe9t\n")
+  assert result.returncode == 2, result.stderr
+  last = result.stderr.strip().splitlines()[-1]
+  assert "corpus.txt, line 2: not valid UTF-8 (byte 0xe9 at column 5)" in last
   assert "Traceback" not in result.stderr
   assert not output.exists()
