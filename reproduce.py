@@ -450,8 +450,8 @@ def run(setup, cells, references, reference_model, description, notes,
   if FLAGS.glue_submission and any(
       reproduce_plan.TASKS[cell.task].kind == "glue" for cell in cells):
     predictions = _prediction_steps(setup, cells, summaries)
-    outcomes.update(reproduce_runner.run_steps(predictions, python, devices,
-                                               log=_log))
+    outcomes.update(reproduce_runner.run_steps(
+        predictions, python, devices, log=_log, what="test predictions"))
     for step in predictions:
       # Only MNLI-mm's prediction step evaluates (MNLI's model on its dev).
       if "eval_results.txt" in step.done_files and outcomes[

@@ -157,12 +157,14 @@ class Progress:
   """Counts steps over a whole grid and words the progress line.
 
   Time left: the mean wall time of the steps finished in this run, times
-  the steps still to do, over the number of devices.
+  the steps still to do, over the number of devices. `what` names the
+  steps in the line ("cells" for training, "test predictions" after).
   """
 
-  def __init__(self, total, num_devices, clock=time.monotonic):
+  def __init__(self, total, num_devices, clock=time.monotonic, what="cells"):
     self.total = total
     self.num_devices = num_devices
+    self.what = what
     self.clock = clock
     self.start = clock()
     self.done = self.failed = self.skipped = self.running = 0
@@ -170,8 +172,8 @@ class Progress:
 
   def line(self):
     finished = self.done + self.failed + self.skipped
-    text = ("cells %d/%d finished (%d skipped as done, %d failed, "
-            "%d running)" % (finished, self.total, self.skipped,
+    text = ("%s %d/%d finished (%d skipped as done, %d failed, "
+            "%d running)" % (self.what, finished, self.total, self.skipped,
                              self.failed, self.running))
     text += ", %s elapsed" % _duration(self.clock() - self.start)
     remaining = self.total - finished
@@ -180,17 +182,19 @@ class Progress:
       text += ", about %s left" % _duration(
           mean * remaining / min(self.num_devices, remaining))
     elif remaining:
-      text += ", time left known once a cell finishes"
+      text += ", time left known once one finishes"
     return text
 
 
-def run_steps(steps, python, devices, log=print, env=None):
+def run_steps(steps, python, devices, log=print, env=None, what="cells"):
   """Runs `steps`, one per device at a time; returns {name: Outcome}.
+
+  `what` names the steps in the progress lines (see `Progress`).
 
   Steps already done are skipped. On KeyboardInterrupt the running children
   are terminated (their folders keep what they wrote, for a later resume).
   """
-  progress = Progress(len(steps), len(devices))
+  progress = Progress(len(steps), len(devices), what=what)
   outcomes = {}
   pending = queue.Queue()
   for step in steps:

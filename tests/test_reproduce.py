@@ -314,7 +314,7 @@ def test_devices_run_steps_at_once_each_on_its_own_gpu(fake):
 def test_progress_line_estimates_time_left_from_finished_cells():
   now = [100.0]
   progress = reproduce_runner.Progress(10, 2, clock=lambda: now[0])
-  assert "time left known once a cell finishes" in progress.line()
+  assert "time left known once one finishes" in progress.line()
   progress.done = 2
   progress.skipped = 2
   progress.timed = [60.0, 180.0]
@@ -323,6 +323,11 @@ def test_progress_line_estimates_time_left_from_finished_cells():
   assert progress.line() == (
       "cells 4/10 finished (2 skipped as done, 0 failed, 0 running), "
       "4m00s elapsed, about 6m00s left")
+  predictions = reproduce_runner.Progress(3, 1, clock=lambda: now[0],
+                                          what="test predictions")
+  assert predictions.line().startswith(
+      "test predictions 0/3 finished (0 skipped as done, 0 failed, "
+      "0 running)")
 
 
 def test_detect_devices():
@@ -649,6 +654,7 @@ def test_tiny_real_run_trains_predicts_and_skips_when_run_again(tmp_path):
   result = _run_reproduce(command)
   assert result.returncode == 0, result.stderr[-3000:]
   assert "cells 1/1 finished (1 skipped as done" in result.stdout
+  assert "test predictions 1/1 finished (1 skipped as done" in result.stdout
   with open(os.path.join(output_dir, "results.json")) as f:
     assert json.load(f)["cells"][0]["status"] == "skipped"
 
