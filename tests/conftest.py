@@ -10,6 +10,8 @@ import time
 
 import pytest
 
+import script_runner
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -60,6 +62,24 @@ def assets_dir():
 def minilm_dir(assets_dir):
   """The real pretrained MiniLM model in Google's checkpoint layout."""
   return MINILM_DIR
+
+
+@pytest.fixture(scope="session")
+def run_script():
+  """run_script(script, args, timeout=600) -> Result(returncode, stdout,
+  stderr) of `python <script> <args>` from the repository root.
+
+  Each run is a fork of one helper per worker that has imported TensorFlow
+  and the scripts already (script_runner.py), which saves the seconds of
+  importing them in every run. The helper's environment is this process's
+  without TF_CONFIG; tests that need another environment before
+  TensorFlow starts run their own subprocess.
+  """
+  env = dict(os.environ)
+  env.pop("TF_CONFIG", None)
+  runner = script_runner.ScriptRunner(env)
+  yield lambda script, args, timeout=600: runner.run(script, args, timeout)
+  runner.close()
 
 
 @pytest.fixture(scope="session")

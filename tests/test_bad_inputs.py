@@ -26,7 +26,6 @@ import pytest
 
 import conftest
 import pretraining_records
-import script_runner
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ASSETS = os.path.join(os.path.dirname(REPO_ROOT), "shared", "assets")
@@ -653,17 +652,6 @@ def _uncased_head(count):
 # --------------------------------------------------------------- fixtures
 
 
-@pytest.fixture(scope="session")
-def run_script():
-  """run_script(script, args) -> (returncode, stdout, stderr) of the real
-  script, through a script_runner.ScriptRunner (TensorFlow imported once)."""
-  env = dict(os.environ)
-  env.pop("TF_CONFIG", None)
-  runner = script_runner.ScriptRunner(env)
-  yield lambda script, args: runner.run(script, args, TIMEOUT)
-  runner.close()
-
-
 def _fill(args, **paths):
   values = dict(MRPC=MRPC, UNCASED=UNCASED, CASED=CASED, MINILM=MINILM,
                 TINY_CONFIG=TINY_CONFIG, **paths)
@@ -723,7 +711,8 @@ def test_bad_input(name, tmp_path, request, run_script):
       bad.prepare(tmp)
   before = _snapshot(out)
 
-  result = run_script(bad.script, _fill(bad.args, tmp=tmp, out=out))
+  result = run_script(bad.script, _fill(bad.args, tmp=tmp, out=out),
+                      TIMEOUT)
 
   assert result.returncode != 0, result.stderr[-3000:]
   assert "Traceback" not in result.stderr, result.stderr[-3000:]

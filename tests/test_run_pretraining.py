@@ -11,7 +11,6 @@ import logging as std_logging
 import os
 import re
 import signal
-import subprocess
 import sys
 
 from absl import flags
@@ -360,16 +359,13 @@ def test_input_files_expand_globs_and_lists_in_order(tmp_path):
 # ------------------------------------------------- the script, end to end
 
 
-def _run(args, log_path, expect_success=True):
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-  env.pop("TF_CONFIG", None)
+def _run(run_script, args, log_path, expect_success=True):
+  """Runs run_pretraining.py with `args`; its output goes to `log_path` and
+  is returned."""
+  result = run_script("run_pretraining.py", args, TIMEOUT)
+  text = result.stdout + result.stderr
   with open(log_path, "w") as log:
-    result = subprocess.run(
-        [sys.executable, os.path.join(REPO_ROOT, "run_pretraining.py")] +
-        args, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT, env=env,
-        timeout=TIMEOUT, check=False)
-  with open(log_path) as log:
-    text = log.read()
+    log.write(text)
   if expect_success:
     assert result.returncode == 0, text[-3000:]
   return text
@@ -466,7 +462,8 @@ def _np_eval_results(examples, log_probs, ns_log_probs, order):
   }
 
 
-def test_eval_metrics_match_numpy_on_a_checkpoint_with_heads(tmp_path):
+def test_eval_metrics_match_numpy_on_a_checkpoint_with_heads(tmp_path,
+                                                            run_script):
   """A checkpoint holding bert/ and Google's cls/ heads (random values),
   evaluated over two files (3 + 2 records, batches of 2, 4 steps: the
   files are read in order and repeated). Loaded by --init_checkpoint the
@@ -489,7 +486,7 @@ def test_eval_metrics_match_numpy_on_a_checkpoint_with_heads(tmp_path):
             "--max_predictions_per_seq=%d" % EVAL_PREDICTIONS, "--do_eval",
             "--eval_batch_size=%d" % EVAL_BATCH,
             "--max_eval_steps=%d" % EVAL_STEPS]
-  log = _run(common + [
+  log = _run(run_script, common + [
       "--init_checkpoint=%s" % os.path.join(checkpoint_dir, "model.ckpt-7"),
       "--output_dir=%s" % (tmp_path / "out")], str(tmp_path / "init.log"))
   assert "cls/predictions/output_bias:0, shape = (99,), *INIT_FROM_CKPT*" in (
@@ -504,7 +501,7 @@ def test_eval_metrics_match_numpy_on_a_checkpoint_with_heads(tmp_path):
   for key, value in want.items():
     assert from_init[key] == pytest.approx(value, rel=1e-5, abs=1e-6), key
 
-  _run(common + ["--output_dir=%s" % checkpoint_dir],
+  _run(run_script, common + ["--output_dir=%s" % checkpoint_dir],
        str(tmp_path / "resume.log"))
   from_dir = _read_eval_results(os.path.join(checkpoint_dir,
                                              "eval_results.txt"))
@@ -518,8 +515,9 @@ def test_eval_metrics_match_numpy_on_a_checkpoint_with_heads(tmp_path):
   tf.compat.v1.train.update_checkpoint_state(
       checkpoint_dir, "model.ckpt-7",
       all_model_checkpoint_paths=["model.ckpt-7"])
-  _run(common + ["--output_dir=%s" % checkpoint_dir,
-                 "--eval_all_checkpoints"], str(tmp_path / "all.log"))
+  _run(run_script, common + ["--output_dir=%s" % checkpoint_dir,
+                             "--eval_all_checkpoints"],
+       str(tmp_path / "all.log"))
   with open(os.path.join(checkpoint_dir, "eval_history.tsv")) as f:
     header, *rows = [line.split("\t") for line in f.read().splitlines()]
   assert header == ["global_step"] + sorted(want)
@@ -535,7 +533,8 @@ def test_eval_metrics_match_numpy_on_a_checkpoint_with_heads(tmp_path):
       checkpoint_dir, "eval_results.txt")) == from_dir
 
 
-def test_checkpoint_without_heads_starts_them_fresh(tmp_path, minilm_dir):
+def test_checkpoint_without_heads_starts_them_fresh(tmp_path, run_script,
+                                                   minilm_dir):
   """Continued pretraining from MiniLM, which has no cls/ heads: the
   encoder comes from the checkpoint, the heads from their initializers,
   and the log names them. One update at a learning rate of 1e-9 changes
@@ -545,14 +544,13 @@ def test_checkpoint_without_heads_starts_them_fresh(tmp_path, minilm_dir):
                                     examples)
   checkpoint = os.path.join(minilm_dir, "bert_model.ckpt")
   out = str(tmp_path / "out")
-  log = _run(["--input_file=%s" % (tmp_path / "data.tfrecord"),
-              "--bert_config_file=%s" % os.path.join(minilm_dir,
-                                                     "bert_config.json"),
-              "--init_checkpoint=%s" % checkpoint, "--output_dir=%s" % out,
-              "--max_seq_length=32", "--max_predictions_per_seq=5",
-              "--do_train", "--train_batch_size=2", "--num_train_steps=1",
-              "--num_warmup_steps=0", "--learning_rate=1e-9"],
-             str(tmp_path / "run.log"))
+  log = _run(run_script, [
+      "--input_file=%s" % (tmp_path / "data.tfrecord"),
+      "--bert_config_file=%s" % os.path.join(minilm_dir, "bert_config.json"),
+      "--init_checkpoint=%s" % checkpoint, "--output_dir=%s" % out,
+      "--max_seq_length=32", "--max_predictions_per_seq=5", "--do_train",
+      "--train_batch_size=2", "--num_train_steps=1", "--num_warmup_steps=0",
+      "--learning_rate=1e-9"], str(tmp_path / "run.log"))
   fresh = [line for line in log.splitlines() if "initialized fresh" in line]
   assert len(fresh) == 1
   for name in _googles_heads(_config()):
@@ -603,19 +601,21 @@ def _resume_settings(root):
           "command": command, "output_dir": os.path.join(root, "out")}
 
 
-def _uninterrupted_run(root):
+def _uninterrupted_run(run_script, root):
   settings = _resume_settings(root)
   _write_config(settings["config_file"], CONFIG)
   for i, path in enumerate(settings["files"]):
     pretraining_records.write_records(
         path, pretraining_records.random_examples(12, 16, 4, 99, 20 + i))
-  _run(settings["command"](settings["output_dir"], ["do_train", "do_eval"]),
+  _run(run_script,
+       settings["command"](settings["output_dir"], ["do_train", "do_eval"]),
        os.path.join(root, "run.log"))
 
 
 @pytest.fixture(scope="module")
-def reference_run(shared_dir):
-  root = conftest.build_once(shared_dir, "pretraining_e2e", _uninterrupted_run)
+def reference_run(shared_dir, run_script):
+  root = conftest.build_once(shared_dir, "pretraining_e2e",
+                             lambda root: _uninterrupted_run(run_script, root))
   return _resume_settings(root)
 
 
@@ -646,7 +646,8 @@ def test_uninterrupted_run_outputs(reference_run):
   assert {"loss", "learning_rate", "examples_per_sec"} <= scalars
 
 
-def test_resume_after_kill_matches_uninterrupted_run(reference_run, tmp_path):
+def test_resume_after_kill_matches_uninterrupted_run(reference_run, tmp_path,
+                                                    run_script):
   output_dir = str(tmp_path / "killed")
   command = [sys.executable, os.path.join(REPO_ROOT, "run_pretraining.py")] + (
       reference_run["command"](output_dir, ["do_train"]))
@@ -658,7 +659,7 @@ def test_resume_after_kill_matches_uninterrupted_run(reference_run, tmp_path):
   assert returncode == -signal.SIGKILL, "run ended before the kill"
   assert 10 <= killed_at < RESUME_STEPS
 
-  log = _run(command[2:], str(tmp_path / "resumed.log"))
+  log = _run(run_script, command[2:], str(tmp_path / "resumed.log"))
   assert "Resuming from" in log
   assert _checkpoint_step(output_dir) == RESUME_STEPS
   final = "model.ckpt-%d" % RESUME_STEPS
@@ -694,7 +695,7 @@ def test_sigterm_saves_the_update_and_stops(reference_run, tmp_path):
   assert _checkpoint_step(output_dir) == step
 
 
-def test_diverging_run_stops_with_one_line(tmp_path):
+def test_diverging_run_stops_with_one_line(tmp_path, run_script):
   """A learning rate of 1e12 makes the loss NaN within a few updates: the
   runner's advice is the last line, status 1, no traceback, no checkpoint
   of the diverged weights."""
@@ -702,19 +703,14 @@ def test_diverging_run_stops_with_one_line(tmp_path):
       str(tmp_path / "data.tfrecord"),
       pretraining_records.random_examples(8, 16, 4, 99, 0))
   out = str(tmp_path / "out")
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-  env.pop("TF_CONFIG", None)
-  result = subprocess.run(
-      [sys.executable, os.path.join(REPO_ROOT, "run_pretraining.py"),
-       "--input_file=%s" % (tmp_path / "data.tfrecord"),
-       "--bert_config_file=%s" % _write_config(
-           str(tmp_path / "bert_config.json"), CONFIG),
-       "--output_dir=%s" % out, "--max_seq_length=16",
-       "--max_predictions_per_seq=4", "--do_train", "--train_batch_size=4",
-       "--num_train_steps=6", "--num_warmup_steps=0",
-       "--learning_rate=1e12"],
-      capture_output=True, text=True, cwd=REPO_ROOT, env=env,
-      timeout=TIMEOUT, check=False)
+  result = run_script("run_pretraining.py", [
+      "--input_file=%s" % (tmp_path / "data.tfrecord"),
+      "--bert_config_file=%s" % _write_config(
+          str(tmp_path / "bert_config.json"), CONFIG),
+      "--output_dir=%s" % out, "--max_seq_length=16",
+      "--max_predictions_per_seq=4", "--do_train", "--train_batch_size=4",
+      "--num_train_steps=6", "--num_warmup_steps=0",
+      "--learning_rate=1e12"], TIMEOUT)
   last = result.stderr.strip().splitlines()[-1]
   assert result.returncode == 1, result.stderr[-3000:]
   assert re.match(r"Training stopped\. Loss is -?(nan|inf) at step ",
@@ -724,7 +720,7 @@ def test_diverging_run_stops_with_one_line(tmp_path):
   assert _checkpoint_step(out) == 0
 
 
-def test_planned_bf16_lamb_run(reference_run, tmp_path):
+def test_planned_bf16_lamb_run(reference_run, tmp_path, run_script):
   """bf16, LAMB and --micro_batch_size=auto, whose plan counts the
   masked-LM head: 2 updates to a finite loss, float32 checkpoints. (XLA,
   mirrored and multi-worker training go through the same runner paths as
@@ -733,10 +729,10 @@ def test_planned_bf16_lamb_run(reference_run, tmp_path):
   args = [arg for arg in reference_run["command"](out, ["do_train"])
           if not arg.startswith(("--num_train_steps", "--num_warmup",
                                  "--num_accumulation_steps"))]
-  log = _run(args + ["--num_train_steps=2", "--num_warmup_steps=1",
-                     "--log_step_count_steps=1", "--precision=bf16",
-                     "--optimizer=lamb", "--micro_batch_size=auto",
-                     "--device_memory_gb=0.5009"],
+  log = _run(run_script, args + [
+      "--num_train_steps=2", "--num_warmup_steps=1",
+      "--log_step_count_steps=1", "--precision=bf16", "--optimizer=lamb",
+      "--micro_batch_size=auto", "--device_memory_gb=0.5009"],
              str(tmp_path / "bf16.log"))
   expected = memory_plan.plan(CONFIG, 16, 4, 0.5009 * 2**30,
                               precisions=("bf16",), max_predictions_per_seq=4)
@@ -754,7 +750,8 @@ def test_planned_bf16_lamb_run(reference_run, tmp_path):
   assert dtypes["bert/encoder/layer_0/output/dense/kernel"] == tf.float32
 
 
-def test_mirrored_matches_one_device_when_replicas_mask_alike(tmp_path):
+def test_mirrored_matches_one_device_when_replicas_mask_alike(tmp_path,
+                                                             run_script):
   """Two CPU replicas against one device, from the same checkpoint without
   dropout. Each replica normalizes its masked-LM loss by its own weights,
   as each TPU core did in Google's code; with the same number of masked
@@ -775,10 +772,11 @@ def test_mirrored_matches_one_device_when_replicas_mask_alike(tmp_path):
             "--max_seq_length=16", "--max_predictions_per_seq=4",
             "--do_train", "--train_batch_size=8", "--num_train_steps=3",
             "--num_warmup_steps=1", "--learning_rate=1e-2"]
-  _run(common + ["--output_dir=%s" % (tmp_path / "one")],
+  _run(run_script, common + ["--output_dir=%s" % (tmp_path / "one")],
        str(tmp_path / "one.log"))
-  _run(common + ["--output_dir=%s" % (tmp_path / "two"),
-                 "--distribution=mirrored", "--devices=/cpu:0,/cpu:1"],
+  _run(run_script, common + ["--output_dir=%s" % (tmp_path / "two"),
+                             "--distribution=mirrored",
+                             "--devices=/cpu:0,/cpu:1"],
        str(tmp_path / "two.log"))
   one = tf.train.load_checkpoint(str(tmp_path / "one" / "model.ckpt-3"))
   two = tf.train.load_checkpoint(str(tmp_path / "two" / "model.ckpt-3"))
