@@ -8,8 +8,6 @@ and fine-tuned checkpoints made here with the scripts' own create_model.
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -525,23 +523,20 @@ def test_output_dir_with_files_is_refused(pretrained, tmp_path):
   assert (out / "keep.txt").read_text() == "mine"
 
 
-def _run_command(args):
-  return subprocess.run(
-      [sys.executable, os.path.join(REPO_ROOT, "convert_checkpoint.py")] +
-      args, capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
-
 
 @pytest.mark.slow
-def test_command_converts_and_errors_in_one_line(pretrained, tmp_path):
+def test_command_converts_and_errors_in_one_line(pretrained, tmp_path,
+                                                 run_script):
   folder, _ = pretrained
   out = str(tmp_path / "hf")
-  done = _run_command(["--input=%s" % folder, "--output_dir=%s" % out,
-                       "--from=google"])
+  done = run_script("convert_checkpoint.py", [
+      "--input=%s" % folder, "--output_dir=%s" % out, "--from=google"])
   assert done.returncode == 0, done.stderr
   assert sorted(os.listdir(out)) == ["config.json", "model.safetensors",
                                      "tokenizer_config.json", "vocab.txt"]
-  failed = _run_command(["--input=%s" % str(tmp_path / "nothing"),
-                         "--output_dir=%s" % str(tmp_path / "x")])
+  failed = run_script("convert_checkpoint.py", [
+      "--input=%s" % str(tmp_path / "nothing"),
+      "--output_dir=%s" % str(tmp_path / "x")])
   assert failed.returncode == 2
   lines = failed.stderr.strip().splitlines()
   assert lines[-1].startswith("convert_checkpoint.py: error: --input=")

@@ -8,8 +8,6 @@ import json
 import logging as std_logging
 import os
 import random
-import subprocess
-import sys
 
 from absl import flags
 import numpy as np
@@ -26,7 +24,6 @@ import run_setup
 import run_squad
 import runner_flags
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GIB = 2**30
 LARGE = modeling.BertConfig.from_dict(memory_plan.BERT_LARGE)
 BASE = modeling.BertConfig.from_dict(memory_plan.BERT_BASE)
@@ -588,7 +585,7 @@ def _all_finite(checkpoint):
 
 @pytest.mark.slow
 def test_non_finite_loss_ends_the_run_with_one_message(mrpc_files, tmp_path,
-                                                       monkeypatch):
+                                                       monkeypatch, run_script):
   output_dir = str(tmp_path / "out")
   # Two sane updates, each checkpointed.
   _run_main(monkeypatch, _args(mrpc_files, output_dir, num_train_epochs=0.5,
@@ -601,12 +598,9 @@ def test_non_finite_loss_ends_the_run_with_one_message(mrpc_files, tmp_path,
 
   # Resume with a learning rate that sends the weights to ~1e30: the loss
   # of a following step overflows to NaN.
-  command = [sys.executable, os.path.join(REPO_ROOT, "run_classifier.py")]
-  command += _args(mrpc_files, output_dir, num_train_epochs=3,
-                   save_checkpoints_steps=1, learning_rate=1e30)
-  result = subprocess.run(
-      command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
-      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+  result = run_script("run_classifier.py", _args(
+      mrpc_files, output_dir, num_train_epochs=3, save_checkpoints_steps=1,
+      learning_rate=1e30), 300)
   assert result.returncode != 0
   last = result.stderr.strip().splitlines()[-1]
   assert last.startswith("Training stopped. Loss is nan at step "), (

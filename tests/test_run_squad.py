@@ -5,8 +5,6 @@ model head); the real uncased BERT vocabulary tokenizes the texts.
 """
 import json
 import os
-import subprocess
-import sys
 import types
 
 import numpy as np
@@ -18,7 +16,6 @@ import run_squad
 import squad_evaluate
 import tokenization
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NUMBERS = ("one two three four five six seven eight nine ten eleven twelve "
            "thirteen fourteen fifteen sixteen seventeen eighteen nineteen "
            "twenty")
@@ -652,9 +649,8 @@ def _e2e_data(tmp_path):
   return _squad_file(tmp_path / "squad.json", paragraphs)
 
 
-def _run_squad(args):
-  proc = subprocess.run([sys.executable, "run_squad.py"] + args, cwd=REPO_ROOT,
-                        capture_output=True, text=True, timeout=600)
+def _run_squad(run_script, args):
+  proc = run_script("run_squad.py", args)
   assert proc.returncode == 0, proc.stderr[-3000:]
 
 
@@ -689,7 +685,7 @@ def _check_exported_logits(export_dir, bert_config, checkpoint):
 
 
 @pytest.mark.slow
-def test_end_to_end_train_predict_evaluate(tmp_path, vocab_file):
+def test_end_to_end_train_predict_evaluate(tmp_path, vocab_file, run_script):
   config = modeling.BertConfig(
       vocab_size=30522, hidden_size=32, num_hidden_layers=2,
       num_attention_heads=2, intermediate_size=64,
@@ -703,9 +699,10 @@ def test_end_to_end_train_predict_evaluate(tmp_path, vocab_file):
             "--max_seq_length=32", "--max_query_length=12", "--doc_stride=8",
             "--predict_batch_size=4", "--n_best_size=5"]
   # 6 examples / batch 2 * 1 epoch = 3 updates.
-  _run_squad(["--do_train", "--do_predict", "--train_file=%s" % data,
-              "--predict_file=%s" % data, "--train_batch_size=2",
-              "--num_train_epochs=1", "--learning_rate=1e-3"] + common)
+  _run_squad(run_script, [
+      "--do_train", "--do_predict", "--train_file=%s" % data,
+      "--predict_file=%s" % data, "--train_batch_size=2",
+      "--num_train_epochs=1", "--learning_rate=1e-3"] + common)
   assert tf.train.latest_checkpoint(str(out)).endswith("model.ckpt-3")
   with open(out / "predictions.json") as f:
     predictions = json.load(f)
@@ -721,9 +718,9 @@ def test_end_to_end_train_predict_evaluate(tmp_path, vocab_file):
                                                           predictions))
   # Predicting again as SQuAD 2.0 from the trained checkpoint, and exporting.
   export = tmp_path / "export"
-  _run_squad(["--do_predict", "--version_2_with_negative",
-              "--predict_file=%s" % data, "--export_dir=%s" % export] +
-             common)
+  _run_squad(run_script, ["--do_predict", "--version_2_with_negative",
+                          "--predict_file=%s" % data,
+                          "--export_dir=%s" % export] + common)
   _check_exported_logits(export, config,
                          tf.train.latest_checkpoint(str(out)))
   with open(out / "null_odds.json") as f:
