@@ -14,8 +14,6 @@ tf.io.parse_single_example.
 
 import os
 import random
-import subprocess
-import sys
 
 from absl import flags
 import numpy as np
@@ -31,7 +29,6 @@ CLS, SEP, MASK = 2, 3, 4
 VOCAB = cpd.MaskingVocab(cls=CLS, sep=SEP, mask=MASK,
                          words=list(range(40, 50)),
                          continuations=frozenset([60, 61, 62]))
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPM_WORD_START = "\u2581"
 
 
@@ -711,15 +708,13 @@ def test_bad_input(tmp_path, uncased_vocab, mode):
     assert sorted(os.listdir(tmp_path)) == before
 
 
-def test_user_error_is_one_line_without_traceback(tmp_path, uncased_vocab):
+def test_user_error_is_one_line_without_traceback(tmp_path, uncased_vocab,
+                                                  run_script):
   bad = tmp_path / "bad.txt"
   bad.write_bytes(b"one.\ntwo \xc3( three.\n")
-  result = subprocess.run(
-      [sys.executable, os.path.join(REPO_ROOT, "create_pretraining_data.py"),
-       "--input_file=%s" % bad, "--output_file=%s" % (tmp_path / "o"),
-       "--vocab_file=" + uncased_vocab],
-      capture_output=True, text=True, timeout=300,
-      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+  result = run_script("create_pretraining_data.py", [
+      "--input_file=%s" % bad, "--output_file=%s" % (tmp_path / "o"),
+      "--vocab_file=" + uncased_vocab], 300)
   assert result.returncode == 2
   assert "Traceback" not in result.stderr + result.stdout
   assert result.stderr.strip().splitlines()[-1] == (

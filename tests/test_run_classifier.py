@@ -9,7 +9,6 @@ import json
 import os
 import random
 import signal
-import subprocess
 import sys
 
 from absl import flags
@@ -575,8 +574,8 @@ def _write_stsb_data(data_dir, seed, num_train=12, num_dev=6):
 
 def _command(task, data_dir, vocab_file, config_file, output_dir, epochs,
              actions):
-  return [sys.executable, os.path.join(REPO_ROOT, "run_classifier.py"),
-          "--task_name=%s" % task, "--data_dir=%s" % data_dir,
+  """run_classifier.py's arguments (without the script) for a tiny run."""
+  return ["--task_name=%s" % task, "--data_dir=%s" % data_dir,
           "--vocab_file=%s" % vocab_file,
           "--bert_config_file=%s" % config_file,
           "--output_dir=%s" % output_dir, "--max_seq_length=32",
@@ -587,13 +586,13 @@ def _command(task, data_dir, vocab_file, config_file, output_dir, epochs,
               "--" + action for action in actions]
 
 
-def _run(command, log_path):
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+def _run(run_script, args, log_path):
+  """Runs run_classifier.py with `args`; its output goes to `log_path` and
+  is returned."""
+  result = run_script("run_classifier.py", args, 900)
+  text = result.stdout + result.stderr
   with open(log_path, "w") as log:
-    result = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT,
-                            cwd=REPO_ROOT, env=env, timeout=900)
-  with open(log_path) as log:
-    text = log.read()
+    log.write(text)
   assert result.returncode == 0, text[-3000:]
   return text
 
@@ -634,22 +633,23 @@ def _mrpc_settings(root):
           "export_dir": os.path.join(root, "export")}
 
 
-def _mrpc_end_to_end(root):
+def _mrpc_end_to_end(run_script, root):
   settings = _mrpc_settings(root)
   dev_labels = _write_mrpc_data(settings["data_dir"], seed=3)
   with open(os.path.join(root, "dev_labels.json"), "w") as f:
     json.dump(dev_labels, f)
   assert (settings["vocab_file"], settings["config_file"]) == (
       _write_model_files(root))
-  _run(settings["command"](settings["output_dir"], [
+  _run(run_script, settings["command"](settings["output_dir"], [
       "do_train", "do_eval", "do_predict",
       "export_dir=" + settings["export_dir"]]), os.path.join(root, "run.log"))
 
 
 @pytest.fixture(scope="module")
-def mrpc_run(shared_dir):
+def mrpc_run(shared_dir, run_script):
   """An uninterrupted MRPC train/eval/predict run; returns its settings."""
-  root = conftest.build_once(shared_dir, "mrpc_e2e", _mrpc_end_to_end)
+  root = conftest.build_once(shared_dir, "mrpc_e2e",
+                             lambda root: _mrpc_end_to_end(run_script, root))
   settings = _mrpc_settings(root)
   with open(os.path.join(root, "dev_labels.json")) as f:
     settings["dev_labels"] = json.load(f)
@@ -776,9 +776,12 @@ def _checkpoint_step(output_dir):
 
 
 @pytest.mark.slow
-def test_resume_after_kill_matches_uninterrupted_run(mrpc_run, tmp_path):
+def test_resume_after_kill_matches_uninterrupted_run(mrpc_run, tmp_path,
+                                                    run_script):
   output_dir = str(tmp_path / "killed")
-  command = mrpc_run["command"](output_dir, ["do_train"])
+  args = mrpc_run["command"](output_dir, ["do_train"])
+  command = [sys.executable, os.path.join(REPO_ROOT, "run_classifier.py")]
+  command += args
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
   returncode = conftest.signal_at_first_checkpoint(
       command, output_dir, str(tmp_path / "killed.log"), signal.SIGKILL,
@@ -787,7 +790,7 @@ def test_resume_after_kill_matches_uninterrupted_run(mrpc_run, tmp_path):
   assert returncode == -signal.SIGKILL, "run ended before the kill"
   assert 10 <= killed_at < MRPC_STEPS
 
-  log = _run(command, str(tmp_path / "resumed.log"))
+  log = _run(run_script, args, str(tmp_path / "resumed.log"))
   assert "Resuming from" in log
   assert _checkpoint_step(output_dir) == MRPC_STEPS
 
@@ -805,7 +808,7 @@ def test_resume_after_kill_matches_uninterrupted_run(mrpc_run, tmp_path):
 
 
 @pytest.mark.slow
-def test_skip_padding_gives_the_same_results(tmp_path):
+def test_skip_padding_gives_the_same_results(tmp_path, run_script):
   """--skip_padding (the default) against --noskip_padding: 10 updates with
   dropout on, then eval and predict; sentences of 3-7 words padded to 32,
   so most positions are padding. Same checkpoint, metrics and outputs."""
@@ -815,7 +818,8 @@ def test_skip_padding_gives_the_same_results(tmp_path):
   outputs = {}
   for flag in ("skip_padding", "noskip_padding"):
     output_dir = str(tmp_path / flag)
-    _run(_command("MRPC", data_dir, vocab_file, config_file, output_dir, 1,
+    _run(run_script,
+         _command("MRPC", data_dir, vocab_file, config_file, output_dir, 1,
                   ["do_train", "do_eval", "do_predict", flag]),
          str(tmp_path / (flag + ".log")))
     outputs[flag] = (
@@ -851,13 +855,14 @@ def test_skip_padding_flag_is_off_under_xla(skip_padding, use_xla, expected):
 
 
 @pytest.mark.slow
-def test_stsb_regression_end_to_end(tmp_path):
+def test_stsb_regression_end_to_end(tmp_path, run_script):
   data_dir = str(tmp_path / "data")
   scores = np.array(_write_stsb_data(data_dir, seed=5))
   vocab_file, config_file = _write_model_files(str(tmp_path))
   output_dir = str(tmp_path / "out")
   # 12 examples / batch 4 * 1 epoch = 3 updates.
-  _run(_command("STS-B", data_dir, vocab_file, config_file, output_dir, 1,
+  _run(run_script,
+       _command("STS-B", data_dir, vocab_file, config_file, output_dir, 1,
                 ["do_train", "do_eval", "do_predict"]),
        str(tmp_path / "run.log"))
 
