@@ -48,14 +48,12 @@ def _vocab_file():
                       "vocab.txt")
 
 
-def _run(args, log_path):
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+def _run(run_script, args, log_path):
+  """Runs the script args[0] with args[1:]; its output goes to `log_path`."""
+  result = run_script(args[0], args[1:], 900)
   with open(log_path, "w") as log:
-    result = subprocess.run([sys.executable] + args, stdout=log,
-                            stderr=subprocess.STDOUT, cwd=REPO_ROOT, env=env,
-                            timeout=900)
-  with open(log_path) as log:
-    assert result.returncode == 0, log.read()[-3000:]
+    log.write(result.stdout + result.stderr)
+  assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
 
 
 def _only_export(export_dir):
@@ -71,19 +69,20 @@ def _read_rows(path):
 # ------------------------------------------------------------- the runs --
 
 
-def _classifier_run(root, task, data_dir, extra):
-  _run(["run_classifier.py", "--task_name=" + task, "--data_dir=" + data_dir,
-        "--vocab_file=" + _vocab_file(), "--bert_config_file=" + TINY_CONFIG,
-        "--output_dir=" + os.path.join(root, "out"),
-        "--export_dir=" + os.path.join(root, "export"), "--do_train",
-        "--do_predict", "--max_seq_length=48", "--learning_rate=1e-3",
-        "--predict_batch_size=8", "--seed=3"] + extra,
+def _classifier_run(run_script, root, task, data_dir, extra):
+  _run(run_script, [
+      "run_classifier.py", "--task_name=" + task, "--data_dir=" + data_dir,
+      "--vocab_file=" + _vocab_file(), "--bert_config_file=" + TINY_CONFIG,
+      "--output_dir=" + os.path.join(root, "out"),
+      "--export_dir=" + os.path.join(root, "export"), "--do_train",
+      "--do_predict", "--max_seq_length=48", "--learning_rate=1e-3",
+      "--predict_batch_size=8", "--seed=3"] + extra,
        os.path.join(root, "run.log"))
 
 
-def _build_mrpc(root):
+def _build_mrpc(run_script, root):
   # 200 pairs / batch 32 = 6 updates.
-  _classifier_run(root, "MRPC", MRPC_SAMPLE,
+  _classifier_run(run_script, root, "MRPC", MRPC_SAMPLE,
                   ["--train_batch_size=32", "--num_train_epochs=1"])
 
 
@@ -107,11 +106,11 @@ def _write_stsb(data_dir):
       f.write("".join("\t".join(row) + "\n" for row in [header] + rows))
 
 
-def _build_stsb(root):
+def _build_stsb(run_script, root):
   data_dir = os.path.join(root, "data")
   _write_stsb(data_dir)
   # 8 pairs / batch 4 = 2 updates.
-  _classifier_run(root, "STS-B", data_dir,
+  _classifier_run(run_script, root, "STS-B", data_dir,
                   ["--train_batch_size=4", "--num_train_epochs=1"])
 
 
@@ -155,7 +154,7 @@ def _squad_data(path, tokenizer):
 V2_THRESHOLD = -0.45
 
 
-def _build_squad(root):
+def _build_squad(run_script, root):
   tokenizer = tokenization.FullTokenizer(_vocab_file(), do_lower_case=True)
   data = os.path.join(root, "squad.json")
   full = _squad_data(data, tokenizer)
@@ -166,33 +165,37 @@ def _build_squad(root):
             "--bert_config_file=" + TINY_CONFIG, "--output_dir=" + out,
             "--predict_file=" + data, "--do_predict",
             "--predict_batch_size=8"] + SQUAD_FLAGS
-  _run(common + ["--do_train", "--train_file=" + data,
-                 "--train_batch_size=4", "--num_train_epochs=1",
-                 "--learning_rate=1e-3", "--seed=3",
-                 "--export_dir=" + os.path.join(root, "export")],
+  _run(run_script, common + [
+      "--do_train", "--train_file=" + data, "--train_batch_size=4",
+      "--num_train_epochs=1", "--learning_rate=1e-3", "--seed=3",
+      "--export_dir=" + os.path.join(root, "export")],
        os.path.join(root, "train.log"))
   for name in ("predictions.json", "nbest_predictions.json"):
     shutil.move(os.path.join(out, name), os.path.join(root, "v1_" + name))
   # SQuAD 2.0 predictions of the same weights, with a threshold that
   # leaves some questions unanswered and answers others.
-  _run(common + ["--version_2_with_negative",
-                 "--null_score_diff_threshold=%s" % V2_THRESHOLD],
+  _run(run_script, common + [
+      "--version_2_with_negative",
+      "--null_score_diff_threshold=%s" % V2_THRESHOLD],
        os.path.join(root, "predict_v2.log"))
 
 
 @pytest.fixture(scope="module")
-def mrpc_dir(shared_dir):
-  return conftest.build_once(shared_dir, "predictor_mrpc", _build_mrpc)
+def mrpc_dir(shared_dir, run_script):
+  return conftest.build_once(shared_dir, "predictor_mrpc",
+                             lambda root: _build_mrpc(run_script, root))
 
 
 @pytest.fixture(scope="module")
-def stsb_dir(shared_dir):
-  return conftest.build_once(shared_dir, "predictor_stsb", _build_stsb)
+def stsb_dir(shared_dir, run_script):
+  return conftest.build_once(shared_dir, "predictor_stsb",
+                             lambda root: _build_stsb(run_script, root))
 
 
 @pytest.fixture(scope="module")
-def squad_dir(shared_dir):
-  return conftest.build_once(shared_dir, "predictor_squad", _build_squad)
+def squad_dir(shared_dir, run_script):
+  return conftest.build_once(shared_dir, "predictor_squad",
+                             lambda root: _build_squad(run_script, root))
 
 
 @pytest.fixture(scope="module")
