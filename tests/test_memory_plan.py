@@ -1,8 +1,6 @@
 """Tests of memory_plan.py: parameter counts, the term model, the planner."""
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -10,7 +8,6 @@ import tensorflow as tf
 
 import memory_plan as mp
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GIB = 2**30
 
 # Google's README: largest batch on a 12 GB Titan X, TF 1.11, fp32, Adam.
@@ -239,19 +236,11 @@ def test_bad_input_is_named():
     mp.num_params({"vocab_size": 10})
 
 
-def _run_cli(*args):
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-  return subprocess.run(
-      [sys.executable, os.path.join(REPO_ROOT, "memory_plan.py")] + list(args),
-      capture_output=True, text=True, cwd=REPO_ROOT, env=env, timeout=120,
-      check=False)
-
-
-def test_cli_prints_table(minilm_dir, minilm_config):
-  result = _run_cli(
+def test_cli_prints_table(minilm_dir, minilm_config, run_script):
+  result = run_script("memory_plan.py", [
       "--bert_config_file=" + os.path.join(minilm_dir, "bert_config.json"),
       "--max_seq_length=128,512", "--gpu_memory_gb=2",
-      "--train_batch_size=48")
+      "--train_batch_size=48"], 120)
   assert result.returncode == 0, result.stderr
   lines = result.stdout.splitlines()
   assert ("| seq length | fp32 | fp32 + checkpointing | fp16/bf16 | "
@@ -266,8 +255,9 @@ def test_cli_prints_table(minilm_dir, minilm_config):
                                "micro-batch" % s) for line in lines)
 
 
-def test_cli_names_bad_config_flag(tmp_path):
-  result = _run_cli("--bert_config_file=" + str(tmp_path / "missing.json"))
+def test_cli_names_bad_config_flag(tmp_path, run_script):
+  result = run_script("memory_plan.py", [
+      "--bert_config_file=" + str(tmp_path / "missing.json")], 120)
   assert result.returncode != 0
   assert "--bert_config_file=" in result.stderr
   assert "bert_config.json" in result.stderr
