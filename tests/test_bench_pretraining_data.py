@@ -15,8 +15,6 @@ import time
 
 import conftest
 
-_BENCH = os.path.join(conftest.REPO_ROOT, "bench")
-
 corpus = conftest.load_bench_script("build_pretraining_corpus")
 bench = conftest.load_bench_script("pretraining_data")
 
@@ -121,7 +119,7 @@ def test_tree_memory_counts_the_children(tmp_path):
     child.wait(timeout=60)
 
 
-def test_run_corpus_takes_articles_and_whole_documents(tmp_path):
+def test_run_corpus_takes_articles_and_whole_documents(tmp_path, run_script):
   """bench/build_pretraining_run_corpus.py on a hand-made SQuAD file (an
   article of one sentence is dropped) and documentation corpus (cut before
   the document that would pass --docs_mb); every second document of each
@@ -138,13 +136,11 @@ def test_run_corpus_takes_articles_and_whole_documents(tmp_path):
   docs_file = tmp_path / "docs.txt"
   docs_file.write_text("".join(docs))
   train, heldout = tmp_path / "train.txt", tmp_path / "heldout.txt"
-  result = subprocess.run(
-      [sys.executable, os.path.join(_BENCH, "build_pretraining_run_corpus.py"),
-       "--squad_file=%s" % squad_file, "--docs_corpus=%s" % docs_file,
-       "--docs_mb=%r" % (3.5 * len(docs[0]) / 2**20),
-       "--output_file=%s" % train, "--heldout_file=%s" % heldout,
-       "--heldout_every=2"],
-      capture_output=True, text=True, timeout=120, check=False)
+  result = run_script("bench/build_pretraining_run_corpus.py", [
+      "--squad_file=%s" % squad_file, "--docs_corpus=%s" % docs_file,
+      "--docs_mb=%r" % (3.5 * len(docs[0]) / 2**20),
+      "--output_file=%s" % train, "--heldout_file=%s" % heldout,
+      "--heldout_every=2"], 120)
   assert result.returncode == 0, result.stderr
   first = "First one here.\nSecond one here.\nThird one here.\n\n"
   second = "Alpha is here.\nBeta is there.\n\n"
@@ -153,7 +149,7 @@ def test_run_corpus_takes_articles_and_whole_documents(tmp_path):
   assert not os.path.exists(str(train) + ".partial")
 
 
-def test_run_corpus_takes_glue_training_text(tmp_path):
+def test_run_corpus_takes_glue_training_text(tmp_path, run_script):
   """With --glue_dir (and no documentation: --docs_mb=0 needs no such
   corpus), each MRPC pair is a document and SST-2's phrases and CoLA's
   sentences are grouped in file order, white space collapsed; GLUE
@@ -172,14 +168,12 @@ def test_run_corpus_takes_glue_training_text(tmp_path):
     (glue / task).mkdir(parents=True)
     (glue / task / "train.tsv").write_text(text)
   train, heldout = tmp_path / "train.txt", tmp_path / "heldout.txt"
-  result = subprocess.run(
-      [sys.executable, os.path.join(_BENCH, "build_pretraining_run_corpus.py"),
-       "--squad_file=%s" % squad_file,
-       "--docs_corpus=%s" % (tmp_path / "absent.txt"), "--docs_mb=0",
-       "--glue_dir=%s" % glue, "--glue_sentences_per_document=2",
-       "--output_file=%s" % train, "--heldout_file=%s" % heldout,
-       "--heldout_every=2"],
-      capture_output=True, text=True, timeout=120, check=False)
+  result = run_script("bench/build_pretraining_run_corpus.py", [
+      "--squad_file=%s" % squad_file,
+      "--docs_corpus=%s" % (tmp_path / "absent.txt"), "--docs_mb=0",
+      "--glue_dir=%s" % glue, "--glue_sentences_per_document=2",
+      "--output_file=%s" % train, "--heldout_file=%s" % heldout,
+      "--heldout_every=2"], 120)
   assert result.returncode == 0, result.stderr
   assert heldout.read_text() == ("One.\nTwo.\n\n" "m1 a\nm1 b\n\n"
                                  "good film\nbad\n\n" "c1\nc2\n\n")
@@ -187,7 +181,7 @@ def test_run_corpus_takes_glue_training_text(tmp_path):
                                "fine one\n\n" "c3\n\n")
 
 
-def test_run_corpus_names_a_malformed_glue_file(tmp_path):
+def test_run_corpus_names_a_malformed_glue_file(tmp_path, run_script):
   """A GLUE table with a short row ends in one line naming --glue_dir and
   the file's line, exit status 2, and no corpus written."""
   squad_file = tmp_path / "squad.json"
@@ -201,11 +195,9 @@ def test_run_corpus_names_a_malformed_glue_file(tmp_path):
   (glue / "SST-2" / "train.tsv").write_text("sentence\tlabel\nshort\n")
   (glue / "CoLA" / "train.tsv").write_text("x\t1\t\tc1\n")
   train = tmp_path / "train.txt"
-  result = subprocess.run(
-      [sys.executable, os.path.join(_BENCH, "build_pretraining_run_corpus.py"),
-       "--squad_file=%s" % squad_file, "--docs_mb=0", "--glue_dir=%s" % glue,
-       "--output_file=%s" % train],
-      capture_output=True, text=True, timeout=120, check=False)
+  result = run_script("bench/build_pretraining_run_corpus.py", [
+      "--squad_file=%s" % squad_file, "--docs_mb=0", "--glue_dir=%s" % glue,
+      "--output_file=%s" % train], 120)
   assert result.returncode == 2, result.stderr
   lines = result.stderr.strip().splitlines()
   assert "Traceback" not in result.stderr, result.stderr
