@@ -15,8 +15,11 @@ $(STAMP): requirements.txt requirements-dev.txt | $(PY)
 	$(PY) -m pip install --quiet -r requirements-dev.txt
 	touch $(STAMP)
 
+# Three workers for two cores: a worker waiting for a fixture that another
+# one builds (conftest.build_once), or for a script's subprocess, leaves its
+# core to the third. README.md gives the timings.
 test: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist worksteal tests
+	$(PY) -m pytest -q -n 3 --dist worksteal tests
 
 demo: $(STAMP)
 	$(PY) demo.py

@@ -43,7 +43,7 @@ def load_bench_script(name, restore_env=()):
 def pytest_collection_modifyitems(items):
   """Runs the tests marked slow first, each group in collection order.
 
-  With work stealing (`-n 2 --dist worksteal`, the Makefile's), the fast
+  With work stealing (`-n 3 --dist worksteal`, the Makefile's), the fast
   tests then fill the gaps at the end instead of one worker finishing a
   long test alone.
   """
