@@ -64,6 +64,14 @@ def minilm_dir(assets_dir):
   return MINILM_DIR
 
 
+def _script_env():
+  """The environment the scripts run in: this process's without TF_CONFIG
+  (a test chooses its own distribution)."""
+  env = dict(os.environ)
+  env.pop("TF_CONFIG", None)
+  return env
+
+
 @pytest.fixture(scope="session")
 def run_script():
   """run_script(script, args, timeout=600) -> Result(returncode, stdout,
@@ -71,15 +79,24 @@ def run_script():
 
   Each run is a fork of one helper per worker that has imported TensorFlow
   and the scripts already (script_runner.py), which saves the seconds of
-  importing them in every run. The helper's environment is this process's
-  without TF_CONFIG; tests that need another environment before
-  TensorFlow starts run their own subprocess.
+  importing them in every run. The helper's environment is _script_env();
+  tests that need another environment before TensorFlow starts run their
+  own subprocess.
   """
-  env = dict(os.environ)
-  env.pop("TF_CONFIG", None)
-  runner = script_runner.ScriptRunner(env)
+  runner = script_runner.ScriptRunner(_script_env())
   yield lambda script, args, timeout=600: runner.run(script, args, timeout)
   runner.close()
+
+
+def run_logged(run_script, script, args, log_path, timeout=900):
+  """Runs `script` with `args` through `run_script`, which must succeed;
+  writes its stdout and stderr to `log_path` and returns them."""
+  result = run_script(script, args, timeout)
+  text = result.stdout + result.stderr
+  with open(log_path, "w") as log:
+    log.write(text)
+  assert result.returncode == 0, text[-3000:]
+  return text
 
 
 @pytest.fixture(scope="session")
@@ -113,17 +130,19 @@ def build_once(shared_dir, name, build):
   return str(folder)
 
 
-def signal_at_first_checkpoint(command, output_dir, log_path, signum,
-                               timeout=600, env=None):
-  """Starts `command`, sends `signum` once `output_dir` holds its first
-  checkpoint (the "checkpoint" state file), and waits for the process.
+def signal_at_first_checkpoint(script, args, output_dir, log_path, signum,
+                               timeout=600):
+  """Starts `python <script> <args>` in a process of its own (it must be
+  signalled), sends `signum` once `output_dir` holds its first checkpoint
+  (the "checkpoint" state file), and waits for the process.
 
   Its output goes to `log_path`; a process still alive after the wait is
   killed. Returns the process's exit status (negative: killed by a signal).
   """
+  command = [sys.executable, os.path.join(REPO_ROOT, script)] + list(args)
   with open(log_path, "w") as log:
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                               cwd=REPO_ROOT, env=env)
+                               cwd=REPO_ROOT, env=_script_env())
     try:
       deadline = time.monotonic() + timeout
       while (process.poll() is None and time.monotonic() < deadline and

@@ -50,10 +50,7 @@ def _vocab_file():
 
 def _run(run_script, args, log_path):
   """Runs the script args[0] with args[1:]; its output goes to `log_path`."""
-  result = run_script(args[0], args[1:], 900)
-  with open(log_path, "w") as log:
-    log.write(result.stdout + result.stderr)
-  assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+  conftest.run_logged(run_script, args[0], args[1:], log_path)
 
 
 def _only_export(export_dir):

@@ -587,14 +587,7 @@ def _command(task, data_dir, vocab_file, config_file, output_dir, epochs,
 
 
 def _run(run_script, args, log_path):
-  """Runs run_classifier.py with `args`; its output goes to `log_path` and
-  is returned."""
-  result = run_script("run_classifier.py", args, 900)
-  text = result.stdout + result.stderr
-  with open(log_path, "w") as log:
-    log.write(text)
-  assert result.returncode == 0, text[-3000:]
-  return text
+  return conftest.run_logged(run_script, "run_classifier.py", args, log_path)
 
 
 def _read_eval_results(output_dir):
@@ -780,12 +773,9 @@ def test_resume_after_kill_matches_uninterrupted_run(mrpc_run, tmp_path,
                                                     run_script):
   output_dir = str(tmp_path / "killed")
   args = mrpc_run["command"](output_dir, ["do_train"])
-  command = [sys.executable, os.path.join(REPO_ROOT, "run_classifier.py")]
-  command += args
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
   returncode = conftest.signal_at_first_checkpoint(
-      command, output_dir, str(tmp_path / "killed.log"), signal.SIGKILL,
-      env=env)
+      "run_classifier.py", args, output_dir, str(tmp_path / "killed.log"),
+      signal.SIGKILL)
   killed_at = _checkpoint_step(output_dir)
   assert returncode == -signal.SIGKILL, "run ended before the kill"
   assert 10 <= killed_at < MRPC_STEPS

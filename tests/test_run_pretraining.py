@@ -11,7 +11,6 @@ import logging as std_logging
 import os
 import re
 import signal
-import sys
 
 from absl import flags
 import numpy as np
@@ -31,7 +30,6 @@ import test_modeling
 
 pytestmark = pytest.mark.slow
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIG = dict(test_modeling.TINY, hidden_act="gelu", hidden_dropout_prob=0.1,
               attention_probs_dropout_prob=0.1, initializer_range=0.02)
 TIMEOUT = 600
@@ -359,16 +357,9 @@ def test_input_files_expand_globs_and_lists_in_order(tmp_path):
 # ------------------------------------------------- the script, end to end
 
 
-def _run(run_script, args, log_path, expect_success=True):
-  """Runs run_pretraining.py with `args`; its output goes to `log_path` and
-  is returned."""
-  result = run_script("run_pretraining.py", args, TIMEOUT)
-  text = result.stdout + result.stderr
-  with open(log_path, "w") as log:
-    log.write(text)
-  if expect_success:
-    assert result.returncode == 0, text[-3000:]
-  return text
+def _run(run_script, args, log_path):
+  return conftest.run_logged(run_script, "run_pretraining.py", args, log_path,
+                             TIMEOUT)
 
 
 def _write_config(path, config):
@@ -649,17 +640,15 @@ def test_uninterrupted_run_outputs(reference_run):
 def test_resume_after_kill_matches_uninterrupted_run(reference_run, tmp_path,
                                                     run_script):
   output_dir = str(tmp_path / "killed")
-  command = [sys.executable, os.path.join(REPO_ROOT, "run_pretraining.py")] + (
-      reference_run["command"](output_dir, ["do_train"]))
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+  args = reference_run["command"](output_dir, ["do_train"])
   returncode = conftest.signal_at_first_checkpoint(
-      command, output_dir, str(tmp_path / "killed.log"), signal.SIGKILL,
-      TIMEOUT, env)
+      "run_pretraining.py", args, output_dir, str(tmp_path / "killed.log"),
+      signal.SIGKILL, TIMEOUT)
   killed_at = _checkpoint_step(output_dir)
   assert returncode == -signal.SIGKILL, "run ended before the kill"
   assert 10 <= killed_at < RESUME_STEPS
 
-  log = _run(run_script, command[2:], str(tmp_path / "resumed.log"))
+  log = _run(run_script, args, str(tmp_path / "resumed.log"))
   assert "Resuming from" in log
   assert _checkpoint_step(output_dir) == RESUME_STEPS
   final = "model.ckpt-%d" % RESUME_STEPS
@@ -679,13 +668,10 @@ def test_sigterm_saves_the_update_and_stops(reference_run, tmp_path):
   """SIGTERM after the first checkpoint: the run saves the update it
   reached, names it in its last line and exits with 128 + 15."""
   output_dir = str(tmp_path / "stopped")
-  command = [sys.executable, os.path.join(REPO_ROOT, "run_pretraining.py")] + (
-      reference_run["command"](output_dir, ["do_train"]))
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-  env.pop("TF_CONFIG", None)
   log_path = str(tmp_path / "stopped.log")
   returncode = conftest.signal_at_first_checkpoint(
-      command, output_dir, log_path, signal.SIGTERM, TIMEOUT, env)
+      "run_pretraining.py", reference_run["command"](output_dir, ["do_train"]),
+      output_dir, log_path, signal.SIGTERM, TIMEOUT)
   with open(log_path) as f:
     last = f.read().strip().splitlines()[-1]
   assert returncode == 128 + signal.SIGTERM, last
