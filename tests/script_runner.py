@@ -11,6 +11,7 @@ thread pools), and each child starts from that state.
 import collections
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -20,7 +21,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 Result = collections.namedtuple("Result", ["returncode", "stdout", "stderr"])
 
 _HELPER = r'''
-import json, os, runpy, signal, sys, time, traceback
+import json, os, runpy, signal, sys, tempfile, time, traceback
 import quiet_tensorflow  # Imports TensorFlow, as the scripts do first.
 import extract_features, memory_plan, run_classifier  # noqa
 import run_pretraining, run_squad  # noqa
@@ -31,6 +32,9 @@ def child(request):
     os.dup2(target, fd)
     os.close(target)
   os.chdir(request["cwd"])
+  # os._exit skips atexit, where TensorFlow deletes its autograph files;
+  # temporary files made here go into the runner's folder, removed at close.
+  tempfile.tempdir = request["tmpdir"]
   sys.argv = [request["script"]] + request["args"]
   status = 0
   try:
@@ -92,7 +96,7 @@ class ScriptRunner(object):
     paths = [os.path.join(self._folder, name) for name in ("out", "err")]
     request = {"script": os.path.join(REPO_ROOT, script), "args": list(args),
                "cwd": REPO_ROOT, "stdout": paths[0], "stderr": paths[1],
-               "timeout": timeout}
+               "tmpdir": self._folder, "timeout": timeout}
     self._process.stdin.write(json.dumps(request) + "\n")
     self._process.stdin.flush()
     line = self._process.stdout.readline()
@@ -114,3 +118,4 @@ class ScriptRunner(object):
     except subprocess.TimeoutExpired:
       self._process.kill()
       self._process.wait(timeout=60)
+    shutil.rmtree(self._folder, ignore_errors=True)

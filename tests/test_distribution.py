@@ -348,8 +348,11 @@ def _start_workers(tmp_path):
   for index in range(2):
     tf_config = json.dumps({"cluster": {"worker": workers},
                             "task": {"type": "worker", "index": index}})
+    # Temporary files in tmp_path: worker 1 ends by os._exit, skipping
+    # TensorFlow's clean-up of them.
     processes.append(_python(["worker", str(tmp_path)],
-                             env={"TF_CONFIG": tf_config}))
+                             env={"TF_CONFIG": tf_config,
+                                  "TMPDIR": str(tmp_path)}))
   return processes
 
 

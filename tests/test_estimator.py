@@ -463,8 +463,10 @@ def test_killed_run_resumes(tmp_path):
       % (REPO_ROOT, TESTS_DIR))
   # Batch 3 is requested by step 4, after the step-2 checkpoint: the run
   # blocks there until it is killed.
+  # Its temporary files go to tmp_path: a killed process leaves them.
   proc = subprocess.Popen([sys.executable, str(script), killed_dir, "3"],
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          env=dict(os.environ, TMPDIR=str(tmp_path)))
   try:
     deadline = time.time() + 120
     while not tf.train.latest_checkpoint(killed_dir):
