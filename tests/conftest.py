@@ -1,11 +1,13 @@
 """Shared pytest fixtures: the real assets beside the checkout, and results
 that expensive fixtures build once for all xdist workers."""
+import atexit
 import fcntl
 import importlib.util
 import os
 import sys
 import shutil
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -13,6 +15,40 @@ import pytest
 import script_runner
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+XLA_CACHE_FLAG = "--tf_xla_persistent_cache_directory="
+
+
+def _share_compiled_kernels():
+  """Lets every TensorFlow process of this pytest run reuse XLA executables.
+
+  Each new session compiles the model's compiled kernels (the optimizer's
+  update, GELU and LayerNorm passes) again, most of a tiny training run's
+  first step, and the suite's many tiny runs share their shapes. TensorFlow's
+  persistent compilation cache (written atomically, checked against the HLO
+  on load) lets them compile once. The first process (the controller, before
+  it starts xdist workers) makes the folder, its children inherit it through
+  TF_XLA_FLAGS, and it is removed when that process exits.
+  """
+  flags = os.environ.get("TF_XLA_FLAGS", "")
+  if XLA_CACHE_FLAG in flags:
+    return
+  folder = tempfile.mkdtemp(prefix="bert_tests_xla_cache_")
+  atexit.register(shutil.rmtree, folder, ignore_errors=True)
+  os.environ["TF_XLA_FLAGS"] = (flags + " " + XLA_CACHE_FLAG + folder).strip()
+
+
+def env_without_compilation_cache():
+  """os.environ without the shared compilation cache, for a test that
+  counts XLA compilations."""
+  env = dict(os.environ)
+  flags = [flag for flag in env.get("TF_XLA_FLAGS", "").split()
+           if not flag.startswith(XLA_CACHE_FLAG)]
+  env["TF_XLA_FLAGS"] = " ".join(flags)
+  return env
+
+
+_share_compiled_kernels()
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ASSETS_DIR = os.path.join(os.path.dirname(REPO_ROOT), "shared", "assets")
@@ -140,9 +176,11 @@ def signal_at_first_checkpoint(script, args, output_dir, log_path, signum,
   killed. Returns the process's exit status (negative: killed by a signal).
   """
   command = [sys.executable, os.path.join(REPO_ROOT, script)] + list(args)
+  # A killed process leaves its temporary files: they go beside the log.
+  env = dict(_script_env(), TMPDIR=os.path.dirname(os.path.abspath(log_path)))
   with open(log_path, "w") as log:
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                               cwd=REPO_ROOT, env=_script_env())
+                               cwd=REPO_ROOT, env=env)
     try:
       deadline = time.monotonic() + timeout
       while (process.poll() is None and time.monotonic() < deadline and

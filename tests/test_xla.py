@@ -120,8 +120,10 @@ def _subprocess_main(out_dir):
 
 
 def test_xla_matches_plain_training_and_prediction(tmp_path):
-  env = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="0",
-             TF_CPP_VMODULE="device_compiler=1")
+  # Not at the top: this file also runs as the subprocess's script.
+  import conftest  # pylint: disable=import-outside-toplevel
+  env = dict(conftest.env_without_compilation_cache(), PYTHONPATH=REPO_ROOT,
+             TF_CPP_MIN_LOG_LEVEL="0", TF_CPP_VMODULE="device_compiler=1")
   result = subprocess.run(
       [sys.executable, os.path.abspath(__file__), str(tmp_path)], env=env,
       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
