@@ -56,6 +56,10 @@ _CHECKPOINT_BASENAME = "model.ckpt"
 # Substrings of the op types that draw random numbers (RandomUniform,
 # StatelessRandomUniformV2, TruncatedNormal, Multinomial, ...).
 _RANDOM_OP_KINDS = ("Random", "TruncatedNormal", "Multinomial")
+# Ops that get_variable adds beside each variable: its initializer, the
+# assignment of the initial value, and the read that the Saver fetches.
+_VARIABLE_SET_UP = re.compile(
+    r"/(Initializer/|IsInitialized/|Assign$|Read/ReadVariableOp$)")
 
 
 class ModeKeys(object):
@@ -426,13 +430,18 @@ def _run_initializers(sess):
 
 
 def _xla_compiles(node_def):
-  """Whether the jit scope compiles this op: all but random number ops.
+  """Whether the jit scope compiles this op: all but random number ops and
+  the variables' set-up.
 
   XLA draws other numbers than TensorFlow's kernels from the same seed, so
   random ops stay TensorFlow kernels and initial values do not depend on
   --use_xla (dropout masks come from a kernel that is compiled either way,
-  xla_kernels.keep_mask_16bit).
+  xla_kernels.keep_mask_16bit). The variables' set-up ops run once, or
+  only when a checkpoint is saved, and each would become a cluster of its
+  own, compiled for nothing.
   """
+  if _VARIABLE_SET_UP.search(node_def.name):
+    return False
   return not any(kind in node_def.op for kind in _RANDOM_OP_KINDS)
 
 
