@@ -155,3 +155,26 @@ def test_xla_matches_plain_training_and_prediction(tmp_path):
 
 if __name__ == "__main__":
   _subprocess_main(sys.argv[1])
+
+
+def test_variables_set_up_ops_are_not_compiled():
+  """Under --use_xla's jit scope, the ops get_variable adds (initializer,
+  initial assignment, the read the Saver fetches) stay TensorFlow kernels;
+  the model's math is compiled."""
+  import estimator  # pylint: disable=import-outside-toplevel
+  with tf.Graph().as_default() as graph:
+    with tf.xla.experimental.jit_scope(compile_ops=estimator._xla_compiles):  # pylint: disable=protected-access
+      kernel = tf.compat.v1.get_variable(
+          "layer/kernel", [3, 2],
+          initializer=tf.compat.v1.truncated_normal_initializer(stddev=0.02))
+      bias = tf.compat.v1.get_variable("layer/bias", [2],
+                                       initializer=tf.zeros_initializer())
+      output = tf.matmul(tf.ones([4, 3]), kernel) + bias
+    compiled = {op.name: op.get_attr("_XlaCompile")
+                for op in graph.get_operations()}
+  set_up = [name for name in compiled
+            if name.startswith(("layer/kernel/", "layer/bias/"))]
+  assert {"layer/kernel/Assign", "layer/kernel/Read/ReadVariableOp",
+          "layer/bias/Initializer/zeros"} <= set(set_up), set_up
+  assert not any(compiled[name] for name in set_up), compiled
+  assert compiled[output.op.name] and compiled["MatMul"], compiled
