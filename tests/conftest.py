@@ -22,9 +22,9 @@ XLA_CACHE_FLAG = "--tf_xla_persistent_cache_directory="
 def _share_compiled_kernels():
   """Lets every TensorFlow process of this pytest run reuse XLA executables.
 
-  Each new session compiles the model's compiled kernels (the optimizer's
-  update, GELU and LayerNorm passes) again, most of a tiny training run's
-  first step, and the suite's many tiny runs share their shapes. TensorFlow's
+  Each new session compiles the XLA kernels again (the optimizer's update,
+  GELU's passes, the dropout masks), most of a tiny training run's first
+  step, and the suite's many tiny runs share their shapes. TensorFlow's
   persistent compilation cache (written atomically, checked against the HLO
   on load) lets them compile once. The first process (the controller, before
   it starts xdist workers) makes the folder, its children inherit it through
