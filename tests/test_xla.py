@@ -153,10 +153,6 @@ def test_xla_matches_plain_training_and_prediction(tmp_path):
                                  err_msg="%s: %s" % (run, name))
 
 
-if __name__ == "__main__":
-  _subprocess_main(sys.argv[1])
-
-
 def test_variables_set_up_ops_are_not_compiled():
   """Under --use_xla's jit scope, the ops get_variable adds (initializer,
   initial assignment, the read the Saver fetches) stay TensorFlow kernels;
@@ -178,3 +174,7 @@ def test_variables_set_up_ops_are_not_compiled():
           "layer/bias/Initializer/zeros"} <= set(set_up), set_up
   assert not any(compiled[name] for name in set_up), compiled
   assert compiled[output.op.name] and compiled["MatMul"], compiled
+
+
+if __name__ == "__main__":
+  _subprocess_main(sys.argv[1])
