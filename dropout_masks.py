@@ -192,12 +192,13 @@ def apply_keep_mask(input_tensor, keep, dropout_prob):
 
 
 def after_tensor(dependency, tensor):
-  """Identity of `tensor` that exists only once `dependency` does.
+  """Identity of `tensor` that exists only once `dependency` (a tensor or
+  a nested structure of them) does.
 
   A backward pass that computes a forward value again starts from this:
   the control dependency keeps grappler from merging the new computation
   with the forward op it repeats (which would keep the forward tensor alive
   instead).
   """
-  with tf.control_dependencies([dependency]):
+  with tf.control_dependencies(tf.nest.flatten(dependency)):
     return tf.identity(tensor)

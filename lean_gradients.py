@@ -34,8 +34,9 @@ LAYER_NORM_EPSILON = 1e-12
 
 
 class BackwardPolicy(collections.namedtuple(
-    "BackwardPolicy", ["keep_activations_up_to", "in_recomputation"],
-    defaults=(384, False))):
+    "BackwardPolicy",
+    ["keep_activations_up_to", "in_recomputation", "recomputed_head_groups"],
+    defaults=(384, False, 4))):
   """What a layer's backward pass keeps.
 
   Fields:
@@ -47,17 +48,36 @@ class BackwardPolicy(collections.namedtuple(
       them at every length, 0 never does. 384 covers SQuAD's length.
     in_recomputation: the layer is being recomputed for gradient
       checkpointing; its activations live only during its own backward
-      pass, so it keeps what it computes (`attention_context` then takes
-      its leaner path).
+      pass, so it keeps what it computes, except attention at lengths
+      beyond keep_activations_up_to (see recomputed_head_groups).
+    recomputed_head_groups: at those lengths a recomputed layer's attention
+      runs its forward and backward pass over this many groups of heads,
+      one group after another, and its backward pass computes each group's
+      probabilities again: the largest tensors it holds are then
+      [B, N / groups, F, T] instead of [B, N, F, T]. With gradient
+      checkpointing those are the largest part of the step's working set
+      beside the gradients.
   """
 
+  def keeps_at(self, seq_length):
+    """Whether sequences of `seq_length` (an int, or None if unknown) are
+    short enough to keep attention's probabilities."""
+    if self.keep_activations_up_to is None:
+      return True
+    return (isinstance(seq_length, int) and
+            seq_length <= self.keep_activations_up_to)
+
   def computes_again(self, seq_length):
-    """Whether the backward pass computes attention's probabilities and
-    mask and the GELU output again rather than keep them."""
-    if self.in_recomputation or self.keep_activations_up_to is None:
-      return False
-    return not (isinstance(seq_length, int) and
-                seq_length <= self.keep_activations_up_to)
+    """Whether the backward pass outside a recomputation computes
+    attention's probabilities and mask and the GELU output again rather
+    than keep them."""
+    return not self.in_recomputation and not self.keeps_at(seq_length)
+
+  def head_groups(self, seq_length):
+    """How many groups of heads attention runs over, one after another."""
+    if self.in_recomputation and not self.keeps_at(seq_length):
+      return max(1, self.recomputed_head_groups)
+    return 1
 
 
 @tf.custom_gradient
@@ -228,16 +248,20 @@ def attention_context(query, key, value, adder, draw_keep, dropout_prob,
                       policy=None):
   """matmul(dropout(attention_probs(query, key, adder)), value).
 
-  Three backward passes with the same gradients, by `policy`:
+  Four backward passes with the same gradients, by `policy`:
     * autodiff (no policy, or a sequence short enough to keep): keeps the
       float32 probabilities, the dropped probabilities and the mask.
     * `policy.computes_again(T)`: keeps only query, key and value (which the
       matmuls' gradients need anyway), and computes the probabilities and
       draws the mask again, as FlashAttention does.
-    * `policy.in_recomputation`: keeps the probabilities and the mask but
-      never holds more than two [B, N, F, T] tensors at once: the dropped
-      probabilities exist only for the value's gradient, and the softmax's
-      row sums come from the context (sum(dO * O) over H).
+    * in a recomputation (`policy.in_recomputation`) of a sequence short
+      enough to keep: keeps the probabilities and the mask but never holds
+      more than two [B, N, F, T] tensors at once: the dropped probabilities
+      exist only for the value's gradient, and the softmax's row sums come
+      from the context (sum(dO * O) over H).
+    * in a recomputation of a longer one: as the previous, but both passes
+      run over `policy.head_groups(T)` groups of heads one after another,
+      and the backward pass computes each group's probabilities again.
 
   Args:
     query: Tensor [B, N, F, H] in the compute dtype.
@@ -257,71 +281,133 @@ def attention_context(query, key, value, adder, draw_keep, dropout_prob,
   keep_scale = (tf.constant(1.0 / (1.0 - dropout_prob), dtype) if draw_keep
                 else None)
 
+  def scaled(tensor):
+    return tensor if keep_scale is None else tensor * keep_scale
+
   def dropped_probs(probs, keep):
     """The probabilities in the compute dtype, zero where dropped."""
     probs = tf.cast(probs, dtype)
     return probs if keep is None else dropout_masks.zero_dropped(probs, keep)
 
-  def forward(query, key, value):
-    """(context, float32 probabilities, keep mask or None)."""
-    keep = draw_keep() if draw_keep else None
+  def unscaled_context(query, key, value, keep):
+    """(dropped probabilities times value, float32 probabilities)."""
     probs = attention_probs(query, key, adder)
-    output = tf.matmul(dropped_probs(probs, keep), value)
-    if keep_scale is not None:
-      output *= keep_scale
-    return output, probs, keep
+    return tf.matmul(dropped_probs(probs, keep), value), probs
 
+  seq_length = int_or_none(key, 2)
   if policy is None or not (policy.in_recomputation or
-                            policy.computes_again(int_or_none(key, 2))):
-    return forward(query, key, value)[0]
-  keeps_probs = policy.in_recomputation
+                            policy.computes_again(seq_length)):
+    keep = draw_keep() if draw_keep else None
+    return scaled(unscaled_context(query, key, value, keep)[0])
+  keeps_probs = policy.in_recomputation and policy.keeps_at(seq_length)
+  groups = _head_ranges(int(query.shape[1]),
+                        policy.head_groups(seq_length))
 
   @tf.custom_gradient
   def context_fn(query, key, value):
-    output, kept_probs, kept_keep = forward(query, key, value)
+    keep = draw_keep() if draw_keep else None
+    if keeps_probs:
+      output, kept_probs = unscaled_context(query, key, value, keep)
+      output = scaled(output)
+    else:
+      def group_context(heads, previous):
+        group_query = heads(query)
+        if previous is not None:
+          group_query = dropout_masks.after_tensor(previous, group_query)
+        return unscaled_context(group_query, heads(key), heads(value),
+                                heads(keep))[0]
+
+      output = scaled(_concat_heads(_one_group_after_another(
+          groups, group_context)))
 
     def grad_fn(context_grad):
       if keeps_probs:
-        query_again, probs, keep = query, kept_probs, kept_keep
+        grad_keep = keep
       else:
-        query_again = dropout_masks.after_tensor(context_grad, query)
-        probs = attention_probs(query_again, key, adder)
-        keep = draw_keep(after=context_grad) if draw_keep else None
-      scaled_grad = (context_grad if keep_scale is None
-                     else context_grad * keep_scale)
-      # The probabilities' gradient waits for the value's, so the dropped
-      # probabilities and that gradient are never alive at once.
-      value_grad = tf.matmul(
-          dropped_probs(dropout_masks.after_tensor(context_grad, probs),
-                        keep),
-          scaled_grad, transpose_a=True)
-      probs_grad = tf.matmul(dropout_masks.after_tensor(value_grad,
-                                                        scaled_grad),
-                             value, transpose_b=True)
-      if keep is not None:
-        probs_grad = dropout_masks.zero_dropped(probs_grad, keep)
-      probs_grad = tf.cast(probs_grad, probs.dtype)
-      # The softmax's Jacobian-vector product p * (g - sum(g * p)) in the
-      # softmax's dtype; sum(g * p) over the keys equals sum(dO * O) over the
-      # head's width, a [B, N, F, H] product instead of a [B, N, F, T] one.
-      if keeps_probs:
-        row_sums = tf.reduce_sum(
-            tf.cast(context_grad, probs.dtype) * tf.cast(output, probs.dtype),
-            axis=-1, keepdims=True)
-      else:
-        row_sums = tf.reduce_sum(probs_grad * probs, axis=-1, keepdims=True)
-      scores_grad = tf.cast(probs * (probs_grad - row_sums), dtype)
-      # The scale multiplies the [B, N, F, H] gradients: as a factor of the
-      # [B, N, F, T] product, grappler would move it onto the probabilities
-      # and compute a scaled copy of them in the forward pass.
-      scale = tf.constant(score_scale(query), dtype)
-      query_grad = tf.matmul(scores_grad, key) * scale
-      key_grad = tf.matmul(scores_grad, query_again, transpose_a=True) * scale
-      return query_grad, key_grad, value_grad
+        grad_keep = draw_keep(after=context_grad) if draw_keep else None
+      scaled_grad = scaled(context_grad)
+
+      def group_grads(heads, previous):
+        """(query, key, value) gradients of the heads `heads` selects."""
+        query_again = dropout_masks.after_tensor(
+            context_grad if previous is None else previous, heads(query))
+        if keeps_probs:
+          probs = kept_probs
+        else:
+          probs = attention_probs(query_again, heads(key), adder)
+        keep_part = heads(grad_keep)
+        grad_part = heads(scaled_grad)
+        # The probabilities' gradient waits for the value's, so the dropped
+        # probabilities and that gradient are never alive at once.
+        value_grad = tf.matmul(
+            dropped_probs(dropout_masks.after_tensor(context_grad, probs),
+                          keep_part),
+            grad_part, transpose_a=True)
+        probs_grad = tf.matmul(
+            dropout_masks.after_tensor(value_grad, grad_part), heads(value),
+            transpose_b=True)
+        if keep_part is not None:
+          probs_grad = dropout_masks.zero_dropped(probs_grad, keep_part)
+        probs_grad = tf.cast(probs_grad, probs.dtype)
+        # The softmax's Jacobian-vector product p * (g - sum(g * p)) in the
+        # softmax's dtype. Inside a recomputation the context is at hand,
+        # and sum(g * p) over the keys equals sum(dO * O) over the head's
+        # width, a [B, N, F, H] product instead of a [B, N, F, T] one.
+        if policy.in_recomputation:
+          row_sums = tf.reduce_sum(
+              tf.cast(heads(context_grad), probs.dtype) *
+              tf.cast(heads(output), probs.dtype), axis=-1, keepdims=True)
+        else:
+          row_sums = tf.reduce_sum(probs_grad * probs, axis=-1,
+                                   keepdims=True)
+        scores_grad = tf.cast(probs * (probs_grad - row_sums), dtype)
+        # The scale multiplies the [B, N, F, H] gradients: as a factor of
+        # the [B, N, F, T] product, grappler would move it onto the
+        # probabilities and compute a scaled copy of them in the forward
+        # pass.
+        scale = tf.constant(score_scale(query), dtype)
+        return (tf.matmul(scores_grad, heads(key)) * scale,
+                tf.matmul(scores_grad, query_again, transpose_a=True) * scale,
+                value_grad)
+
+      return [_concat_heads(grads) for grads in zip(
+          *_one_group_after_another(groups, group_grads))]
 
     return output, grad_fn
 
   return context_fn(query, key, value)
+
+
+def _head_ranges(num_heads, groups):
+  """[(begin, end)]: `groups` runs of heads of near-equal size, in order."""
+  groups = min(groups, num_heads)
+  bounds = [num_heads * index // groups for index in range(groups + 1)]
+  return list(zip(bounds[:-1], bounds[1:]))
+
+
+def _one_group_after_another(groups, group_fn):
+  """[group_fn(heads, previous)] over the (begin, end) head ranges.
+
+  `heads(tensor)` is the [B, end - begin, ...] part of a [B, N, ...] tensor
+  (None stays None; one group covering all heads is no slice at all);
+  `previous` is the last group's result, None for the first. A group that
+  starts its work after `previous` exists keeps the groups' [B, n, F, T]
+  tensors from being alive at the same time.
+  """
+  results = []
+  for begin, end in groups:
+    def heads(tensor, begin=begin, end=end):
+      if tensor is None or len(groups) == 1:
+        return tensor
+      return tensor[:, begin:end]
+    results.append(group_fn(heads, results[-1] if results else None))
+  return results
+
+
+def _concat_heads(parts):
+  """The [B, n, ...] parts of one tensor, concatenated along the heads."""
+  parts = list(parts)
+  return parts[0] if len(parts) == 1 else tf.concat(parts, axis=1)
 
 
 def int_or_none(tensor, axis):

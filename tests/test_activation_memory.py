@@ -167,15 +167,15 @@ def encoder_peak(**choices):
 
 # Forward and backward pass of one attention as a checkpointed layer's
 # recomputation builds it: [B,A,S,S] 4 MiB, [B,A,S,H] 0.5 MiB.
-def recomputed_attention_peak_bytes(context_fn):
+def recomputed_attention_peak_bytes(
+    context_fn, policy=lean_gradients.BackwardPolicy(in_recomputation=True)):
   def loss():
     query, key, value = [tf.random.uniform([8, 8, 128, 16], seed=seed)
                          for seed in range(3)]
     tf.compat.v1.get_variable("unused", [1])  # gradient_peak needs one.
     draw_keep = dropout_masks.keep_mask_drawer([8, 8, 128, 128], 0.1)
     context = context_fn(query, key, value, tf.zeros([8, 1, 128, 128]),
-                         draw_keep, 0.1,
-                         lean_gradients.BackwardPolicy(in_recomputation=True))
+                         draw_keep, 0.1, policy)
     grads = tf.gradients(tf.reduce_sum(tf.square(context)),
                          [query, key, value])
     return tf.add_n([tf.reduce_sum(g) for g in grads])
@@ -206,6 +206,11 @@ peaks = {
         lean_gradients.attention_context),
     "recomputed_autodiff_attention": recomputed_attention_peak_bytes(
         plain_attention_context),
+    "recomputed_attention_in_head_groups": recomputed_attention_peak_bytes(
+        lean_gradients.attention_context,
+        lean_gradients.BackwardPolicy(keep_activations_up_to=0,
+                                      in_recomputation=True,
+                                      recomputed_head_groups=4)),
 }
 print(json.dumps(peaks))
 """
@@ -270,6 +275,17 @@ def test_recomputed_attention_holds_two_probability_sized_tensors(peaks):
   assert peaks["recomputed_attention"] < 15.5 * 2**20, peaks
   assert (peaks["recomputed_autodiff_attention"] -
           peaks["recomputed_attention"] > 2 * 2**20), peaks
+
+
+def test_recomputed_attention_in_head_groups_holds_a_group_at_a_time(peaks):
+  # In four groups of two heads the largest tensors are [B,2,S,S]: 1 MiB
+  # each, and the mask drawn again for the backward pass (bool [B,A,S,S],
+  # 1 MiB), beside the 5.5 MiB of smaller ones: about 9.5 MiB at most with
+  # two group-sized tensors alive, against the 13.5 MiB above. The
+  # probabilities of two groups at once would make 10.5.
+  assert peaks["recomputed_attention_in_head_groups"] < 10.5 * 2**20, peaks
+  assert (peaks["recomputed_attention"] -
+          peaks["recomputed_attention_in_head_groups"] > 3 * 2**20), peaks
 
 
 def test_short_sequences_keep_probabilities_and_gelu_output(peaks):

@@ -117,8 +117,12 @@ def _attention_loss(policy, use_lean, dropout_prob=0.2):
 @pytest.mark.parametrize("policy", [
     None,
     lean_gradients.BackwardPolicy(keep_activations_up_to=0),
-    lean_gradients.BackwardPolicy(in_recomputation=True)],
-                         ids=["autodiff", "computes_again", "recomputation"])
+    lean_gradients.BackwardPolicy(in_recomputation=True),
+    lean_gradients.BackwardPolicy(keep_activations_up_to=0,
+                                  in_recomputation=True,
+                                  recomputed_head_groups=2)],
+                         ids=["autodiff", "computes_again", "recomputation",
+                              "recomputation_in_head_groups"])
 def test_attention_context_equals_autodiff_of_the_formula(policy):
   lean = _attention_loss(policy, use_lean=True)
   plain = _attention_loss(None, use_lean=False)
@@ -135,6 +139,12 @@ def test_backward_policy_lengths():
   assert policy.computes_again(None)  # Unknown when the graph is built.
   assert not policy._replace(in_recomputation=True).computes_again(512)
   assert not lean_gradients.BackwardPolicy(None).computes_again(4096)
+  # Groups of heads only where a recomputation would not keep.
+  assert policy.head_groups(512) == 1
+  recomputing = policy._replace(in_recomputation=True)
+  assert recomputing.head_groups(384) == 1
+  assert recomputing.head_groups(385) == 4
+  assert recomputing._replace(recomputed_head_groups=1).head_groups(512) == 1
 
 
 def test_recompute_grad_gives_the_gradients_of_the_plain_layer():
