@@ -102,6 +102,7 @@ MAX_PREDICTIONS_PER_SEQ = 20
 CONFIGS = {
     "base-s128-b8-train": ("base", 128, 8, True, 6, CLASSIFIER),
     "base-s384-b4-train": ("base", 384, 4, True, 4, CLASSIFIER),
+    "base-s512-b4-train": ("base", 512, 4, True, 4, CLASSIFIER),
     "small-s128-b32-train": ("small", 128, 32, True, 10, CLASSIFIER),
     "base-s128-b32-infer": ("base", 128, 32, False, 6, CLASSIFIER),
     "base-s128-b8-infer": ("base", 128, 8, False, 12, CLASSIFIER),
