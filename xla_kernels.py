@@ -28,24 +28,36 @@ _SPLITMIX64_FINALIZER = ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB),
 
 
 def compiled_kernel(fn):
-  """`fn` as an XLA-compiled tf.function whose call sites share one trace.
+  """`fn` as an XLA-compiled function traced once per input signature.
 
-  A tf.function is traced (and compiled) again for every colocation context
-  it is called in, and autodiff builds each gradient op colocated with its
-  forward op, so the kernels of the backward pass would be compiled once per
-  layer. A call here leaves the colocation and is placed on the device of
-  its first placed input instead (which is where the colocation would have
-  put it), so every layer calls the same compiled function.
+  A tf.function traces itself again in every graph, and in every
+  colocation context within one (autodiff builds each gradient op
+  colocated with its forward op, so a backward-pass kernel would be traced
+  and compiled once per layer). Here each signature (the inputs' dtypes and
+  shapes) is traced once per process, in a graph of its own, and that
+  concrete function serves every call in every graph: a training script's
+  train and eval graphs, or a test's many small graphs, trace nothing
+  twice. A call leaves the colocation and is placed on the device of its
+  first placed input instead (where the colocation would have put it).
   """
   compiled = tf.function(fn, jit_compile=True, autograph=False)
+  traced = {}
 
   @functools.wraps(fn)
   def call(*args):
+    args = [tf.convert_to_tensor(arg) for arg in args]
+    signature = tuple((arg.dtype, None if arg.shape.rank is None
+                       else tuple(arg.shape.as_list())) for arg in args)
+    concrete = traced.get(signature)
+    if concrete is None:
+      with tf.Graph().as_default():
+        concrete = compiled.get_concrete_function(
+            *[tf.TensorSpec(arg.shape, arg.dtype) for arg in args])
+      traced[signature] = concrete
     graph = tf.compat.v1.get_default_graph()
-    device = next((arg.device for arg in args if getattr(arg, "device", "")),
-                  None)
+    device = next((arg.device for arg in args if arg.device), None)
     with graph.colocate_with(None, ignore_existing=True), graph.device(device):
-      return compiled(*args)
+      return concrete(*args)
 
   return call
 
