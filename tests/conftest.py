@@ -110,8 +110,9 @@ def _script_env():
 
 @pytest.fixture(scope="session")
 def run_script():
-  """run_script(script, args, timeout=600) -> Result(returncode, stdout,
-  stderr) of `python <script> <args>` from the repository root.
+  """run_script(script, args, timeout=600, stdin=None) -> Result(returncode,
+  stdout, stderr) of `python <script> <args>` from the repository root,
+  with the text `stdin` as standard input (none by default).
 
   Each run is a fork of one helper per worker that has imported TensorFlow
   and the scripts already (script_runner.py), which saves the seconds of
@@ -120,7 +121,8 @@ def run_script():
   own subprocess.
   """
   runner = script_runner.ScriptRunner(_script_env())
-  yield lambda script, args, timeout=600: runner.run(script, args, timeout)
+  yield lambda script, args, timeout=600, stdin=None: runner.run(
+      script, args, timeout, stdin)
   runner.close()
 
 

@@ -26,11 +26,16 @@ import quiet_tensorflow  # Imports TensorFlow, as the scripts do first.
 import extract_features, memory_plan, run_classifier  # noqa
 import run_pretraining, run_squad  # noqa
 
+WRITE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+
 def child(request):
-  for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
-    target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+  for fd, name, mode in ((0, "stdin", os.O_RDONLY), (1, "stdout", WRITE),
+                         (2, "stderr", WRITE)):
+    target = os.open(request[name], mode, 0o644)
     os.dup2(target, fd)
     os.close(target)
+  # The helper's sys.stdin buffers its requests; the script reads its own.
+  sys.stdin = open(0, encoding="utf-8", closefd=False)
   os.chdir(request["cwd"])
   # os._exit skips atexit, where TensorFlow deletes its autograph files;
   # temporary files made here go into the runner's folder, removed at close.
@@ -87,16 +92,22 @@ class ScriptRunner(object):
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     self._folder = tempfile.mkdtemp(prefix="script_runner_")
 
-  def run(self, script, args, timeout):
-    """Runs `script` (a path relative to the repository) with `args`.
+  def run(self, script, args, timeout, stdin=None):
+    """Runs `script` (a path relative to the repository) with `args`, and
+    the text `stdin` (or nothing) as its standard input.
 
     Raises:
       subprocess.TimeoutExpired: the run took more than `timeout` seconds.
     """
     paths = [os.path.join(self._folder, name) for name in ("out", "err")]
+    stdin_path = os.devnull
+    if stdin is not None:
+      stdin_path = os.path.join(self._folder, "in")
+      with open(stdin_path, "w", encoding="utf-8") as f:
+        f.write(stdin)
     request = {"script": os.path.join(REPO_ROOT, script), "args": list(args),
-               "cwd": REPO_ROOT, "stdout": paths[0], "stderr": paths[1],
-               "tmpdir": self._folder, "timeout": timeout}
+               "cwd": REPO_ROOT, "stdin": stdin_path, "stdout": paths[0],
+               "stderr": paths[1], "tmpdir": self._folder, "timeout": timeout}
     self._process.stdin.write(json.dumps(request) + "\n")
     self._process.stdin.flush()
     line = self._process.stdout.readline()

@@ -11,8 +11,6 @@ import csv
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -22,7 +20,6 @@ import cli
 import conftest
 import predictor
 import run_classifier
-import run_squad
 import tokenization
 
 pytestmark = pytest.mark.slow
@@ -452,14 +449,12 @@ def test_parse_line_errors(text, input_format, message):
     predictor.parse_line(text, ("text_a", "text_b"), input_format)
 
 
-def _command(args, stdin=None):
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-  return subprocess.run([sys.executable, "predictor.py"] + args,
-                        input=stdin, capture_output=True, text=True,
-                        cwd=REPO_ROOT, env=env, timeout=600)
+def _command(run_script, args, stdin=None):
+  return run_script("predictor.py", args, 600, stdin)
 
 
-def test_command_file_of_text_and_json_lines(mrpc_dir, tmp_path):
+def test_command_file_of_text_and_json_lines(mrpc_dir, tmp_path,
+                                             run_script):
   with open(os.path.join(MRPC_SAMPLE, "test.tsv"), encoding="utf-8") as f:
     rows = list(csv.reader(f, delimiter="\t", quotechar=None))[1:4]
   expected = np.array(_read_rows(os.path.join(mrpc_dir, "out",
@@ -470,7 +465,8 @@ def test_command_file_of_text_and_json_lines(mrpc_dir, tmp_path):
            json.dumps({"text_a": rows[2][3], "text_b": rows[2][4]})]
   path = tmp_path / "in.txt"
   path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-  proc = _command(["--export_dir=" + os.path.join(mrpc_dir, "export"),
+  proc = _command(run_script,
+                  ["--export_dir=" + os.path.join(mrpc_dir, "export"),
                    "--input=" + str(path), "--batch_size=2"])
   assert proc.returncode == 0, proc.stderr[-3000:]
   results = [json.loads(line) for line in proc.stdout.splitlines()]
@@ -481,11 +477,13 @@ def test_command_file_of_text_and_json_lines(mrpc_dir, tmp_path):
       expected, atol=1e-5)
 
 
-def test_command_bad_line_is_named_before_any_output(mrpc_dir, tmp_path):
+def test_command_bad_line_is_named_before_any_output(mrpc_dir, tmp_path,
+                                                     run_script):
   path = tmp_path / "in.txt"
   path.write_text("A cat.\tThe cat.\n{\"text_a\": \"Alone.\"}\n",
                   encoding="utf-8")
-  proc = _command(["--export_dir=" + os.path.join(mrpc_dir, "export"),
+  proc = _command(run_script,
+                  ["--export_dir=" + os.path.join(mrpc_dir, "export"),
                    "--input=" + str(path)])
   assert proc.returncode == 2 and proc.stdout == ""
   assert proc.stderr.splitlines()[-1] == (
@@ -494,9 +492,10 @@ def test_command_bad_line_is_named_before_any_output(mrpc_dir, tmp_path):
       % path)
 
 
-def test_command_squad_from_stdin(squad_dir, squad_model):
+def test_command_squad_from_stdin(squad_dir, squad_model, run_script):
   question, context = _squad_questions(squad_dir)["full2"]
-  proc = _command(["--export_dir=" + os.path.join(squad_dir, "export"),
+  proc = _command(run_script,
+                  ["--export_dir=" + os.path.join(squad_dir, "export"),
                    "--max_query_length=16", "--doc_stride=24",
                    "--n_best_size=5", "--max_answer_length=10"],
                   stdin="%s\t%s\n" % (question, context))

@@ -458,9 +458,8 @@ def _hand_tree(tmp_path, values):
   return setup
 
 
-def _reproduce_command(setup, *extra):
-  return [sys.executable, os.path.join(REPO_ROOT, "reproduce.py"),
-          "--bert_config_file=" + setup.model.bert_config_file,
+def _reproduce_args(setup, *extra):
+  return ["--bert_config_file=" + setup.model.bert_config_file,
           "--vocab_file=" + setup.model.vocab_file, "--init_checkpoint=",
           "--do_lower_case=true",
           "--glue_dir=" + os.path.dirname(setup.data["MRPC"]),
@@ -468,9 +467,8 @@ def _reproduce_command(setup, *extra):
           "--output_dir=" + setup.output_dir] + list(extra)
 
 
-def _run_reproduce(command):
-  return subprocess.run(command, capture_output=True, text=True,
-                        timeout=TIMEOUT, cwd=REPO_ROOT)
+def _run_reproduce(run_script, args):
+  return run_script("reproduce.py", args, TIMEOUT)
 
 
 def _hparams_sessions(logdir):
@@ -497,11 +495,12 @@ def _hparams_sessions(logdir):
   return sessions
 
 
-def test_results_from_a_hand_made_tree(tmp_path, references):
+def test_results_from_a_hand_made_tree(tmp_path, references, run_script):
   values = {(3e-5, 1): (0.80, 0.86), (3e-5, 2): (0.84, 0.90),
             (2e-5, 1): (0.85, 0.89), (2e-5, 2): (0.83, 0.88)}
   setup = _hand_tree(tmp_path, values)
-  result = _run_reproduce(_reproduce_command(setup, "--noglue_submission"))
+  result = _run_reproduce(run_script,
+                          _reproduce_args(setup, "--noglue_submission"))
   assert result.returncode == 0, result.stderr[-3000:]
   with open(os.path.join(setup.output_dir, "results.json")) as f:
     report = json.load(f)
@@ -564,7 +563,7 @@ def test_results_markdown_says_what_the_submission_holds():
   assert "`/out/glue_submission.zip`: MRPC.tsv.\n" in written
 
 
-def test_squad_alone_writes_no_glue_submission(tmp_path):
+def test_squad_alone_writes_no_glue_submission(tmp_path, run_script):
   squad_dir = tmp_path / "squad"
   squad_dir.mkdir()
   article = {"title": "t", "paragraphs": [{"context": "The cat sat.", "qas": [
@@ -585,8 +584,7 @@ def test_squad_alone_writes_no_glue_submission(tmp_path):
         {"wall_seconds": 10.0, "exit_status": 0}]}, f)
   with open(os.path.join(step.output_dir, "eval_results.json"), "w") as f:
     json.dump({"exact_match": 50.0, "f1": 60.0}, f)
-  result = _run_reproduce([
-      sys.executable, os.path.join(REPO_ROOT, "reproduce.py"),
+  result = _run_reproduce(run_script, [
       "--bert_config_file=" + model.bert_config_file,
       "--vocab_file=" + model.vocab_file, "--init_checkpoint=",
       "--do_lower_case=true", "--squad_dir=" + str(squad_dir),
@@ -603,14 +601,14 @@ def test_squad_alone_writes_no_glue_submission(tmp_path):
 
 
 @pytest.mark.slow
-def test_bad_flags_end_with_one_line_naming_the_fix(tmp_path):
+def test_bad_flags_end_with_one_line_naming_the_fix(tmp_path, run_script):
   setup = _hand_tree(tmp_path, {})
-  result = _run_reproduce(_reproduce_command(setup, "--tasks=MRCP"))
+  result = _run_reproduce(run_script, _reproduce_args(setup, "--tasks=MRCP"))
   assert result.returncode != 0
   last = result.stderr.strip().splitlines()[-1]
   assert "--tasks: unknown task 'MRCP'" in last
   assert "Traceback" not in result.stderr
-  result = _run_reproduce(_reproduce_command(setup, "--seeds=one"))
+  result = _run_reproduce(run_script, _reproduce_args(setup, "--seeds=one"))
   assert "--seeds=one: expected numbers" in result.stderr.strip(
   ).splitlines()[-1]
 
@@ -619,14 +617,14 @@ def test_bad_flags_end_with_one_line_naming_the_fix(tmp_path):
 
 
 @pytest.mark.slow
-def test_tiny_real_run_trains_predicts_and_skips_when_run_again(tmp_path):
+def test_tiny_real_run_trains_predicts_and_skips_when_run_again(
+    tmp_path, run_script):
   glue = tmp_path / "glue"
   glue.mkdir()
   os.symlink(os.path.join(REPO_ROOT, "sample_data", "mrpc_sample"),
              str(glue / "MRPC"))
   output_dir = str(tmp_path / "out")
-  command = [
-      sys.executable, os.path.join(REPO_ROOT, "reproduce.py"),
+  args = [
       "--bert_config_file=" + os.path.join(REPO_ROOT, "sample_data",
                                            "tiny_bert_config.json"),
       "--vocab_file=" + os.path.join(REPO_ROOT, "..", "shared", "assets",
@@ -635,7 +633,7 @@ def test_tiny_real_run_trains_predicts_and_skips_when_run_again(tmp_path):
       "--tasks=MRPC", "--preset=custom", "--batch_sizes=16",
       "--learning_rates=1e-4", "--epochs=1", "--max_train_examples=48",
       "--max_seq_length=64", "--output_dir=" + output_dir]
-  result = _run_reproduce(command)
+  result = _run_reproduce(run_script, args)
   assert result.returncode == 0, result.stderr[-3000:]
   with open(os.path.join(output_dir, "results.json")) as f:
     report = json.load(f)
@@ -651,7 +649,7 @@ def test_tiny_real_run_trains_predicts_and_skips_when_run_again(tmp_path):
   assert lines[0] == "index\tprediction"
   assert len(lines) == 1 + 40  # sample_data's test.tsv has 40 pairs.
   assert "training sets cut to 48 examples" in " ".join(report["reduced"])
-  result = _run_reproduce(command)
+  result = _run_reproduce(run_script, args)
   assert result.returncode == 0, result.stderr[-3000:]
   assert "cells 1/1 finished (1 skipped as done" in result.stdout
   assert "test predictions 1/1 finished (1 skipped as done" in result.stdout
