@@ -84,10 +84,8 @@ def test_user_error_crosses_processes_with_both_parts():
       cli.UserError, "finding. Fix.", "finding", "Fix.")
 
 
-def test_help_lists_the_shared_flags_not_the_module_text():
-  result = subprocess.run(
-      [sys.executable, "run_classifier.py", "--help"], cwd=REPO_ROOT,
-      capture_output=True, text=True, timeout=300, check=False)
+def test_help_lists_the_shared_flags_not_the_module_text(run_script):
+  result = run_script("run_classifier.py", ["--help"], 300)
   assert result.returncode == 0, result.stderr
   out = result.stdout
   assert out.startswith("BERT finetuning runner for sentence (pair) "
@@ -100,9 +98,7 @@ def test_help_lists_the_shared_flags_not_the_module_text():
     assert flag in out, flag
   # absl's own flags (logging, ...) only under --helpfull.
   assert "--verbosity" not in out and "--helpfull" in out
-  plan = subprocess.run(
-      [sys.executable, "memory_plan.py", "--help"], cwd=REPO_ROOT,
-      capture_output=True, text=True, timeout=300, check=False)
+  plan = run_script("memory_plan.py", ["--help"], 300)
   assert plan.returncode == 0
   assert "--gpu_memory_gb" in plan.stdout
   # The module text (the term model) is not repeated by --help.
