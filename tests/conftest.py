@@ -6,13 +6,12 @@ import importlib.util
 import os
 import sys
 import shutil
-import subprocess
 import tempfile
 import time
 
 import pytest
 
-import script_runner
+import script_runner as script_runner_module
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -109,21 +108,24 @@ def _script_env():
 
 
 @pytest.fixture(scope="session")
-def run_script():
+def script_runner():
+  """The worker's script_runner.ScriptRunner: each run is a fork of one
+  helper that has imported TensorFlow and the scripts already, which saves
+  the seconds of importing them in every run. The helper's environment is
+  _script_env(); tests that need another environment before TensorFlow
+  starts run their own subprocess."""
+  runner = script_runner_module.ScriptRunner(_script_env())
+  yield runner
+  runner.close()
+
+
+@pytest.fixture(scope="session")
+def run_script(script_runner):  # pylint: disable=redefined-outer-name
   """run_script(script, args, timeout=600, stdin=None) -> Result(returncode,
   stdout, stderr) of `python <script> <args>` from the repository root,
-  with the text `stdin` as standard input (none by default).
-
-  Each run is a fork of one helper per worker that has imported TensorFlow
-  and the scripts already (script_runner.py), which saves the seconds of
-  importing them in every run. The helper's environment is _script_env();
-  tests that need another environment before TensorFlow starts run their
-  own subprocess.
-  """
-  runner = script_runner.ScriptRunner(_script_env())
-  yield lambda script, args, timeout=600, stdin=None: runner.run(
+  with the text `stdin` as standard input (none by default)."""
+  return lambda script, args, timeout=600, stdin=None: script_runner.run(
       script, args, timeout, stdin)
-  runner.close()
 
 
 def run_logged(run_script, script, args, log_path, timeout=900):
@@ -168,30 +170,22 @@ def build_once(shared_dir, name, build):
   return str(folder)
 
 
-def signal_at_first_checkpoint(script, args, output_dir, log_path, signum,
-                               timeout=600):
-  """Starts `python <script> <args>` in a process of its own (it must be
-  signalled), sends `signum` once `output_dir` holds its first checkpoint
-  (the "checkpoint" state file), and waits for the process.
+def signal_at_first_checkpoint(runner, script, args, output_dir, log_path,
+                               signum, timeout=600):
+  """Runs `python <script> <args>` through the ScriptRunner `runner`,
+  sends `signum` to it once `output_dir` holds its first checkpoint (the
+  "checkpoint" state file), and waits for it.
 
-  Its output goes to `log_path`; a process still alive after the wait is
-  killed. Returns the process's exit status (negative: killed by a signal).
+  Its output goes to `log_path`. Returns its exit status (negative: ended
+  by a signal).
+
+  Raises:
+    subprocess.TimeoutExpired: the run outlived `timeout` (it was killed).
   """
-  command = [sys.executable, os.path.join(REPO_ROOT, script)] + list(args)
-  # A killed process leaves its temporary files: they go beside the log.
-  env = dict(_script_env(), TMPDIR=os.path.dirname(os.path.abspath(log_path)))
-  with open(log_path, "w") as log:
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                               cwd=REPO_ROOT, env=env)
-    try:
-      deadline = time.monotonic() + timeout
-      while (process.poll() is None and time.monotonic() < deadline and
-             not os.path.exists(os.path.join(output_dir, "checkpoint"))):
-        time.sleep(0.01)
-      process.send_signal(signum)
-      process.wait(timeout=timeout)
-    finally:
-      if process.poll() is None:
-        process.kill()
-        process.wait(timeout=60)
-  return process.returncode
+  running = runner.start(script, args, timeout, output_path=log_path)
+  deadline = time.monotonic() + timeout
+  while (running.alive() and time.monotonic() < deadline and
+         not os.path.exists(os.path.join(output_dir, "checkpoint"))):
+    time.sleep(0.01)
+  running.signal(signum)
+  return running.wait().returncode

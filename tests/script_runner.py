@@ -29,10 +29,13 @@ import run_pretraining, run_squad  # noqa
 WRITE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
 
 def child(request):
+  opened = {}  # One file for both streams when their paths are the same.
   for fd, name, mode in ((0, "stdin", os.O_RDONLY), (1, "stdout", WRITE),
                          (2, "stderr", WRITE)):
-    target = os.open(request[name], mode, 0o644)
-    os.dup2(target, fd)
+    if request[name] not in opened:
+      opened[request[name]] = os.open(request[name], mode, 0o644)
+    os.dup2(opened[request[name]], fd)
+  for target in opened.values():
     os.close(target)
   # The helper's sys.stdin buffers its requests; the script reads its own.
   sys.stdin = open(0, encoding="utf-8", closefd=False)
@@ -65,6 +68,7 @@ for line in sys.stdin:
   pid = os.fork()
   if pid == 0:
     child(request)
+  print(json.dumps({"pid": pid}), flush=True)
   deadline = time.monotonic() + request["timeout"]
   while True:
     done, status = os.waitpid(pid, os.WNOHANG)
@@ -82,7 +86,8 @@ for line in sys.stdin:
 
 
 class ScriptRunner(object):
-  """One helper process; `run` may be called many times, then `close`."""
+  """One helper process; scripts run one at a time (`run`, or `start` and
+  then `Running.wait`), then `close`."""
 
   def __init__(self, env=None):
     environment = dict(os.environ if env is None else env)
@@ -99,7 +104,17 @@ class ScriptRunner(object):
     Raises:
       subprocess.TimeoutExpired: the run took more than `timeout` seconds.
     """
-    paths = [os.path.join(self._folder, name) for name in ("out", "err")]
+    return self.start(script, args, timeout, stdin).wait()
+
+  def start(self, script, args, timeout, stdin=None, output_path=None):
+    """Starts a run as `run` does and returns its `Running` (its pid is
+    that of the script's process, which may be signalled). With
+    `output_path`, both output streams go to that file in the order
+    written, and the Result's stderr is empty."""
+    if output_path is None:
+      paths = [os.path.join(self._folder, name) for name in ("out", "err")]
+    else:
+      paths = [output_path] * 2
     stdin_path = os.devnull
     if stdin is not None:
       stdin_path = os.path.join(self._folder, "in")
@@ -110,17 +125,16 @@ class ScriptRunner(object):
                "stderr": paths[1], "tmpdir": self._folder, "timeout": timeout}
     self._process.stdin.write(json.dumps(request) + "\n")
     self._process.stdin.flush()
+    pid = self.next_reply()["pid"]
+    return Running(self, pid, [script] + list(args), timeout,
+                   paths[:1] if output_path else paths)
+
+  def next_reply(self):
+    """The helper's next message (a dict)."""
     line = self._process.stdout.readline()
     if not line:
       raise RuntimeError("The script runner's helper process died.")
-    returncode = json.loads(line)["returncode"]
-    if returncode == "timeout":
-      raise subprocess.TimeoutExpired([script] + list(args), timeout)
-    outputs = []
-    for path in paths:
-      with open(path, encoding="utf-8", errors="replace") as f:
-        outputs.append(f.read())
-    return Result(returncode, *outputs)
+    return json.loads(line)
 
   def close(self):
     self._process.stdin.close()
@@ -130,3 +144,46 @@ class ScriptRunner(object):
       self._process.kill()
       self._process.wait(timeout=60)
     shutil.rmtree(self._folder, ignore_errors=True)
+
+
+class Running(object):
+  """A script started by `ScriptRunner.start`."""
+
+  def __init__(self, runner, pid, command, timeout, paths):
+    self.pid = pid
+    self._runner = runner
+    self._command = command
+    self._timeout = timeout
+    self._paths = paths
+
+  def alive(self):
+    """Whether the script's process still exists (not yet reaped)."""
+    try:
+      os.kill(self.pid, 0)
+    except ProcessLookupError:
+      return False
+    return True
+
+  def signal(self, signum):
+    """Sends `signum` to the script's process, if it still exists."""
+    try:
+      os.kill(self.pid, signum)
+    except ProcessLookupError:
+      pass
+
+  def wait(self):
+    """The Result, once the script has ended.
+
+    Raises:
+      subprocess.TimeoutExpired: the script outlived its timeout (the
+        helper has killed it).
+    """
+    returncode = self._runner.next_reply()["returncode"]
+    if returncode == "timeout":
+      raise subprocess.TimeoutExpired(self._command, self._timeout)
+    outputs = []
+    for path in self._paths:
+      with open(path, encoding="utf-8", errors="replace") as f:
+        outputs.append(f.read())
+    return Result(returncode, outputs[0], outputs[1] if len(outputs) > 1
+                  else "")

@@ -8,8 +8,6 @@ import logging
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import time
 
 import numpy as np
@@ -452,7 +450,7 @@ def test_train_already_done_is_a_no_op(tmp_path):
   assert _ckpt_steps(str(tmp_path)) == [2]
 
 
-def test_killed_run_resumes(tmp_path):
+def test_killed_run_resumes(tmp_path, script_runner):
   killed_dir, ref_dir = str(tmp_path / "killed"), str(tmp_path / "ref")
   script = tmp_path / "train_script.py"
   script.write_text(
@@ -463,21 +461,17 @@ def test_killed_run_resumes(tmp_path):
       % (REPO_ROOT, TESTS_DIR))
   # Batch 3 is requested by step 4, after the step-2 checkpoint: the run
   # blocks there until it is killed.
-  # Its temporary files go to tmp_path: a killed process leaves them.
-  proc = subprocess.Popen([sys.executable, str(script), killed_dir, "3"],
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          env=dict(os.environ, TMPDIR=str(tmp_path)))
+  running = script_runner.start(str(script), [killed_dir, "3"], 120,
+                                output_path=str(tmp_path / "killed.log"))
   try:
     deadline = time.time() + 120
-    while not tf.train.latest_checkpoint(killed_dir):
-      assert proc.poll() is None, proc.stdout.read().decode()[-3000:]
-      assert time.time() < deadline, "no checkpoint from the first run"
+    while (not tf.train.latest_checkpoint(killed_dir) and running.alive()
+           and time.time() < deadline):
       time.sleep(0.05)
-    os.kill(proc.pid, signal.SIGKILL)
   finally:
-    proc.kill()
-    proc.wait(timeout=60)
-  assert proc.returncode == -signal.SIGKILL
+    running.signal(signal.SIGKILL)
+    result = running.wait()
+  assert result.returncode == -signal.SIGKILL, result.stdout[-3000:]
   assert _ckpt_steps(killed_dir) == [2]
 
   # The restart is a new Estimator and graph: only the checkpoint carries
@@ -643,7 +637,7 @@ def test_progress_line_and_summaries(tmp_path, caplog):
 
 
 @pytest.mark.parametrize("signum,k", [(signal.SIGTERM, 2), (signal.SIGINT, 1)])
-def test_signal_saves_at_an_update_boundary(tmp_path, signum, k):
+def test_signal_saves_at_an_update_boundary(tmp_path, signum, k, run_script):
   """SIGTERM / Ctrl-C: training finishes the update under way, saves it and
   stops; rerun, it ends with the weights of an uninterrupted run."""
   model_dir = str(tmp_path / "run")
@@ -654,9 +648,8 @@ def test_signal_saves_at_an_update_boundary(tmp_path, signum, k):
       "import test_estimator\n"
       "test_estimator.run_signal_script_main(sys.argv[1], int(sys.argv[2]), "
       "int(sys.argv[3]))\n" % (REPO_ROOT, TESTS_DIR))
-  result = subprocess.run(
-      [sys.executable, str(script), model_dir, str(int(signum)), str(k)],
-      capture_output=True, text=True, timeout=300)
+  result = run_script(str(script), [model_dir, str(int(signum)), str(k)],
+                      300)
   assert result.returncode == 0, result.stderr[-3000:]
   assert "interrupted by %d" % signum in result.stdout, result.stderr[-3000:]
   values = ckpt_values(estimator.latest_checkpoint(model_dir))

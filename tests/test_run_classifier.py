@@ -770,12 +770,12 @@ def _checkpoint_step(output_dir):
 
 @pytest.mark.slow
 def test_resume_after_kill_matches_uninterrupted_run(mrpc_run, tmp_path,
-                                                    run_script):
+                                                    run_script, script_runner):
   output_dir = str(tmp_path / "killed")
   args = mrpc_run["command"](output_dir, ["do_train"])
   returncode = conftest.signal_at_first_checkpoint(
-      "run_classifier.py", args, output_dir, str(tmp_path / "killed.log"),
-      signal.SIGKILL)
+      script_runner, "run_classifier.py", args, output_dir,
+      str(tmp_path / "killed.log"), signal.SIGKILL)
   killed_at = _checkpoint_step(output_dir)
   assert returncode == -signal.SIGKILL, "run ended before the kill"
   assert 10 <= killed_at < MRPC_STEPS

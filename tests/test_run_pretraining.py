@@ -638,12 +638,12 @@ def test_uninterrupted_run_outputs(reference_run):
 
 
 def test_resume_after_kill_matches_uninterrupted_run(reference_run, tmp_path,
-                                                    run_script):
+                                                    run_script, script_runner):
   output_dir = str(tmp_path / "killed")
   args = reference_run["command"](output_dir, ["do_train"])
   returncode = conftest.signal_at_first_checkpoint(
-      "run_pretraining.py", args, output_dir, str(tmp_path / "killed.log"),
-      signal.SIGKILL, TIMEOUT)
+      script_runner, "run_pretraining.py", args, output_dir,
+      str(tmp_path / "killed.log"), signal.SIGKILL, TIMEOUT)
   killed_at = _checkpoint_step(output_dir)
   assert returncode == -signal.SIGKILL, "run ended before the kill"
   assert 10 <= killed_at < RESUME_STEPS
@@ -664,14 +664,16 @@ def test_resume_after_kill_matches_uninterrupted_run(reference_run, tmp_path,
                                atol=1e-7, err_msg=name)
 
 
-def test_sigterm_saves_the_update_and_stops(reference_run, tmp_path):
+def test_sigterm_saves_the_update_and_stops(reference_run, tmp_path,
+                                           script_runner):
   """SIGTERM after the first checkpoint: the run saves the update it
   reached, names it in its last line and exits with 128 + 15."""
   output_dir = str(tmp_path / "stopped")
   log_path = str(tmp_path / "stopped.log")
   returncode = conftest.signal_at_first_checkpoint(
-      "run_pretraining.py", reference_run["command"](output_dir, ["do_train"]),
-      output_dir, log_path, signal.SIGTERM, TIMEOUT)
+      script_runner, "run_pretraining.py",
+      reference_run["command"](output_dir, ["do_train"]), output_dir,
+      log_path, signal.SIGTERM, TIMEOUT)
   with open(log_path) as f:
     last = f.read().strip().splitlines()[-1]
   assert returncode == 128 + signal.SIGTERM, last
