@@ -110,6 +110,9 @@ def _run_ours(args, phases):
   losses = []
   phases.mark("imports")
   with tf.Graph().as_default():
+    # Seeded like transformers' side: the same weights and dropout masks in
+    # every run, so runs' losses can be compared too.
+    tf.compat.v1.set_random_seed(1)
     train_op, loss = library_step(model_config(args.model), ids, labels,
                                   args.checkpointing == "true")
     phases.mark("graph")
