@@ -3,8 +3,8 @@
 Most of a failing script's time is the import of TensorFlow. A
 `ScriptRunner` starts one helper process that imports TensorFlow and the
 scripts' modules once, then forks a child per run; the child sets sys.argv,
-runs the script file as __main__ (runpy) with stdout and stderr sent to
-files, and exits with the script's status, exactly as the interpreter would
+runs the script file as __main__ (runpy) with its standard streams on files
+(stdin /dev/null unless the run gives text), and exits with the script's status, exactly as the interpreter would
 end it. The helper forks before TensorFlow runs anything (no session, no
 thread pools), and each child starts from that state.
 """
@@ -126,8 +126,7 @@ class ScriptRunner(object):
     self._process.stdin.write(json.dumps(request) + "\n")
     self._process.stdin.flush()
     pid = self.next_reply()["pid"]
-    return Running(self, pid, [script] + list(args), timeout,
-                   paths[:1] if output_path else paths)
+    return Running(self, pid, [script] + list(args), timeout, paths)
 
   def next_reply(self):
     """The helper's next message (a dict)."""
@@ -150,6 +149,8 @@ class Running(object):
   """A script started by `ScriptRunner.start`."""
 
   def __init__(self, runner, pid, command, timeout, paths):
+    """`paths`: the files of stdout and stderr (the same file twice when
+    both streams share one)."""
     self.pid = pid
     self._runner = runner
     self._command = command
@@ -181,9 +182,11 @@ class Running(object):
     returncode = self._runner.next_reply()["returncode"]
     if returncode == "timeout":
       raise subprocess.TimeoutExpired(self._command, self._timeout)
-    outputs = []
-    for path in self._paths:
-      with open(path, encoding="utf-8", errors="replace") as f:
-        outputs.append(f.read())
-    return Result(returncode, outputs[0], outputs[1] if len(outputs) > 1
-                  else "")
+    stdout_path, stderr_path = self._paths
+    stderr = "" if stderr_path == stdout_path else _read(stderr_path)
+    return Result(returncode, _read(stdout_path), stderr)
+
+
+def _read(path):
+  with open(path, encoding="utf-8", errors="replace") as f:
+    return f.read()
