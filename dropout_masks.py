@@ -147,8 +147,11 @@ def keep_mask_drawer(shape, dropout_prob, name=None, drawn_rows=None):
   """A function `draw(after=None)` -> bool keep mask of `shape`.
 
   Claims the site (current variable scope, `name`) once; every call draws
-  the same mask, after the tensor `after` exists when given (a backward
-  pass redraws a mask instead of keeping it).
+  the same mask, after the tensor `after` exists when given. Callers pass
+  the tensor the mask applies to (or one computed just before it): a draw
+  that waits for nothing runs when the step starts, so every layer's masks
+  would be alive at once; and a backward pass redraws a mask instead of
+  keeping it.
 
   Args:
     shape: int Tensor or list [..., rows, columns], the mask's shape (a
@@ -175,9 +178,10 @@ def keep_mask_drawer(shape, dropout_prob, name=None, drawn_rows=None):
   return draw
 
 
-def keep_mask(shape, dropout_prob, name=None):
-  """bool Tensor of `shape`, True where a value is kept (one new site)."""
-  return keep_mask_drawer(shape, dropout_prob, name)()
+def keep_mask(shape, dropout_prob, name=None, after=None):
+  """bool Tensor of `shape`, True where a value is kept (one new site),
+  drawn once the tensor `after` (when given) exists."""
+  return keep_mask_drawer(shape, dropout_prob, name)(after)
 
 
 def zero_dropped(input_tensor, keep):

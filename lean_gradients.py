@@ -297,7 +297,7 @@ def attention_context(query, key, value, adder, draw_keep, dropout_prob,
   seq_length = int_or_none(key, 2)
   if policy is None or not (policy.in_recomputation or
                             policy.computes_again(seq_length)):
-    keep = draw_keep() if draw_keep else None
+    keep = draw_keep(after=query) if draw_keep else None
     return scaled(unscaled_context(query, key, value, keep)[0])
   keeps_probs = policy.in_recomputation and policy.keeps_at(seq_length)
   groups = _head_ranges(int(query.shape[1]),
@@ -305,7 +305,7 @@ def attention_context(query, key, value, adder, draw_keep, dropout_prob,
 
   @tf.custom_gradient
   def context_fn(query, key, value):
-    keep = draw_keep() if draw_keep else None
+    keep = draw_keep(after=query) if draw_keep else None
     if keeps_probs:
       output, kept_probs = unscaled_context(query, key, value, keep)
       output = scaled(output)

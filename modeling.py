@@ -462,7 +462,8 @@ def dropout(input_tensor, dropout_prob, name=None):
   """
   if not dropout_masks.check_prob(dropout_prob):
     return input_tensor
-  keep = dropout_masks.keep_mask(tf.shape(input_tensor), dropout_prob, name)
+  keep = dropout_masks.keep_mask(tf.shape(input_tensor), dropout_prob, name,
+                                 after=input_tensor)
   return dropout_masks.apply_keep_mask(input_tensor, keep, dropout_prob)
 
 

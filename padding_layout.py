@@ -50,7 +50,8 @@ class AllPositions(object):
   def _padded_mask(self, rows, dropout_prob, name):
     """The keep mask of all positions, [batch_size * seq_length, width]."""
     return dropout_masks.keep_mask(
-        [self.batch_size * self.seq_length, _width(rows)], dropout_prob, name)
+        [self.batch_size * self.seq_length, _width(rows)], dropout_prob, name,
+        after=rows)
 
   def _rows_of_mask(self, padded_mask):
     return padded_mask

@@ -437,11 +437,27 @@ def _training_model(cfg, gradient_checkpointing, graph_seed, micro_step,
       gradient_checkpointing=gradient_checkpointing, **kwargs)
 
 
+def _mask_draws(graph):
+  """[Operation]: the calls of the compiled dropout-mask kernel in `graph`."""
+  return [op for op in graph.get_operations()
+          if op.type in ("PartitionedCall", "StatefulPartitionedCall") and
+          "keep_mask_16bit" in op.get_attr("f").name]
+
+
 def _num_stateless_mask_draws(graph):
-  """Calls of the compiled stateless dropout-mask kernel in `graph`."""
-  return sum(op.type in ("PartitionedCall", "StatefulPartitionedCall") and
-             "keep_mask_16bit" in op.get_attr("f").name
-             for op in graph.get_operations())
+  return len(_mask_draws(graph))
+
+
+def _ancestor_names(op):
+  """Names of the ops that must run before `op` (data and control edges)."""
+  names, pending = set(), [op]
+  while pending:
+    current = pending.pop()
+    for parent in [t.op for t in current.inputs] + current.control_inputs:
+      if parent.name not in names:
+        names.add(parent.name)
+        pending.append(parent)
+  return names
 
 
 def _gradients(arrays, gradient_checkpointing, keep_activations_up_to=384):
@@ -1221,6 +1237,28 @@ def test_library_path_draws_new_masks_for_each_micro_batch():
   assert [int(global_step) for _, global_step in runs] == [0, 1, 1]
   for i, j in ((0, 1), (1, 2), (0, 2)):
     assert np.mean(dropped[i] != dropped[j]) > 0.05
+
+
+@pytest.mark.parametrize("gradient_checkpointing,keep_activations_up_to",
+                         [(False, 384), (True, 384), (True, 0)])
+def test_forward_masks_wait_for_their_layer(gradient_checkpointing,
+                                            keep_activations_up_to):
+  """A mask drawn from nothing but its seed could run when the step starts
+  and stay alive until its layer comes: every forward draw of layer 1 must
+  come after layer 0's output, and the embeddings' after the word lookup."""
+  with tf.Graph().as_default() as graph:
+    _training_model(_tiny_config(), gradient_checkpointing, 1, 0,
+                    keep_activations_up_to=keep_activations_up_to)
+    draws = [op for op in _mask_draws(graph)
+             if not op.name.startswith("gradients")]
+  by_scope = {"bert/embeddings/": "bert/embeddings/word_embeddings",
+              "bert/encoder/layer_1/": "bert/encoder/layer_0/output/"}
+  for scope, earlier in by_scope.items():
+    in_scope = [op for op in draws if op.name.startswith(scope)]
+    assert in_scope, scope
+    for op in in_scope:
+      assert any(name.startswith(earlier) for name in _ancestor_names(op)), (
+          op.name)
 
 
 def test_towers_sharing_weights_draw_their_own_masks():
