@@ -15,19 +15,20 @@ Abilities beyond the original are keyword arguments with defaults
 (gradient checkpointing, float16 / bfloat16 compute, skipping padding, how
 much the backward pass keeps). The machinery behind them lives in small
 modules: lean_gradients.py (hand-written backward passes, recomputation),
-dropout_masks.py (stateless masks), padding_layout.py (real-token rows) and
-xla_kernels.py (compiled elementwise kernels).
+dropout_masks.py (stateless masks), padding_layout.py (real-token rows),
+xla_kernels.py (compiled elementwise kernels) and config_checks.py (the
+config's keys and values).
 """
 
 import collections
 import copy
-import difflib
 import functools
 import json
 import re
 
 import tensorflow as tf
 
+import config_checks
 import dropout_masks
 import lean_gradients
 import padding_layout
@@ -44,17 +45,6 @@ _MASK_ADDER = -10000.0
 # Sequences up to this many tokens keep attention's probabilities and the
 # GELU output for the backward pass (lean_gradients.BackwardPolicy).
 DEFAULT_KEEP_ACTIVATIONS_UP_TO = 384
-
-_INT_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers",
-               "num_attention_heads", "intermediate_size",
-               "max_position_embeddings", "type_vocab_size")
-_FLOAT_FIELDS = ("hidden_dropout_prob", "attention_probs_dropout_prob",
-                 "initializer_range")
-# Keys of Google's multilingual configs that the model does not read.
-_IGNORED_FIELDS = ("directionality", "pooler_fc_size",
-                   "pooler_num_attention_heads", "pooler_num_fc_layers",
-                   "pooler_size_per_head", "pooler_type")
-
 
 class BertConfig(object):
   """The sizes and hyperparameters of a `BertModel` (bert_config.json)."""
@@ -113,7 +103,9 @@ class BertConfig(object):
 
   @classmethod
   def _from_dict(cls, json_object, where):
-    _check_config_dict(json_object, where)
+    config_checks.check_values(json_object, where,
+                               BertConfig(vocab_size=None).to_dict(),
+                               get_activation)
     config = BertConfig(vocab_size=None)
     for (key, value) in json_object.items():
       config.__dict__[key] = value
@@ -139,13 +131,7 @@ class BertConfig(object):
       json_object = json.loads(text)
     except ValueError as e:
       raise ValueError("%s is not valid JSON: %s" % (where, e)) from e
-    missing = (sorted(set(_INT_FIELDS + _FLOAT_FIELDS + ("hidden_act",)) -
-                      set(json_object))
-               if isinstance(json_object, dict) else [])
-    if missing:
-      raise ValueError("%s lacks %s; Google's bert_config.json files have "
-                       "every key (see modeling.BertConfig)." %
-                       (where, ", ".join(missing)))
+    config_checks.check_complete(json_object, where)
     return cls._from_dict(json_object, where)
 
   def to_dict(self):
@@ -155,46 +141,6 @@ class BertConfig(object):
   def to_json_string(self):
     """The fields as indented JSON with sorted keys."""
     return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
-
-
-def _check_config_dict(values, where):
-  """Raises ValueError naming `where` and the key for a bad config dict;
-  absent keys are checked at their defaults."""
-  if not isinstance(values, dict):
-    raise ValueError("%s must be a JSON object like Google's "
-                     "bert_config.json." % where)
-  known = set(_INT_FIELDS + _FLOAT_FIELDS + ("hidden_act",))
-  for key in sorted(values):
-    if key not in known and key not in _IGNORED_FIELDS:
-      close = difflib.get_close_matches(key, sorted(known), n=1)
-      raise ValueError(
-          "%s has the unknown key %r%s; BERT configs have: %s." % (
-              where, key, " (did you mean %r?)" % close[0] if close else "",
-              ", ".join(sorted(known))))
-  merged = BertConfig(vocab_size=None).to_dict()
-  merged.update(values)
-  for key in _INT_FIELDS + _FLOAT_FIELDS:
-    value = merged[key]
-    if key in _INT_FIELDS:
-      valid, kind = isinstance(value, int) and value >= 1, "positive integer"
-    else:
-      valid, kind = isinstance(value, (int, float)), "number"
-    if isinstance(value, bool) or not valid:
-      raise ValueError("%s: %s must be a %s, got %r." % (where, key, kind,
-                                                          value))
-  for key in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
-    if not 0.0 <= merged[key] < 1.0:
-      raise ValueError("%s: %s must be in [0, 1), got %r." %
-                       (where, key, merged[key]))
-  if merged["hidden_size"] % merged["num_attention_heads"]:
-    raise ValueError("%s: hidden_size %d is not a multiple of "
-                     "num_attention_heads %d." % (
-                         where, merged["hidden_size"],
-                         merged["num_attention_heads"]))
-  try:
-    get_activation(merged["hidden_act"])
-  except ValueError as e:
-    raise ValueError("%s: %s" % (where, e)) from None
 
 
 class BertModel(object):
