@@ -20,7 +20,9 @@ clipping at 1.0, a fixed random batch.
 
 --phases also prints where the memory went: the resident set and its
 high-water mark after the imports, the graph (or model), the
-initialisation and each step (Linux's /proc/self/status).
+initialisation and each step (Linux's /proc/self/status). --forward_first
+(ours) runs the loss alone once before the steps, as a phase "forward": the
+forward pass's own rise over the initialised process.
 
 transformers needs bench/.venv (bash bench/setup_bench_env.sh).
 """
@@ -119,6 +121,9 @@ def _run_ours(args, phases):
     with tf.compat.v1.Session() as session:
       session.run(tf.compat.v1.global_variables_initializer())
       phases.mark("initialisation")
+      if args.forward_first:
+        session.run(loss)
+        phases.mark("forward")
       for step in range(args.steps):
         losses.append(float(session.run([train_op, loss])[1]))
         phases.mark("step %d" % (step + 1))
@@ -174,6 +179,8 @@ def _measure(args, checkpointing):
              "--child", "--impl=%s" % args.impl, "--model=%s" % args.model,
              "--seq=%d" % args.seq, "--batch=%d" % args.batch,
              "--steps=%d" % args.steps, "--checkpointing=%s" % checkpointing]
+  if args.forward_first:
+    command.append("--forward_first")
   done = subprocess.run(command, capture_output=True, text=True,
                         timeout=TIMEOUT_SECONDS, check=False)
   if done.returncode != 0:
@@ -225,8 +232,13 @@ def main():
                       default="false,true", help="comma list of false/true")
   parser.add_argument("--phases", action="store_true",
                       help="also print each run's memory after each phase")
+  parser.add_argument("--forward_first", action="store_true",
+                      help="(ours) run the forward pass alone once before "
+                      "the steps")
   parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
   args = parser.parse_args()
+  if args.forward_first and args.impl != "ours":
+    parser.error("--forward_first: only with --impl=ours")
   if args.child:
     _child(args)
     return
