@@ -12,6 +12,8 @@ autodiff), but keeps fewer or smaller tensors for the backward pass:
     activation's output.
   * `attention_context`: attention keeps nothing of size [B, N, F, T] for
     long sequences, and only two such tensors inside a recomputed layer.
+  * `feed_forward_in_row_groups`: a layer's two dense layers, keeping only
+    their input, run over groups of rows inside a recomputation.
   * `recompute_grad`: gradient checkpointing of a whole layer.
   * `bias_add`: bfloat16 bias gradients summed in float32.
   * `softmax_cross_entropy`: the cross-entropy of logits over a large
@@ -35,8 +37,9 @@ LAYER_NORM_EPSILON = 1e-12
 
 class BackwardPolicy(collections.namedtuple(
     "BackwardPolicy",
-    ["keep_activations_up_to", "in_recomputation", "recomputed_head_groups"],
-    defaults=(384, False, 4))):
+    ["keep_activations_up_to", "in_recomputation", "recomputed_head_groups",
+     "recomputed_row_groups"],
+    defaults=(384, False, 4, 4))):
   """What a layer's backward pass keeps.
 
   Fields:
@@ -57,6 +60,10 @@ class BackwardPolicy(collections.namedtuple(
       [B, N / groups, F, T] instead of [B, N, F, T]. With gradient
       checkpointing those are the largest part of the step's working set
       beside the gradients.
+    recomputed_row_groups: at those lengths a recomputed layer's
+      feed-forward (both dense layers) runs over this many groups of rows
+      one after another, and its backward pass computes each group's
+      intermediate activation again (`feed_forward_in_row_groups`).
   """
 
   def keeps_at(self, seq_length):
@@ -77,6 +84,13 @@ class BackwardPolicy(collections.namedtuple(
     """How many groups of heads attention runs over, one after another."""
     if self.in_recomputation and not self.keeps_at(seq_length):
       return max(1, self.recomputed_head_groups)
+    return 1
+
+  def row_groups(self, seq_length):
+    """How many groups of rows the feed-forward runs over, one after
+    another."""
+    if self.in_recomputation and not self.keeps_at(seq_length):
+      return max(1, self.recomputed_row_groups)
     return 1
 
 
@@ -300,8 +314,9 @@ def attention_context(query, key, value, adder, draw_keep, dropout_prob,
     keep = draw_keep(after=query) if draw_keep else None
     return scaled(unscaled_context(query, key, value, keep)[0])
   keeps_probs = policy.in_recomputation and policy.keeps_at(seq_length)
-  groups = _head_ranges(int(query.shape[1]),
-                        policy.head_groups(seq_length))
+  num_heads = int(query.shape[1])
+  groups = _even_ranges(num_heads,
+                        min(num_heads, policy.head_groups(seq_length)))
 
   @tf.custom_gradient
   def context_fn(query, key, value):
@@ -378,10 +393,86 @@ def attention_context(query, key, value, adder, draw_keep, dropout_prob,
   return context_fn(query, key, value)
 
 
-def _head_ranges(num_heads, groups):
-  """[(begin, end)]: `groups` runs of heads of near-equal size, in order."""
-  groups = min(groups, num_heads)
-  bounds = [num_heads * index // groups for index in range(groups + 1)]
+def feed_forward_in_row_groups(x, kernel_1, bias_1, kernel_2, bias_2,
+                               activation, groups):
+  """matmul(activation(x @ kernel_1 + bias_1), kernel_2) + bias_2, by rows.
+
+  Both passes run over `groups` runs of rows, one after another, keeping
+  only `x`; the backward pass computes each run's intermediate activation
+  again. The largest tensors alive are then [rows / groups, intermediate]
+  instead of [rows, intermediate]. Inside a recomputation nothing reads the
+  forward output, so the session prunes the forward pass and the first
+  matmul still runs once. The weight and bias gradients are running sums
+  over the runs, in float32 for 16-bit compute dtypes.
+
+  Args:
+    x: Tensor [rows, width] in the compute dtype (rows may be known only
+      when the graph runs, as with padding skipped).
+    kernel_1, bias_1: Tensors [width, intermediate] and [intermediate].
+    kernel_2, bias_2: Tensors [intermediate, width] and [width]; all four in
+      the compute dtype.
+    activation: elementwise function.
+    groups: int, how many runs of rows.
+
+  Returns:
+    Tensor [rows, width].
+  """
+  rows_count = int_or_none(x, 0)
+  if rows_count is None:
+    rows_count = tf.shape(x)[0]
+  else:
+    groups = min(groups, rows_count)
+  bounds = _even_ranges(rows_count, groups)
+
+  @tf.custom_gradient
+  def feed_forward(x, kernel_1, bias_1, kernel_2, bias_2):
+    def intermediate(rows):
+      return tf.nn.bias_add(tf.matmul(rows, kernel_1), bias_1)
+
+    outputs = []
+    for begin, end in bounds:
+      rows = x[begin:end]
+      if outputs:
+        rows = dropout_masks.after_tensor(outputs[-1], rows)
+      outputs.append(tf.nn.bias_add(
+          tf.matmul(activation(intermediate(rows)), kernel_2), bias_2))
+
+    def grad_fn(output_grad):
+      sum_dtype = x.dtype if x.dtype.size >= 4 else tf.float32
+      sums, x_grads = None, []
+      for begin, end in bounds:
+        # A run starts once the previous run's sums exist: one run's
+        # [rows / groups, intermediate] tensors are alive at a time.
+        rows = dropout_masks.after_tensor(
+            output_grad if sums is None else sums, x[begin:end])
+        rows_grad = output_grad[begin:end]
+        pre_activation = intermediate(rows)
+        activated = activation(pre_activation)
+        pre_activation_grad = tf.gradients(
+            activated, pre_activation,
+            grad_ys=tf.matmul(rows_grad, kernel_2, transpose_b=True))[0]
+        x_grads.append(tf.matmul(pre_activation_grad, kernel_1,
+                                 transpose_b=True))
+        partials = [
+            tf.matmul(rows, pre_activation_grad, transpose_a=True),
+            tf.reduce_sum(tf.cast(pre_activation_grad, sum_dtype), axis=0),
+            tf.matmul(activated, rows_grad, transpose_a=True),
+            tf.reduce_sum(tf.cast(rows_grad, sum_dtype), axis=0)]
+        partials = [tf.cast(partial, sum_dtype) for partial in partials]
+        sums = partials if sums is None else [
+            total + partial for total, partial in zip(sums, partials)]
+      return ([tf.concat(x_grads, axis=0)] +
+              [tf.cast(total, x.dtype) for total in sums])
+
+    return tf.concat(outputs, axis=0), grad_fn
+
+  return feed_forward(x, kernel_1, bias_1, kernel_2, bias_2)
+
+
+def _even_ranges(count, groups):
+  """[(begin, end)]: `groups` runs of near-equal size over range(count), in
+  order; `count` is an int or an int Tensor, `groups` at most `count`."""
+  bounds = [count * index // groups for index in range(groups + 1)]
   return list(zip(bounds[:-1], bounds[1:]))
 
 

@@ -470,23 +470,28 @@ def dense(x, units, name, activation=None, kernel_initializer=None, *,
     Tensor [rows, units] in the dtype of `x`.
   """
   assert_rank(x, 2)
-  in_width = x.shape[-1]
+  kernel, bias = _dense_weights(x.shape[-1], units, name, kernel_initializer,
+                                x.dtype)
+  if input_activation is None:
+    output = tf.matmul(x, kernel)
+  else:
+    output = lean_gradients.matmul_of_activation(x, kernel, input_activation)
+  output = lean_gradients.bias_add(output, bias)
+  if activation is not None:
+    output = activation(output)
+  return output
+
+
+def _dense_weights(in_width, units, name, kernel_initializer, dtype):
+  """(kernel [in_width, units], bias [units]) of the dense layer `name`:
+  its float32 variables, cast to the compute dtype where they are used."""
   with tf.compat.v1.variable_scope(name):
     kernel = tf.compat.v1.get_variable(
         "kernel", [in_width, units],
         initializer=kernel_initializer or create_initializer())
     bias = tf.compat.v1.get_variable(
         "bias", [units], initializer=tf.compat.v1.zeros_initializer())
-  # The float32 variables are cast where they are used.
-  kernel = tf.cast(kernel, x.dtype)
-  if input_activation is None:
-    output = tf.matmul(x, kernel)
-  else:
-    output = lean_gradients.matmul_of_activation(x, kernel, input_activation)
-  output = lean_gradients.bias_add(output, tf.cast(bias, x.dtype))
-  if activation is not None:
-    output = activation(output)
-  return output
+  return tf.cast(kernel, dtype), tf.cast(bias, dtype)
 
 
 def embedding_lookup(input_ids,
@@ -953,26 +958,48 @@ def _transformer_layer(layer_rows, layout, attention_mask, hidden_size,
                                               hidden_dropout_prob)
       attention_output = layer_norm(attention_output + query_input)
 
-  # Where the backward pass computes the activation again, it is applied in
-  # the output layer's matmul (which then keeps only its input); elsewhere
-  # in the intermediate layer, where grappler fuses it with the matmul.
-  activation_in_output = (
-      intermediate_act_fn not in (None, _fusable_gelu) and
-      policy.computes_again(seq_length))
-  with tf.compat.v1.variable_scope("intermediate"):
-    intermediate_output = dense(
-        attention_output, intermediate_size, "dense",
-        activation=None if activation_in_output else intermediate_act_fn,
-        kernel_initializer=initializer)
-
+  row_groups = policy.row_groups(seq_length)
+  if row_groups > 1:
+    layer_output = _feed_forward_in_row_groups(
+        attention_output, intermediate_size, intermediate_act_fn,
+        initializer, row_groups)
+  else:
+    # Where the backward pass computes the activation again, it is applied
+    # in the output layer's matmul (which then keeps only its input);
+    # elsewhere in the intermediate layer, where grappler fuses it with the
+    # matmul.
+    activation_in_output = (
+        intermediate_act_fn not in (None, _fusable_gelu) and
+        policy.computes_again(seq_length))
+    with tf.compat.v1.variable_scope("intermediate"):
+      intermediate_output = dense(
+          attention_output, intermediate_size, "dense",
+          activation=None if activation_in_output else intermediate_act_fn,
+          kernel_initializer=initializer)
+    with tf.compat.v1.variable_scope("output"):
+      layer_output = dense(
+          intermediate_output, hidden_size, "dense",
+          kernel_initializer=initializer,
+          input_activation=(intermediate_act_fn if activation_in_output
+                            else None))
   with tf.compat.v1.variable_scope("output"):
-    layer_output = dense(
-        intermediate_output, hidden_size, "dense",
-        kernel_initializer=initializer,
-        input_activation=(intermediate_act_fn if activation_in_output
-                          else None))
     layer_output = query_layout.dropout(layer_output, hidden_dropout_prob)
   return layer_output + attention_output
+
+
+def _feed_forward_in_row_groups(rows, intermediate_size, activation,
+                                initializer, groups):
+  """The "intermediate" and "output" dense layers over [rows, width] in
+  `groups` runs of rows (lean_gradients.feed_forward_in_row_groups)."""
+  width = int(rows.shape[-1])
+  weights = []
+  for scope, in_width, units in (("intermediate", width, intermediate_size),
+                                 ("output", intermediate_size, width)):
+    with tf.compat.v1.variable_scope(scope):
+      weights += _dense_weights(in_width, units, "dense", initializer,
+                                rows.dtype)
+  return lean_gradients.feed_forward_in_row_groups(
+      rows, *weights, activation or tf.identity, groups)
 
 
 def get_shape_list(tensor, expected_rank=None, name=None):

@@ -145,6 +145,8 @@ def test_backward_policy_lengths():
   assert recomputing.head_groups(384) == 1
   assert recomputing.head_groups(385) == 4
   assert recomputing._replace(recomputed_head_groups=1).head_groups(512) == 1
+  assert (policy.row_groups(512), recomputing.row_groups(384),
+          recomputing.row_groups(385)) == (1, 1, 4)
 
 
 def test_recompute_grad_gives_the_gradients_of_the_plain_layer():
@@ -240,3 +242,34 @@ def test_softmax_cross_entropy_matches_numpy(dtype):
   step = 2.0 ** -8 if dtype == "bfloat16" else 1e-6
   np.testing.assert_allclose(got_logits_grad, want_z_grad, rtol=step,
                              atol=1e-7)
+
+
+@pytest.mark.parametrize("groups,dtype", [(1, tf.float64), (3, tf.float64),
+                                          (3, tf.bfloat16)])
+def test_feed_forward_in_row_groups_equals_autodiff(groups, dtype):
+  """Ten rows in one run or in uneven runs (4, 3, 3): the output and every
+  gradient as autodiff of the plain two-matmul formula in float64; in
+  bfloat16 (bias and weight sums in float32) to bfloat16's precision."""
+  inputs = [_weights((10, 6), 7), _weights((6, 12), 8), _weights(12, 9),
+            _weights((12, 6), 10), _weights(6, 11)]
+  w = _weights((10, 6), 12)
+
+  def plain(t):
+    x, kernel_1, bias_1, kernel_2, bias_2 = t
+    return tf.reduce_sum(w * (tf.matmul(
+        modeling.gelu(tf.matmul(x, kernel_1) + bias_1), kernel_2) + bias_2))
+
+  def lean(t):
+    output = lean_gradients.feed_forward_in_row_groups(
+        *[tf.cast(a, dtype) for a in t], modeling.gelu, groups)
+    return tf.reduce_sum(w * tf.cast(output, tf.float64))
+
+  got = _values_and_gradients(lean, inputs)
+  want = _values_and_gradients(plain, inputs)
+  for got_value, want_value in zip([got[0]] + got[1], [want[0]] + want[1]):
+    assert np.abs(want_value).max() > 0
+    if dtype == tf.float64:
+      np.testing.assert_allclose(got_value, want_value, **TOLERANCE)
+    else:
+      np.testing.assert_allclose(got_value, want_value, rtol=0,
+                                 atol=0.03 * np.abs(want_value).max())

@@ -516,13 +516,19 @@ def test_gradient_checkpointing_gives_identical_gradients(long_sequence_path):
     # in groups (lean_gradients.BackwardPolicy.recomputed_head_groups), one
     # scores and one context matmul per group in its forward pass and five
     # matmuls per group in its backward pass, where the plain one has five.
-    groups = min(lean_gradients.BackwardPolicy().recomputed_head_groups,
+    # Its feed-forward runs over groups of rows (recomputed_row_groups):
+    # the forward pass needs none of its matmuls, the backward pass five per
+    # group (the intermediate one again, then four gradients), where the
+    # plain backward pass has four.
+    policy = lean_gradients.BackwardPolicy()
+    groups = min(policy.recomputed_head_groups,
                  _tiny_config().num_attention_heads)
-    assert groups > 1
+    row_groups = policy.recomputed_row_groups
+    assert groups > 1 and row_groups > 1
     assert plain_masks == 1 + 3 * 2 + 3 + 3
     assert ckpt_masks == plain_masks + 3 * 1
-    assert ckpt_matmuls == plain_matmuls + (5 + 2 * groups) + 5 * (
-        groups - 1), (plain_matmuls, ckpt_matmuls)
+    assert ckpt_matmuls == plain_matmuls + (4 + 2 * groups) + 5 * (
+        groups - 1) + (5 * row_groups - 4), (plain_matmuls, ckpt_matmuls)
   _assert_same_gradients(names, plain, recomputed)
 
 
@@ -1142,14 +1148,16 @@ def test_skip_padding_runs_the_feed_forward_on_real_tokens_only():
 
 
 def _skip_padding_gradients(skip_padding, gradient_checkpointing,
-                            compute_dtype=tf.float32):
+                            compute_dtype=tf.float32,
+                            keep_activations_up_to=384):
   """Training-mode (dropout 0.1) pooled output and gradients of a loss on it
   and on the last layer's real positions, for the padded batch."""
   cfg = _tiny_config()
   with tf.Graph().as_default():
     model = _training_model(
         cfg, gradient_checkpointing, 77, 5, PADDED_IDS, PADDED_MASK,
-        PADDED_TYPES, compute_dtype=compute_dtype, skip_padding=skip_padding)
+        PADDED_TYPES, compute_dtype=compute_dtype, skip_padding=skip_padding,
+        keep_activations_up_to=keep_activations_up_to)
     rng = np.random.RandomState(8)
     # The positions that are rows: the real ones, and all of the last
     # example's (all padding).
@@ -1167,13 +1175,18 @@ def _skip_padding_gradients(skip_padding, gradient_checkpointing,
       return sess.run([pooled] + grads), [v.op.name for v in tvars]
 
 
-@pytest.mark.parametrize("checkpointing", [False, True])
-def test_skip_padding_gives_the_same_gradients_with_dropout(checkpointing):
+@pytest.mark.parametrize("checkpointing,keep", [(False, 384), (True, 384),
+                                               (True, 0)])
+def test_skip_padding_gives_the_same_gradients_with_dropout(checkpointing,
+                                                            keep):
   """Dropout 0.1 on: same masks, so the same pooled output and gradients
-  (the loss reads the positions that are rows: padding positions differ)."""
-  (pooled, *grads), names = _skip_padding_gradients(False, checkpointing)
-  (skip_pooled, *skip_grads), _ = _skip_padding_gradients(True,
-                                                          checkpointing)
+  (the loss reads the positions that are rows: padding positions differ).
+  With keep 0 a recomputed layer's feed-forward runs over groups of rows
+  whose number is known only when the graph runs."""
+  (pooled, *grads), names = _skip_padding_gradients(
+      False, checkpointing, keep_activations_up_to=keep)
+  (skip_pooled, *skip_grads), _ = _skip_padding_gradients(
+      True, checkpointing, keep_activations_up_to=keep)
   np.testing.assert_allclose(skip_pooled, pooled, atol=1e-6, rtol=0)
   for name, a, b in zip(names, grads, skip_grads):
     assert np.abs(a).max() > 0, name
