@@ -962,7 +962,7 @@ def _transformer_layer(layer_rows, layout, attention_mask, hidden_size,
   if row_groups > 1:
     layer_output = _feed_forward_in_row_groups(
         attention_output, intermediate_size, intermediate_act_fn,
-        initializer, row_groups)
+        initializer, row_groups, policy.min_rows_per_row_group)
   else:
     # Where the backward pass computes the activation again, it is applied
     # in the output layer's matmul (which then keeps only its input);
@@ -988,7 +988,7 @@ def _transformer_layer(layer_rows, layout, attention_mask, hidden_size,
 
 
 def _feed_forward_in_row_groups(rows, intermediate_size, activation,
-                                initializer, groups):
+                                initializer, groups, min_rows):
   """The "intermediate" and "output" dense layers over [rows, width] in
   `groups` runs of rows (lean_gradients.feed_forward_in_row_groups)."""
   width = int(rows.shape[-1])
@@ -999,7 +999,7 @@ def _feed_forward_in_row_groups(rows, intermediate_size, activation,
       weights += _dense_weights(in_width, units, "dense", initializer,
                                 rows.dtype)
   return lean_gradients.feed_forward_in_row_groups(
-      rows, *weights, activation or tf.identity, groups)
+      rows, *weights, activation or tf.identity, groups, min_rows)
 
 
 def get_shape_list(tensor, expected_rank=None, name=None):

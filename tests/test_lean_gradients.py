@@ -244,10 +244,14 @@ def test_softmax_cross_entropy_matches_numpy(dtype):
                              atol=1e-7)
 
 
-@pytest.mark.parametrize("groups,dtype", [(1, tf.float64), (3, tf.float64),
-                                          (3, tf.bfloat16)])
-def test_feed_forward_in_row_groups_equals_autodiff(groups, dtype):
-  """Ten rows in one run or in uneven runs (4, 3, 3): the output and every
+@pytest.mark.parametrize("groups,min_rows,dtype,rows_known", [
+    (1, 1, tf.float64, True), (3, 1, tf.float64, True),
+    (4, 3, tf.float64, True), (4, 3, tf.float64, False),
+    (3, 1, tf.bfloat16, True)])
+def test_feed_forward_in_row_groups_equals_autodiff(groups, min_rows, dtype,
+                                                    rows_known):
+  """Ten rows in one run, in runs of 4, 4 and 2, or of 3, 3, 3 and 1 (also
+  with the row count known only when the graph runs): the output and every
   gradient as autodiff of the plain two-matmul formula in float64; in
   bfloat16 (bias and weight sums in float32) to bfloat16's precision."""
   inputs = [_weights((10, 6), 7), _weights((6, 12), 8), _weights(12, 9),
@@ -260,8 +264,11 @@ def test_feed_forward_in_row_groups_equals_autodiff(groups, dtype):
         modeling.gelu(tf.matmul(x, kernel_1) + bias_1), kernel_2) + bias_2))
 
   def lean(t):
+    x = t[0] if rows_known else tf.compat.v1.placeholder_with_default(
+        t[0], [None, 6])
     output = lean_gradients.feed_forward_in_row_groups(
-        *[tf.cast(a, dtype) for a in t], modeling.gelu, groups)
+        *[tf.cast(a, dtype) for a in [x] + t[1:]], modeling.gelu, groups,
+        min_rows)
     return tf.reduce_sum(w * tf.cast(output, tf.float64))
 
   got = _values_and_gradients(lean, inputs)

@@ -516,15 +516,19 @@ def test_gradient_checkpointing_gives_identical_gradients(long_sequence_path):
     # in groups (lean_gradients.BackwardPolicy.recomputed_head_groups), one
     # scores and one context matmul per group in its forward pass and five
     # matmuls per group in its backward pass, where the plain one has five.
-    # Its feed-forward runs over groups of rows (recomputed_row_groups):
-    # the forward pass needs none of its matmuls, the backward pass five per
+    # Its feed-forward runs over groups of rows (recomputed_row_groups, of
+    # at least min_rows_per_row_group rows: one group of the 20 here): the
+    # forward pass needs none of its matmuls, the backward pass five per
     # group (the intermediate one again, then four gradients), where the
     # plain backward pass has four.
     policy = lean_gradients.BackwardPolicy()
     groups = min(policy.recomputed_head_groups,
                  _tiny_config().num_attention_heads)
-    row_groups = policy.recomputed_row_groups
-    assert groups > 1 and row_groups > 1
+    rows = IDS.size
+    row_size = max(-(-rows // policy.recomputed_row_groups),
+                   policy.min_rows_per_row_group)
+    row_groups = -(-rows // row_size)
+    assert groups > 1
     assert plain_masks == 1 + 3 * 2 + 3 + 3
     assert ckpt_masks == plain_masks + 3 * 1
     assert ckpt_matmuls == plain_matmuls + (4 + 2 * groups) + 5 * (
