@@ -64,8 +64,8 @@ class BackwardPolicy(collections.namedtuple(
       feed-forward (both dense layers) runs over this many groups of rows
       one after another, and its backward pass computes each group's
       intermediate activation again (`feed_forward_in_row_groups`).
-    min_rows_per_row_group: the fewest rows of such a group (fewer groups
-      if need be). Each group's weight gradients are matmuls summing over
+    min_rows_per_row_group: fewer groups where the layer's rows (or their
+      upper bound, with padding skipped) would give groups of fewer rows. Each group's weight gradients are matmuls summing over
       its rows, and short sums run slower: BERT-Base at 512 tokens, batch 4
       (2048 rows) trained about 10% slower in four groups of 512 rows than
       in one, and as fast in two of 1024 (docs/memory.md).
@@ -91,11 +91,15 @@ class BackwardPolicy(collections.namedtuple(
       return max(1, self.recomputed_head_groups)
     return 1
 
-  def row_groups(self, seq_length):
+  def row_groups(self, seq_length, rows=None):
     """How many groups of rows the feed-forward runs over, one after
-    another."""
+    another; `rows` is the layer's row count (or its upper bound), an int,
+    or None if unknown."""
     if self.in_recomputation and not self.keeps_at(seq_length):
-      return max(1, self.recomputed_row_groups)
+      groups = max(1, self.recomputed_row_groups)
+      if isinstance(rows, int):
+        groups = min(groups, max(1, rows // self.min_rows_per_row_group))
+      return groups
     return 1
 
 
@@ -398,7 +402,7 @@ def attention_context(query, key, value, adder, draw_keep, dropout_prob,
 
 
 def feed_forward_in_row_groups(x, kernel_1, bias_1, kernel_2, bias_2,
-                               activation, groups, min_rows=1):
+                               activation, groups):
   """matmul(activation(x @ kernel_1 + bias_1), kernel_2) + bias_2, by rows.
 
   Both passes run over `groups` runs of rows, one after another, keeping
@@ -416,14 +420,19 @@ def feed_forward_in_row_groups(x, kernel_1, bias_1, kernel_2, bias_2,
     kernel_2, bias_2: Tensors [intermediate, width] and [width]; all four in
       the compute dtype.
     activation: elementwise function.
-    groups: int, how many runs of rows at most.
-    min_rows: int, the fewest rows of a run (fewer runs if need be; the
-      last may be shorter).
+    groups: int, how many runs of rows (of near-equal size, split when the
+      graph runs if the row count is known only then).
 
   Returns:
     Tensor [rows, width].
   """
-  bounds = _row_ranges(x, groups, min_rows)
+  rows = int_or_none(x, 0)
+  if rows is None:
+    rows = tf.shape(x)[0]
+  else:
+    groups = min(groups, rows)
+  bounds = [(rows * index // groups, rows * (index + 1) // groups)
+            for index in range(groups)]
 
   @tf.custom_gradient
   def feed_forward(x, kernel_1, bias_1, kernel_2, bias_2):
@@ -468,21 +477,6 @@ def feed_forward_in_row_groups(x, kernel_1, bias_1, kernel_2, bias_2,
     return tf.concat(outputs, axis=0), grad_fn
 
   return feed_forward(x, kernel_1, bias_1, kernel_2, bias_2)
-
-
-def _row_ranges(x, groups, min_rows):
-  """[(begin, end)]: runs of rows of x, in order, each of
-  max(ceil(rows / groups), min_rows) rows but the last. With rows known only
-  when the graph runs, `groups` runs whose bounds are int Tensors (the
-  runs past the last row are empty)."""
-  rows = int_or_none(x, 0)
-  if rows is None:
-    rows = tf.shape(x)[0]
-    size = tf.maximum((rows + groups - 1) // groups, min_rows)
-    return [(tf.minimum(index * size, rows),
-             tf.minimum((index + 1) * size, rows)) for index in range(groups)]
-  size = max(-(-rows // groups), min_rows, 1)
-  return [(begin, min(begin + size, rows)) for begin in range(0, rows, size)]
 
 
 def _head_ranges(num_heads, groups):

@@ -958,11 +958,12 @@ def _transformer_layer(layer_rows, layout, attention_mask, hidden_size,
                                               hidden_dropout_prob)
       attention_output = layer_norm(attention_output + query_input)
 
-  row_groups = policy.row_groups(seq_length)
+  row_groups = policy.row_groups(seq_length, batch_size * seq_length if all(
+      isinstance(size, int) for size in (batch_size, seq_length)) else None)
   if row_groups > 1:
     layer_output = _feed_forward_in_row_groups(
         attention_output, intermediate_size, intermediate_act_fn,
-        initializer, row_groups, policy.min_rows_per_row_group)
+        initializer, row_groups)
   else:
     # Where the backward pass computes the activation again, it is applied
     # in the output layer's matmul (which then keeps only its input);
@@ -988,7 +989,7 @@ def _transformer_layer(layer_rows, layout, attention_mask, hidden_size,
 
 
 def _feed_forward_in_row_groups(rows, intermediate_size, activation,
-                                initializer, groups, min_rows):
+                                initializer, groups):
   """The "intermediate" and "output" dense layers over [rows, width] in
   `groups` runs of rows (lean_gradients.feed_forward_in_row_groups)."""
   width = int(rows.shape[-1])
@@ -999,7 +1000,7 @@ def _feed_forward_in_row_groups(rows, intermediate_size, activation,
       weights += _dense_weights(in_width, units, "dense", initializer,
                                 rows.dtype)
   return lean_gradients.feed_forward_in_row_groups(
-      rows, *weights, activation or tf.identity, groups, min_rows)
+      rows, *weights, activation or tf.identity, groups)
 
 
 def get_shape_list(tensor, expected_rank=None, name=None):

@@ -147,6 +147,10 @@ def test_backward_policy_lengths():
   assert recomputing._replace(recomputed_head_groups=1).head_groups(512) == 1
   assert (policy.row_groups(512), recomputing.row_groups(384),
           recomputing.row_groups(385)) == (1, 1, 4)
+  # Groups of at least min_rows_per_row_group (1024) rows where the row
+  # count is known.
+  assert [recomputing.row_groups(512, rows) for rows in
+          (4096, 2048, 1024, 100)] == [4, 2, 1, 1]
 
 
 def test_recompute_grad_gives_the_gradients_of_the_plain_layer():
@@ -244,14 +248,13 @@ def test_softmax_cross_entropy_matches_numpy(dtype):
                              atol=1e-7)
 
 
-@pytest.mark.parametrize("groups,min_rows,dtype,rows_known", [
-    (1, 1, tf.float64, True), (3, 1, tf.float64, True),
-    (4, 3, tf.float64, True), (4, 3, tf.float64, False),
-    (3, 1, tf.bfloat16, True)])
-def test_feed_forward_in_row_groups_equals_autodiff(groups, min_rows, dtype,
+@pytest.mark.parametrize("groups,dtype,rows_known", [
+    (1, tf.float64, True), (3, tf.float64, True), (3, tf.float64, False),
+    (3, tf.bfloat16, True)])
+def test_feed_forward_in_row_groups_equals_autodiff(groups, dtype,
                                                     rows_known):
-  """Ten rows in one run, in runs of 4, 4 and 2, or of 3, 3, 3 and 1 (also
-  with the row count known only when the graph runs): the output and every
+  """Ten rows in one run or in runs of 3, 3 and 4 (also with the row count
+  known only when the graph runs): the output and every
   gradient as autodiff of the plain two-matmul formula in float64; in
   bfloat16 (bias and weight sums in float32) to bfloat16's precision."""
   inputs = [_weights((10, 6), 7), _weights((6, 12), 8), _weights(12, 9),
@@ -267,8 +270,7 @@ def test_feed_forward_in_row_groups_equals_autodiff(groups, min_rows, dtype,
     x = t[0] if rows_known else tf.compat.v1.placeholder_with_default(
         t[0], [None, 6])
     output = lean_gradients.feed_forward_in_row_groups(
-        *[tf.cast(a, dtype) for a in [x] + t[1:]], modeling.gelu, groups,
-        min_rows)
+        *[tf.cast(a, dtype) for a in [x] + t[1:]], modeling.gelu, groups)
     return tf.reduce_sum(w * tf.cast(output, tf.float64))
 
   got = _values_and_gradients(lean, inputs)

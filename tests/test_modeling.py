@@ -524,10 +524,8 @@ def test_gradient_checkpointing_gives_identical_gradients(long_sequence_path):
     policy = lean_gradients.BackwardPolicy()
     groups = min(policy.recomputed_head_groups,
                  _tiny_config().num_attention_heads)
-    rows = IDS.size
-    row_size = max(-(-rows // policy.recomputed_row_groups),
-                   policy.min_rows_per_row_group)
-    row_groups = -(-rows // row_size)
+    row_groups = lean_gradients.BackwardPolicy(0, True).row_groups(
+        10, IDS.size)
     assert groups > 1
     assert plain_masks == 1 + 3 * 2 + 3 + 3
     assert ckpt_masks == plain_masks + 3 * 1
