@@ -68,7 +68,7 @@ class BackwardPolicy(collections.namedtuple(
       upper bound, with padding skipped) would give groups of fewer rows. Each group's weight gradients are matmuls summing over
       its rows, and short sums run slower: BERT-Base at 512 tokens, batch 4
       (2048 rows) trained about 10% slower in four groups of 512 rows than
-      in one, and as fast in two of 1024 (docs/memory.md).
+      in one (docs/memory.md).
   """
 
   def keeps_at(self, seq_length):
