@@ -65,10 +65,11 @@ class BackwardPolicy(collections.namedtuple(
       one after another, and its backward pass computes each group's
       intermediate activation again (`feed_forward_in_row_groups`).
     min_rows_per_row_group: fewer groups where the layer's rows (or their
-      upper bound, with padding skipped) would give groups of fewer rows. Each group's weight gradients are matmuls summing over
-      its rows, and short sums run slower: BERT-Base at 512 tokens, batch 4
-      (2048 rows) trained about 10% slower in four groups of 512 rows than
-      in one (docs/memory.md).
+      upper bound, with padding skipped) would give groups of fewer rows.
+      A group's weight gradients are matmuls that sum over its rows, and
+      short sums run slower: BERT-Base at 512 tokens, batch 4 (2048 rows)
+      trained about 10% slower in four groups of 512 rows than in one
+      (docs/memory.md).
   """
 
   def keeps_at(self, seq_length):
