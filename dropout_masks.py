@@ -144,14 +144,14 @@ def drop_threshold_16bit(dropout_prob):
 
 
 def keep_mask_drawer(shape, dropout_prob, name=None, drawn_rows=None):
-  """A function `draw(after=None)` -> bool keep mask of `shape`.
+  """A function `draw(after)` -> bool keep mask of `shape`.
 
   Claims the site (current variable scope, `name`) once; every call draws
-  the same mask, after the tensor `after` exists when given. Callers pass
-  the tensor the mask applies to (or one computed just before it): a draw
-  that waits for nothing runs when the step starts, so every layer's masks
-  would be alive at once; and a backward pass redraws a mask instead of
-  keeping it.
+  the same mask, once the tensor (or nested structure) `after` exists:
+  the tensor the mask applies to, or one computed just before it. A draw
+  that waited for nothing would run when the step starts, so every layer's
+  masks would be alive at once; a backward pass redraws a mask after its
+  incoming gradient instead of keeping it.
 
   Args:
     shape: int Tensor or list [..., rows, columns], the mask's shape (a
@@ -169,18 +169,17 @@ def keep_mask_drawer(shape, dropout_prob, name=None, drawn_rows=None):
   threshold = tf.constant(drop_threshold_16bit(dropout_prob), tf.uint16)
   drawn_shape = tf.cast(drawn_shape, tf.int64)
 
-  def draw(after=None):
-    mask = xla_kernels.keep_mask_16bit(
-        drawn_shape, seed if after is None else after_tensor(after, seed),
-        threshold)
+  def draw(after):
+    mask = xla_kernels.keep_mask_16bit(drawn_shape, after_tensor(after, seed),
+                                       threshold)
     return mask if drawn_rows is None else mask[..., :shape[-2], :]
 
   return draw
 
 
-def keep_mask(shape, dropout_prob, name=None, after=None):
+def keep_mask(shape, dropout_prob, name=None, *, after):
   """bool Tensor of `shape`, True where a value is kept (one new site),
-  drawn once the tensor `after` (when given) exists."""
+  drawn once the tensor `after` exists (see keep_mask_drawer)."""
   return keep_mask_drawer(shape, dropout_prob, name)(after)
 
 

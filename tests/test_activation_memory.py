@@ -64,7 +64,7 @@ def plain_attention_context(query, key, value, adder, draw_keep,
   scores = tf.matmul(query, key, transpose_b=True) * (
       1.0 / math.sqrt(float(query.shape[-1]))) + adder
   probs = tf.nn.softmax(scores)
-  dropped = tf.where(draw_keep(), probs / (1.0 - dropout_prob),
+  dropped = tf.where(draw_keep(query), probs / (1.0 - dropout_prob),
                      tf.zeros_like(probs))
   return tf.matmul(dropped, value)
 

@@ -104,7 +104,7 @@ def _attention_loss(policy, use_lean, dropout_prob=0.2):
     else:
       scores = tf.matmul(t[0], t[1], transpose_b=True) / 2.0 + adder
       probs = tf.nn.softmax(scores)
-      dropped = tf.where(draw_keep(), probs / (1.0 - dropout_prob),
+      dropped = tf.where(draw_keep(t[0]), probs / (1.0 - dropout_prob),
                          tf.zeros_like(probs))
       context = tf.matmul(dropped, t[2])
     return tf.reduce_sum(context * w)

@@ -820,7 +820,7 @@ def test_dropout_mask_rate_and_independence_of_neighbours():
   size = 2**21 + 3
   with tf.Graph().as_default():
     _add_micro_step(3)
-    keep = dropout_masks.keep_mask([size], p, "rate")
+    keep = dropout_masks.keep_mask([size], p, "rate", after=[])
     with tf.compat.v1.Session() as sess:
       sess.run(tf.compat.v1.global_variables_initializer())
       dropped = ~sess.run(keep)
