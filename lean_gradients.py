@@ -324,8 +324,7 @@ def attention_context(query, key, value, adder, draw_keep, dropout_prob,
     keep = draw_keep(after=query) if draw_keep else None
     return scaled(unscaled_context(query, key, value, keep)[0])
   keeps_probs = policy.in_recomputation and policy.keeps_at(seq_length)
-  groups = _head_ranges(int(query.shape[1]),
-                        policy.head_groups(seq_length))
+  groups = _even_ranges(int(query.shape[1]), policy.head_groups(seq_length))
 
   @tf.custom_gradient
   def context_fn(query, key, value):
@@ -341,8 +340,8 @@ def attention_context(query, key, value, adder, draw_keep, dropout_prob,
         return unscaled_context(group_query, heads(key), heads(value),
                                 heads(keep))[0]
 
-      output = scaled(_concat_heads(_one_group_after_another(
-          groups, group_context)))
+      output = scaled(_concat(_one_group_after_another(
+          groups, group_context), axis=1))
 
     def grad_fn(context_grad):
       if keeps_probs:
@@ -394,7 +393,7 @@ def attention_context(query, key, value, adder, draw_keep, dropout_prob,
                 tf.matmul(scores_grad, query_again, transpose_a=True) * scale,
                 value_grad)
 
-      return [_concat_heads(grads) for grads in zip(
+      return [_concat(grads, axis=1) for grads in zip(
           *_one_group_after_another(groups, group_grads))]
 
     return output, grad_fn
@@ -428,88 +427,92 @@ def feed_forward_in_row_groups(x, kernel_1, bias_1, kernel_2, bias_2,
     Tensor [rows, width].
   """
   rows = int_or_none(x, 0)
-  if rows is None:
-    rows = tf.shape(x)[0]
-  else:
-    groups = min(groups, rows)
-  bounds = [(rows * index // groups, rows * (index + 1) // groups)
-            for index in range(groups)]
+  bounds = _even_ranges(tf.shape(x)[0] if rows is None else rows, groups)
 
   @tf.custom_gradient
   def feed_forward(x, kernel_1, bias_1, kernel_2, bias_2):
-    def intermediate(rows):
-      return tf.nn.bias_add(tf.matmul(rows, kernel_1), bias_1)
+    def intermediate(x_part):
+      return tf.nn.bias_add(tf.matmul(x_part, kernel_1), bias_1)
 
-    outputs = []
-    for begin, end in bounds:
-      rows = x[begin:end]
-      if outputs:
-        rows = dropout_masks.after_tensor(outputs[-1], rows)
-      outputs.append(tf.nn.bias_add(
-          tf.matmul(activation(intermediate(rows)), kernel_2), bias_2))
+    def group_output(part, previous):
+      x_part = part(x)
+      if previous is not None:
+        x_part = dropout_masks.after_tensor(previous, x_part)
+      return tf.nn.bias_add(
+          tf.matmul(activation(intermediate(x_part)), kernel_2), bias_2)
 
     def grad_fn(output_grad):
       sum_dtype = x.dtype if x.dtype.size >= 4 else tf.float32
-      sums, x_grads = None, []
-      for begin, end in bounds:
-        # A run starts once the previous run's sums exist: one run's
-        # [rows / groups, intermediate] tensors are alive at a time.
-        rows = dropout_masks.after_tensor(
-            output_grad if sums is None else sums, x[begin:end])
-        rows_grad = output_grad[begin:end]
-        pre_activation = intermediate(rows)
+
+      def group_grads(part, previous):
+        """(x's gradient over the group's rows, the running sums of the
+        four weight and bias gradients)."""
+        # The group starts once the previous group's sums exist: one
+        # group's [rows / groups, intermediate] tensors are alive at a time.
+        x_part = dropout_masks.after_tensor(
+            output_grad if previous is None else previous[1], part(x))
+        grad_part = part(output_grad)
+        pre_activation = intermediate(x_part)
         activated = activation(pre_activation)
         pre_activation_grad = tf.gradients(
             activated, pre_activation,
-            grad_ys=tf.matmul(rows_grad, kernel_2, transpose_b=True))[0]
-        x_grads.append(tf.matmul(pre_activation_grad, kernel_1,
-                                 transpose_b=True))
+            grad_ys=tf.matmul(grad_part, kernel_2, transpose_b=True))[0]
         partials = [
-            tf.matmul(rows, pre_activation_grad, transpose_a=True),
+            tf.cast(tf.matmul(x_part, pre_activation_grad, transpose_a=True),
+                    sum_dtype),
             tf.reduce_sum(tf.cast(pre_activation_grad, sum_dtype), axis=0),
-            tf.matmul(activated, rows_grad, transpose_a=True),
-            tf.reduce_sum(tf.cast(rows_grad, sum_dtype), axis=0)]
-        partials = [tf.cast(partial, sum_dtype) for partial in partials]
-        sums = partials if sums is None else [
-            total + partial for total, partial in zip(sums, partials)]
-      return ([tf.concat(x_grads, axis=0)] +
-              [tf.cast(total, x.dtype) for total in sums])
+            tf.cast(tf.matmul(activated, grad_part, transpose_a=True),
+                    sum_dtype),
+            tf.reduce_sum(tf.cast(grad_part, sum_dtype), axis=0)]
+        if previous is not None:
+          partials = [total + p for total, p in zip(previous[1], partials)]
+        return (tf.matmul(pre_activation_grad, kernel_1, transpose_b=True),
+                partials)
 
-    return tf.concat(outputs, axis=0), grad_fn
+      results = _one_group_after_another(bounds, group_grads, axis=0)
+      return ([_concat([x_grad for x_grad, _ in results], axis=0)] +
+              [tf.cast(total, x.dtype) for total in results[-1][1]])
+
+    return _concat(_one_group_after_another(bounds, group_output, axis=0),
+                   axis=0), grad_fn
 
   return feed_forward(x, kernel_1, bias_1, kernel_2, bias_2)
 
 
-def _head_ranges(num_heads, groups):
-  """[(begin, end)]: `groups` runs of heads of near-equal size, in order."""
-  groups = min(groups, num_heads)
-  bounds = [num_heads * index // groups for index in range(groups + 1)]
-  return list(zip(bounds[:-1], bounds[1:]))
+def _even_ranges(count, groups):
+  """[(begin, end)]: `groups` runs of near-equal size over range(count), in
+  order. `count` is an int (then at most `count` runs) or an int Tensor
+  (then the bounds are Tensors too)."""
+  if isinstance(count, int):
+    groups = min(groups, count)
+  return [(count * index // groups, count * (index + 1) // groups)
+          for index in range(groups)]
 
 
-def _one_group_after_another(groups, group_fn):
-  """[group_fn(heads, previous)] over the (begin, end) head ranges.
+def _one_group_after_another(groups, group_fn, axis=1):
+  """[group_fn(part, previous)] over the (begin, end) ranges `groups`.
 
-  `heads(tensor)` is the [B, end - begin, ...] part of a [B, N, ...] tensor
-  (None stays None; one group covering all heads is no slice at all);
-  `previous` is the last group's result, None for the first. A group that
-  starts its work after `previous` exists keeps the groups' [B, n, F, T]
-  tensors from being alive at the same time.
+  `part(tensor)` is the [begin:end] part of `tensor` along `axis` (heads
+  for attention, rows for the feed-forward; None stays None; one group
+  covering everything is no slice at all); `previous` is the last group's
+  result, None for the first. A group that starts its work after
+  `previous` exists keeps the groups' working sets from being alive at the
+  same time.
   """
   results = []
   for begin, end in groups:
-    def heads(tensor, begin=begin, end=end):
+    def part(tensor, begin=begin, end=end):
       if tensor is None or len(groups) == 1:
         return tensor
-      return tensor[:, begin:end]
-    results.append(group_fn(heads, results[-1] if results else None))
+      return tensor[(slice(None),) * axis + (slice(begin, end),)]
+    results.append(group_fn(part, results[-1] if results else None))
   return results
 
 
-def _concat_heads(parts):
-  """The [B, n, ...] parts of one tensor, concatenated along the heads."""
+def _concat(parts, axis):
+  """The parts of one tensor along `axis`, concatenated."""
   parts = list(parts)
-  return parts[0] if len(parts) == 1 else tf.concat(parts, axis=1)
+  return parts[0] if len(parts) == 1 else tf.concat(parts, axis=axis)
 
 
 def int_or_none(tensor, axis):
