@@ -652,7 +652,8 @@ def attention_layer(from_tensor,
                     dropout_from_seq_length=None,
                     from_layout=None,
                     to_layout=None,
-                    backward_policy=None):
+                    backward_policy=None,
+                    attention_bias=None):
   """Scaled dot-product attention with several heads, from the positions
   of `from_tensor` (queries) to those of `to_tensor` (keys and values).
 
@@ -681,6 +682,8 @@ def attention_layer(from_tensor,
       has the rows of `from_layout`.
     backward_policy: (optional) lean_gradients.BackwardPolicy; None
       differentiates with plain autodiff.
+    attention_bias: (optional) float32 Tensor [B, 1, F, T] added to the
+      scores (`attention_bias_from_mask`), in place of attention_mask.
 
   Returns:
     Tensor [B, F, N * H] (or [B * F, N * H]) in the dtype of `from_tensor`.
@@ -734,12 +737,8 @@ def attention_layer(from_tensor,
                                       num_attention_heads, to_seq_length,
                                       size_per_head)
 
-  adder = None
-  if attention_mask is not None:
-    # [B, 1, F, T]: the same mask for every head.
-    attention_mask = tf.expand_dims(
-        tf.cast(attention_mask, tf.float32), axis=[1])
-    adder = (1.0 - attention_mask) * _MASK_ADDER
+  if attention_bias is None and attention_mask is not None:
+    attention_bias = attention_bias_from_mask(attention_mask)
 
   # Dropping out whole keys is unusual, but it is what the Transformer
   # paper (and Google's BERT) does.
@@ -752,7 +751,7 @@ def attention_layer(from_tensor,
 
   # [B, N, F, H]
   context_layer = lean_gradients.attention_context(
-      query_layer, key_layer, value_layer, adder, draw_keep,
+      query_layer, key_layer, value_layer, attention_bias, draw_keep,
       attention_probs_dropout_prob, backward_policy)
 
   # [B, F, N, H]
@@ -772,6 +771,13 @@ def _transpose_for_scores(input_tensor, batch_size, num_attention_heads,
   output_tensor = tf.reshape(
       input_tensor, [batch_size, seq_length, num_attention_heads, width])
   return tf.transpose(a=output_tensor, perm=[0, 2, 1, 3])
+
+
+def attention_bias_from_mask(attention_mask):
+  """float32 [B, 1, F, T]: 0 where `attention_mask` [B, F, T] is 1 and
+  -10000 where it is 0, added to every head's scores before the softmax."""
+  attention_mask = tf.expand_dims(tf.cast(attention_mask, tf.float32), axis=1)
+  return (1.0 - attention_mask) * _MASK_ADDER
 
 
 def transformer_model(input_tensor,
@@ -843,6 +849,12 @@ def transformer_model(input_tensor,
     layout = padding_layout.RealTokens(skip_padding_mask, batch_size,
                                        seq_length)
   policy = lean_gradients.BackwardPolicy(keep_activations_up_to)
+  # Made once for all layers: a recomputed layer would otherwise make its
+  # own copy under its gradient's control dependencies, and when the mask
+  # is a constant, grappler folds each copy into a [B, 1, S, S] constant
+  # that the session keeps (8 MiB per layer at batch 8, 512 tokens).
+  attention_bias = (None if attention_mask is None
+                    else attention_bias_from_mask(attention_mask))
   if gradient_checkpointing and (hidden_dropout_prob or
                                  attention_probs_dropout_prob):
     # Recomputed layers read the step counters inside a custom gradient,
@@ -852,7 +864,7 @@ def transformer_model(input_tensor,
   def layer(layer_input, recomputing=False, first_token_only=False):
     """One layer up to the sum that its last LayerNorm normalizes."""
     return _transformer_layer(
-        layer_input, layout, attention_mask, hidden_size, num_attention_heads,
+        layer_input, layout, attention_bias, hidden_size, num_attention_heads,
         intermediate_size, intermediate_act_fn, hidden_dropout_prob,
         attention_probs_dropout_prob, initializer_range,
         policy._replace(in_recomputation=recomputing), first_token_only)
@@ -903,7 +915,7 @@ def _normalized_layer(layer, norm_scope, rows, recomputing):
   return layer(rows, recomputing)
 
 
-def _transformer_layer(layer_rows, layout, attention_mask, hidden_size,
+def _transformer_layer(layer_rows, layout, attention_bias, hidden_size,
                        num_attention_heads, intermediate_size,
                        intermediate_act_fn, hidden_dropout_prob,
                        attention_probs_dropout_prob, initializer_range, policy,
@@ -914,6 +926,8 @@ def _transformer_layer(layer_rows, layout, attention_mask, hidden_size,
     layer_rows: Tensor [rows, hidden_size], the layer's input at the
       positions of `layout`.
     layout: padding_layout.AllPositions or RealTokens.
+    attention_bias: (optional) float32 Tensor [batch_size, 1, seq_length,
+      seq_length] (`attention_bias_from_mask`).
     policy: lean_gradients.BackwardPolicy of the layer.
     first_token_only: compute the first position's output alone (attending
       to every position), with the dropout masks of the whole layer.
@@ -930,15 +944,14 @@ def _transformer_layer(layer_rows, layout, attention_mask, hidden_size,
   if first_token_only:
     query_input, query_length = layout.first_rows(layer_rows), 1
     query_layout = padding_layout.FirstPositions(batch_size, seq_length)
-    if attention_mask is not None:
-      attention_mask = attention_mask[:, 0:1, :]
+    if attention_bias is not None:
+      attention_bias = attention_bias[:, :, 0:1, :]
 
   with tf.compat.v1.variable_scope("attention"):
     with tf.compat.v1.variable_scope("self"):
       attention_output = attention_layer(
           from_tensor=query_input,
           to_tensor=layer_rows,
-          attention_mask=attention_mask,
           num_attention_heads=num_attention_heads,
           size_per_head=hidden_size // num_attention_heads,
           attention_probs_dropout_prob=attention_probs_dropout_prob,
@@ -950,7 +963,8 @@ def _transformer_layer(layer_rows, layout, attention_mask, hidden_size,
           dropout_from_seq_length=seq_length if first_token_only else None,
           from_layout=None if first_token_only else layout,
           to_layout=layout,
-          backward_policy=policy)
+          backward_policy=policy,
+          attention_bias=attention_bias)
     with tf.compat.v1.variable_scope("output"):
       attention_output = dense(attention_output, hidden_size, "dense",
                                kernel_initializer=initializer)

@@ -260,6 +260,11 @@ def test_attention_layer_and_layer_norm_match_numpy():
           modeling.reshape_to_matrix(tf.constant(x)), mask,
           num_attention_heads=4, size_per_head=8, do_return_2d_tensor=True,
           batch_size=2, from_seq_length=10, to_seq_length=10)
+    with tf.compat.v1.variable_scope("self", reuse=True):
+      biased = modeling.attention_layer(
+          tf.constant(x), tf.constant(x), num_attention_heads=4,
+          size_per_head=8,
+          attention_bias=modeling.attention_bias_from_mask(mask))
     normalized = modeling.layer_norm(tf.constant(x), name="norm")
     with tf.compat.v1.variable_scope(tf.compat.v1.get_variable_scope(),
                                      reuse=True):
@@ -270,11 +275,13 @@ def test_attention_layer_and_layer_norm_match_numpy():
     with tf.compat.v1.Session() as sess:
       sess.run(tf.compat.v1.global_variables_initializer())
       _assign(sess, weights)
-      got = sess.run((three_d, two_d, normalized, normalized_again, initial))
+      got = sess.run((three_d, two_d, normalized, normalized_again, initial,
+                      biased))
   want = _np_attention(x.astype(np.float64), MASK.astype(np.float64),
                        weights, "self", 4)
   np.testing.assert_allclose(got[0], want, atol=1e-5, rtol=0)
   np.testing.assert_allclose(got[1], want.reshape(20, 32), atol=1e-5, rtol=0)
+  np.testing.assert_allclose(got[5], want, atol=1e-5, rtol=0)
   want_norm = _np_layer_norm(x.astype(np.float64), weights, "norm")
   np.testing.assert_allclose(got[2], want_norm, atol=1e-5, rtol=0)
   np.testing.assert_allclose(got[3], want_norm, atol=1e-5, rtol=0)
@@ -1274,6 +1281,31 @@ def test_forward_masks_wait_for_their_layer(gradient_checkpointing,
     for op in in_scope:
       assert any(name.startswith(earlier) for name in _ancestor_names(op)), (
           op.name)
+
+
+def test_constant_mask_becomes_one_constant_of_the_session():
+  """With constant inputs, grappler folds the attention bias [B, 1, S, S]
+  into a constant that the session keeps for good. Made inside each layer,
+  every recomputed layer's gradient had its own folded copy (24 for
+  BERT-Large, 8 MiB each at batch 8, 512 tokens); made once, there is one."""
+  cfg = _tiny_config(num_hidden_layers=4)
+  with tf.Graph().as_default():
+    model = _training_model(cfg, True, 1, 0)
+    loss = tf.reduce_sum(tf.square(model.get_sequence_output()))
+    train = tf.group(tf.compat.v1.train.GradientDescentOptimizer(0.1)
+                     .minimize(loss))
+    metadata = tf.compat.v1.RunMetadata()
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      sess.run(train, run_metadata=metadata,
+               options=tf.compat.v1.RunOptions(output_partition_graphs=True))
+  batch, seq = IDS.shape
+  bias_shape = [batch, 1, seq, seq]
+  folded = [node.name for graph in metadata.partition_graphs
+            for node in graph.node if node.op == "Const" and
+            [d.size for d in node.attr["value"].tensor.tensor_shape.dim]
+            == bias_shape]
+  assert len(folded) <= 1, folded
 
 
 def test_towers_sharing_weights_draw_their_own_masks():
