@@ -77,8 +77,8 @@ def _traced_step(args):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   ids, labels = process_memory.random_batch(args.batch, args.seq)
   with tf.Graph().as_default():
-    train_op, _ = process_memory.library_step(_config(args), ids, labels,
-                                              args.checkpointing == "true")
+    train_op, _, _ = process_memory.library_step(
+        _config(args), ids, labels, args.checkpointing == "true")
     with tf.compat.v1.Session() as session:
       session.run(tf.compat.v1.global_variables_initializer())
       session.run(train_op)

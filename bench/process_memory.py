@@ -18,6 +18,10 @@ clipping at 1.0, a fixed random batch.
         --batch=2 --checkpointing=false,true
     bench/.venv/bin/python bench/process_memory.py --impl=transformers ...
 
+The batch is a graph constant (and BertModel makes the input mask) unless
+--inputs=fed (ours), which feeds the batch and an input mask of ones
+through placeholders, as a user's input pipeline would.
+
 --phases also prints where the memory went: the resident set and its
 high-water mark after the imports, the graph (or model), the
 initialisation and each step (Linux's /proc/self/status). --forward_first
@@ -81,27 +85,45 @@ def random_batch(batch, seq):
   return ids, labels
 
 
-def library_step(config_values, ids, labels, checkpointing):
-  """(train_op, loss) of our library path, built in the default graph.
+def library_step(config_values, ids, labels, checkpointing, fed=False):
+  """(train_op, loss, feed_dict) of our library path, built in the default
+  graph.
 
   Args:
     config_values: dict of BertConfig fields (`model_config`).
     ids: int array [batch, seq]; labels: int array [batch] (`random_batch`).
     checkpointing: bool, BertModel's gradient_checkpointing.
+    fed: the batch and its input mask (all ones) enter through
+      placeholders and the returned feed_dict, as from a user's input
+      pipeline. Otherwise the batch is a graph constant and BertModel makes
+      the input mask, so TensorFlow's graph optimizer may fold what depends
+      on them into constants.
   """
+  import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import modeling  # pylint: disable=g-import-not-at-top
   import optimization  # pylint: disable=g-import-not-at-top
   config = modeling.BertConfig.from_dict(config_values)
-  model = modeling.BertModel(config, True, tf.constant(ids, tf.int32),
+  if fed:
+    input_ids = tf.compat.v1.placeholder(tf.int32, ids.shape, "input_ids")
+    label_ids = tf.compat.v1.placeholder(tf.int32, labels.shape, "labels")
+    input_mask = tf.compat.v1.placeholder(tf.int32, ids.shape, "input_mask")
+    feed_dict = {input_ids: ids, label_ids: labels,
+                 input_mask: np.ones_like(ids)}
+  else:
+    input_ids = tf.constant(ids, tf.int32)
+    label_ids = tf.constant(labels, tf.int32)
+    input_mask, feed_dict = None, {}
+  model = modeling.BertModel(config, True, input_ids, input_mask=input_mask,
                              gradient_checkpointing=checkpointing)
   weights = tf.compat.v1.get_variable(
       "output_weights", [2, config.hidden_size],
       initializer=tf.compat.v1.truncated_normal_initializer(stddev=0.02))
   logits = tf.matmul(model.get_pooled_output(), weights, transpose_b=True)
   loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-      labels=tf.constant(labels, tf.int32), logits=logits))
-  return optimization.create_optimizer(loss, 2e-5, 1000, 100), loss
+      labels=label_ids, logits=logits))
+  return (optimization.create_optimizer(loss, 2e-5, 1000, 100), loss,
+          feed_dict)
 
 
 def _run_ours(args, phases):
@@ -115,17 +137,18 @@ def _run_ours(args, phases):
     # Seeded like transformers' side: the same weights and dropout masks in
     # every run, so runs' losses can be compared too.
     tf.compat.v1.set_random_seed(1)
-    train_op, loss = library_step(model_config(args.model), ids, labels,
-                                  args.checkpointing == "true")
+    train_op, loss, feed_dict = library_step(
+        model_config(args.model), ids, labels, args.checkpointing == "true",
+        fed=args.inputs == "fed")
     phases.mark("graph")
     with tf.compat.v1.Session() as session:
       session.run(tf.compat.v1.global_variables_initializer())
       phases.mark("initialisation")
       if args.forward_first:
-        session.run(loss)
+        session.run(loss, feed_dict)
         phases.mark("forward")
       for step in range(args.steps):
-        losses.append(float(session.run([train_op, loss])[1]))
+        losses.append(float(session.run([train_op, loss], feed_dict)[1]))
         phases.mark("step %d" % (step + 1))
   return losses
 
@@ -181,6 +204,8 @@ def _measure(args, checkpointing):
              "--steps=%d" % args.steps, "--checkpointing=%s" % checkpointing]
   if args.forward_first:
     command.append("--forward_first")
+  if args.inputs != "constant":
+    command.append("--inputs=%s" % args.inputs)
   done = subprocess.run(command, capture_output=True, text=True,
                         timeout=TIMEOUT_SECONDS, check=False)
   if done.returncode != 0:
@@ -235,23 +260,30 @@ def main():
   parser.add_argument("--forward_first", action="store_true",
                       help="(ours) run the forward pass alone once before "
                       "the steps")
+  parser.add_argument("--inputs", choices=("constant", "fed"),
+                      default="constant",
+                      help="(ours) the batch as graph constants or fed "
+                      "through placeholders")
   parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
   args = parser.parse_args()
   if args.forward_first and args.impl != "ours":
     parser.error("--forward_first: only with --impl=ours")
+  if args.inputs != "constant" and args.impl != "ours":
+    parser.error("--inputs: only with --impl=ours")
   if args.child:
     _child(args)
     return
-  print("| impl | model | seq | batch | checkpointing | peak RSS GiB | "
-        "wall time | losses |")
-  print("|---|---|---:|---:|---|---:|---:|---|")
+  print("| impl | model | seq | batch | inputs | checkpointing | "
+        "peak RSS GiB | wall time | losses |")
+  print("|---|---|---:|---:|---|---|---:|---:|---|")
+  inputs = args.inputs if args.impl == "ours" else "fed"
   all_phases = []
   for checkpointing in args.checkpointing.split(","):
     peak, elapsed, losses, phases = _measure(args, checkpointing)
     all_phases.append((checkpointing, phases))
-    print("| %s | %s | %d | %d | %s | %.2f | %s | %s |" % (
-        args.impl, args.model, args.seq, args.batch, checkpointing, peak,
-        elapsed, ", ".join("%.4f" % x for x in losses)), flush=True)
+    print("| %s | %s | %d | %d | %s | %s | %.2f | %s | %s |" % (
+        args.impl, args.model, args.seq, args.batch, inputs, checkpointing,
+        peak, elapsed, ", ".join("%.4f" % x for x in losses)), flush=True)
   if args.phases:
     print("\n| checkpointing | after | resident GiB | high-water GiB | "
           "seconds |\n|---|---|---:|---:|---:|")
