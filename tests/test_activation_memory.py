@@ -144,9 +144,9 @@ def encoder_loss(attention, gelu_output, gelu_and_layer_norm):
   for layer in range(8):
     with tf.compat.v1.variable_scope("layer_%d" % layer):
       draw = dropout_masks.keep_mask_drawer([B, A, S, S], 0.1, "probs")
-      context = context_fn(heads(dense(rows, H, "q")), heads(dense(rows, H, "k")),
-                           heads(dense(rows, H, "v")), adder, draw, 0.1,
-                           policy)
+      context = context_fn(
+          heads(dense(rows, H, "q")), heads(dense(rows, H, "k")),
+          heads(dense(rows, H, "v")), adder, draw, 0.1, policy)
       context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [B * S, H])
       hidden = layer_norm(modeling.dropout(dense(context, H, "o"), 0.1) +
                           rows, "ln1")
@@ -205,7 +205,8 @@ def feed_forward_peak_bytes(groups):
   return gradient_peak(loss, inter_op_threads=1)
 
 
-all_lean = dict(attention="lean", gelu_output="lean", gelu_and_layer_norm="lean")
+all_lean = dict(attention="lean", gelu_output="lean",
+                gelu_and_layer_norm="lean")
 peaks = {
     "kept": gradient_peak(model_loss),
     "off": gradient_peak(lambda: model_loss(keep_activations_up_to=0)),
