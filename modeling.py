@@ -575,8 +575,7 @@ def embedding_postprocessor(input_tensor,
 
   if use_token_type:
     if token_type_ids is None:
-      raise ValueError("`token_type_ids` must be specified if "
-                       "`use_token_type` is True.")
+      raise ValueError("use_token_type=True needs token_type_ids.")
     token_type_table = tf.compat.v1.get_variable(
         name=token_type_embedding_name,
         shape=[token_type_vocab_size, width],
@@ -689,13 +688,15 @@ def attention_layer(from_tensor,
     Tensor [B, F, N * H] (or [B * F, N * H]) in the dtype of `from_tensor`.
 
   Raises:
-    ValueError: the ranks differ, or 2-D inputs come without the sizes.
+    ValueError: the ranks differ, 2-D inputs come without the sizes, or
+      both attention_mask and attention_bias are given.
   """
   from_shape = get_shape_list(from_tensor, expected_rank=[2, 3])
   to_shape = get_shape_list(to_tensor, expected_rank=[2, 3])
   if len(from_shape) != len(to_shape):
     raise ValueError(
-        "The rank of `from_tensor` must match the rank of `to_tensor`.")
+        "from_tensor has rank %d and to_tensor rank %d; give both as 2-D or "
+        "both as 3-D." % (len(from_shape), len(to_shape)))
   if len(from_shape) == 3:
     batch_size = from_shape[0]
     from_seq_length = from_shape[1]
@@ -703,9 +704,8 @@ def attention_layer(from_tensor,
   elif (batch_size is None or from_seq_length is None or
         to_seq_length is None):
     raise ValueError(
-        "When passing in rank 2 tensors to attention_layer, the values "
-        "for `batch_size`, `from_seq_length`, and `to_seq_length` "
-        "must all be specified.")
+        "attention_layer on 2-D inputs needs batch_size, from_seq_length "
+        "and to_seq_length.")
 
   from_tensor_2d = reshape_to_matrix(from_tensor)
   to_tensor_2d = reshape_to_matrix(to_tensor)
@@ -737,7 +737,10 @@ def attention_layer(from_tensor,
                                       num_attention_heads, to_seq_length,
                                       size_per_head)
 
-  if attention_bias is None and attention_mask is not None:
+  if attention_mask is not None:
+    if attention_bias is not None:
+      raise ValueError("attention_layer takes attention_mask or "
+                       "attention_bias, not both.")
     attention_bias = attention_bias_from_mask(attention_mask)
 
   # Dropping out whole keys is unusual, but it is what the Transformer
@@ -834,14 +837,14 @@ def transformer_model(input_tensor,
   """
   if hidden_size % num_attention_heads != 0:
     raise ValueError(
-        "The hidden size (%d) is not a multiple of the number of attention "
-        "heads (%d)" % (hidden_size, num_attention_heads))
+        "hidden_size %d does not split evenly over %d attention heads." %
+        (hidden_size, num_attention_heads))
   input_shape = get_shape_list(input_tensor, expected_rank=3)
   batch_size, seq_length, input_width = input_shape
   # The residual connections add each layer's input to its output.
   if input_width != hidden_size:
-    raise ValueError("The width of the input tensor (%d) != hidden size (%d)" %
-                     (input_width, hidden_size))
+    raise ValueError("input_tensor is %d wide; the residual connections "
+                     "need hidden_size (%d)." % (input_width, hidden_size))
 
   if skip_padding_mask is None:
     layout = padding_layout.AllPositions(batch_size, seq_length)
@@ -1046,8 +1049,8 @@ def reshape_to_matrix(input_tensor):
   """[..., width] -> [rows, width]; a matrix is returned as it is."""
   ndims = input_tensor.shape.ndims
   if ndims < 2:
-    raise ValueError("Input tensor must have at least rank 2. Shape = %s" %
-                     (input_tensor.shape))
+    raise ValueError("reshape_to_matrix needs a tensor of rank 2 or more, "
+                     "got shape %s." % (input_tensor.shape,))
   if ndims == 2:
     return input_tensor
   width = input_tensor.shape[-1]
@@ -1073,9 +1076,8 @@ def assert_rank(tensor, expected_rank, name=None):
   actual_rank = tensor.shape.ndims
   if actual_rank not in expected_rank:
     raise ValueError(
-        "For the tensor `%s`, the actual rank `%d` (shape = %s) is not equal "
-        "to the expected rank `%s`" %
-        (name, actual_rank, str(tensor.shape), str(expected_rank)))
+        "%s has rank %s (shape %s), not the expected rank %s." %
+        (name, actual_rank, tensor.shape, expected_rank))
 
 
 def _check_compute_dtype(compute_dtype):

@@ -1082,6 +1082,11 @@ def test_shape_helpers():
     assert back.shape.as_list()[1:] == [5, 7]
     with pytest.raises(ValueError, match="expected rank"):
       modeling.assert_rank(x, 2)
+    mask_3d = tf.ones([2, 5, 5])
+    with pytest.raises(ValueError, match="not both"):
+      modeling.attention_layer(
+          x, x, mask_3d, size_per_head=7,
+          attention_bias=modeling.attention_bias_from_mask(mask_3d))
     mask = modeling.create_attention_mask_from_input_mask(
         tf.constant(IDS), tf.constant(MASK))
     with tf.compat.v1.Session() as sess:
