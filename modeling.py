@@ -337,8 +337,8 @@ def get_activation(activation_string):
   activations = {"linear": None, "relu": tf.nn.relu, "gelu": gelu,
                  "gelu_exact": gelu_exact, "tanh": tf.tanh}
   if act not in activations:
-    raise ValueError("Unsupported activation: %s (hidden_act in the BERT "
-                     "config must be one of %s)"
+    raise ValueError("hidden_act %s is not an activation this model knows; "
+                     "the BERT config may name %s."
                      % (act, ", ".join(sorted(activations))))
   return activations[act]
 
