@@ -528,7 +528,11 @@ def embedding_lookup(input_ids,
     one_hot_input_ids = tf.one_hot(flat_input_ids, depth=vocab_size)
     output = tf.matmul(one_hot_input_ids, embedding_table)
   else:
-    output = tf.gather(embedding_table, flat_input_ids)
+    # Rows of a read of the table, not a gather on the variable itself: that
+    # op (ResourceGather) puts the variable in copy-on-read mode for good,
+    # after which every whole-table read (a checkpoint's save, an output
+    # layer tied to the table) copies all vocab_size rows first.
+    output = tf.gather(tf.convert_to_tensor(embedding_table), flat_input_ids)
 
   input_shape = get_shape_list(input_ids)
   output = tf.reshape(output,

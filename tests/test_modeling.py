@@ -10,6 +10,7 @@ import tensorflow as tf
 import dropout_masks
 import lean_gradients
 import modeling
+import optimization
 import xla_kernels
 
 TINY = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2,
@@ -1311,6 +1312,38 @@ def test_constant_mask_becomes_one_constant_of_the_session():
             [d.size for d in node.attr["value"].tensor.tensor_shape.dim]
             == bias_shape]
   assert len(folded) <= 1, folded
+
+
+def test_saving_after_a_step_does_not_copy_the_word_embeddings(tmp_path):
+  """A gather on the table variable itself would put it in copy-on-read
+  mode, and the Saver's read of it would then copy all its rows (120 MiB
+  for BERT's vocabulary). The trace of the save lists what it allocated.
+  (Optimizers that update rows in place, like plain SGD's scatter, switch
+  the mode on themselves; create_optimizer's update is dense.)"""
+  cfg = _tiny_config(vocab_size=4096)
+  with tf.Graph().as_default():
+    model = _training_model(cfg, False, 1, 0)
+    loss = tf.reduce_sum(tf.square(model.get_pooled_output()))
+    grads = tf.gradients(loss, [model.get_embedding_table()])
+    assert isinstance(grads[0], tf.IndexedSlices)
+    train = optimization.create_optimizer(loss, 1e-3, 10, 1)
+    saver = tf.compat.v1.train.Saver()
+    metadata = tf.compat.v1.RunMetadata()
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      sess.run(train)
+      sess.run(saver.saver_def.save_tensor_name,
+               {saver.saver_def.filename_tensor_name: str(tmp_path / "ckpt")},
+               options=tf.compat.v1.RunOptions(
+                   trace_level=tf.compat.v1.RunOptions.FULL_TRACE),
+               run_metadata=metadata)
+  table_bytes = 4096 * cfg.hidden_size * 4
+  allocated = {node.node_name: record.alloc_bytes
+               for device in metadata.step_stats.dev_stats
+               for node in device.node_stats for memory in node.memory
+               for record in memory.allocation_records
+               if record.alloc_bytes >= table_bytes}
+  assert not allocated, allocated
 
 
 def test_towers_sharing_weights_draw_their_own_masks():
