@@ -1,0 +1,140 @@
+# coding=utf-8
+"""Where a command's resident memory lives at its peak, by kind of mapping.
+
+Runs a command, reads /proc/PID/smaps every --interval seconds and, at the
+sample with the largest resident set, splits it into shared libraries and
+other files, the C heap, and anonymous mappings (TensorFlow's allocator,
+glibc's thread arenas and large malloc blocks, thread stacks). With
+--allocator_pages the command runs with TensorFlow's allocator logging on
+(stderr only) and the pages that allocator ever handed out are counted from
+its log, so the anonymous part splits into TensorFlow's tensors and the rest.
+
+    python bench/rss_by_mapping.py --allocator_pages -- \
+        python bench/process_memory.py --child --impl=ours --batch=2 \
+        --checkpointing=true --inputs=fed
+
+The peak is of the samples, so it can miss a spike shorter than --interval;
+`/usr/bin/time -v` gives the exact whole-process peak.
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+GIB = 2**30
+PAGE = 4096
+TIMEOUT_SECONDS = 3600
+
+_MAPPING = re.compile(r"^([0-9a-f]+)-([0-9a-f]+) \S+ \S+ \S+ \S+\s*(.*)$")
+_REGION = re.compile(r"Allocated memory at (0x[0-9a-f]+) to (0x[0-9a-f]+)")
+_ALLOCATION = re.compile(r"\[mem-debug\] AllocateRaw,\w+,(\d+),(0x[0-9a-f]+)")
+
+
+def kind_of(path, size):
+  """The bucket of a mapping named `path` (smaps' last field) of `size`."""
+  if path.startswith("/"):
+    return "shared libraries" if ".so" in path else "other files"
+  if path == "[heap]":
+    return "C heap"
+  if path:
+    return "other"
+  return ("anonymous, 64 MiB or more" if size >= 64 << 20
+          else "anonymous, under 64 MiB")
+
+
+def resident_by_kind(smaps_text):
+  """{kind: resident bytes} of one /proc/PID/smaps text."""
+  totals = {}
+  kind = None
+  for line in smaps_text.splitlines():
+    mapping = _MAPPING.match(line)
+    if mapping:
+      size = int(mapping.group(2), 16) - int(mapping.group(1), 16)
+      kind = kind_of(mapping.group(3).strip(), size)
+    elif line.startswith("Rss:") and kind is not None:
+      totals[kind] = totals.get(kind, 0) + int(line.split()[1]) * 1024
+  return totals
+
+
+def pages_handed_out(log_lines):
+  """Bytes of the 4 KiB pages TensorFlow's BFC allocator ever handed out,
+  from its log (TF_CPP_VMODULE=bfc_allocator=4): each region it reserved
+  and each allocation's size and address."""
+  regions = []
+  touched = set()
+  for line in log_lines:
+    region = _REGION.search(line)
+    if region:
+      regions.append(tuple(int(value, 16) for value in region.groups()))
+      continue
+    allocation = _ALLOCATION.search(line)
+    if allocation:
+      size, address = int(allocation.group(1)), int(allocation.group(2), 16)
+      touched.update(range(address // PAGE, (address + size - 1) // PAGE + 1))
+  return len(touched) * PAGE, len(regions)
+
+
+def sample(command, interval, env):
+  """Runs `command`; returns (peak sample {kind: bytes}, exit code, stderr
+  path)."""
+  stderr = tempfile.NamedTemporaryFile(prefix="rss_by_mapping_",
+                                       suffix=".log", delete=False)
+  with open(os.devnull, "w") as devnull:
+    process = subprocess.Popen(command, stdout=devnull, stderr=stderr,
+                               env=env)
+  peak = {}
+  deadline = time.monotonic() + TIMEOUT_SECONDS
+  while process.poll() is None:
+    if time.monotonic() > deadline:
+      process.kill()
+      raise SystemExit("timed out after %d s: %s" % (TIMEOUT_SECONDS,
+                                                     " ".join(command)))
+    try:
+      with open("/proc/%d/smaps" % process.pid) as smaps:
+        totals = resident_by_kind(smaps.read())
+    except (FileNotFoundError, ProcessLookupError):
+      break
+    if sum(totals.values()) > sum(peak.values()):
+      peak = totals
+    time.sleep(interval)
+  return peak, process.wait(timeout=60), stderr.name
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--interval", type=float, default=0.25,
+                      help="seconds between samples")
+  parser.add_argument("--allocator_pages", action="store_true",
+                      help="count the pages TensorFlow's allocator handed "
+                      "out (logs every allocation to stderr: slower)")
+  parser.add_argument("command", nargs=argparse.REMAINDER,
+                      help="-- then the command to run")
+  args = parser.parse_args()
+  command = args.command[1:] if args.command[:1] == ["--"] else args.command
+  if not command:
+    parser.error("give the command to run after --")
+  env = dict(os.environ)
+  if args.allocator_pages:
+    env.update(TF_CPP_MIN_LOG_LEVEL="0", TF_CPP_VMODULE="bfc_allocator=4")
+  peak, code, log_path = sample(command, args.interval, env)
+  result = {kind: round(value / GIB, 3) for kind, value in sorted(peak.items())}
+  result["total"] = round(sum(peak.values()) / GIB, 3)
+  if args.allocator_pages:
+    with open(log_path, errors="replace") as log:
+      handed_out, regions = pages_handed_out(log)
+    result["TensorFlow allocator, pages handed out by exit"] = round(
+        handed_out / GIB, 3)
+    result["TensorFlow allocator regions"] = regions
+  os.unlink(log_path)
+  print(json.dumps(result, indent=1))
+  if code:
+    raise SystemExit("the command exited with %d" % code)
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,64 @@
+"""bench/rss_by_mapping.py: the split of an smaps text by kind of mapping,
+the pages counted from an allocator log, and one real run."""
+
+import json
+import os
+import subprocess
+import sys
+
+import conftest
+
+_PATH = os.path.join(conftest.REPO_ROOT, "bench", "rss_by_mapping.py")
+
+# Three mappings as /proc/PID/smaps lists them: a library, the heap and an
+# anonymous 128 MiB one (the Rss lines are what counts).
+_SMAPS = """\
+7f0000000000-7f0000200000 r-xp 00000000 fd:01 123 /usr/lib/libfoo.so.1
+Size:               2048 kB
+Rss:                1024 kB
+Pss:                1024 kB
+55e000000000-55e000400000 rw-p 00000000 00:00 0 [heap]
+Size:               4096 kB
+Rss:                3000 kB
+7e0000000000-7e0008000000 rw-p 00000000 00:00 0
+Size:             131072 kB
+Rss:               65536 kB
+7d0000000000-7d0000100000 rw-p 00000000 00:00 0
+Size:               1024 kB
+Rss:                  12 kB
+"""
+
+
+def test_resident_bytes_by_kind_of_mapping():
+  totals = conftest.load_bench_script("rss_by_mapping").resident_by_kind(
+      _SMAPS)
+  assert totals == {"shared libraries": 1024 * 1024,
+                    "C heap": 3000 * 1024,
+                    "anonymous, 64 MiB or more": 65536 * 1024,
+                    "anonymous, under 64 MiB": 12 * 1024}
+
+
+def test_pages_handed_out_count_each_page_once():
+  # Region at 0x10000 (64 KiB). Allocations: 4096 bytes at 0x10000 (page
+  # 16), 5000 bytes at 0x11000 (pages 17 and 18), then 100 bytes at 0x12010
+  # again inside page 18: three distinct pages.
+  log = [
+      "I bfc_allocator.cc:186] Allocated memory at 0x10000 to 0x20000",
+      "I bfc_allocator.cc:329] [mem-debug] AllocateRaw,mklcpu,4096,0x10000,",
+      "I bfc_allocator.cc:329] [mem-debug] AllocateRaw,mklcpu,5000,0x11000,",
+      "I bfc_allocator.cc:695] [mem-debug] DeallocateRaw,mklcpu,5000,0x11000,",
+      "I bfc_allocator.cc:329] [mem-debug] AllocateRaw,mklcpu,100,0x12010,",
+  ]
+  handed_out, regions = conftest.load_bench_script(
+      "rss_by_mapping").pages_handed_out(log)
+  assert (handed_out, regions) == (3 * 4096, 1)
+
+
+def test_a_real_command_peaks_above_what_it_allocates():
+  code = "import time; x = bytearray(96 << 20); time.sleep(0.6)"
+  done = subprocess.run(
+      [sys.executable, _PATH, "--interval=0.05", "--", sys.executable, "-c",
+       code], capture_output=True, text=True, timeout=120, check=True)
+  result = json.loads(done.stdout)
+  assert result["anonymous, 64 MiB or more"] >= 96 / 1024
+  assert result["total"] >= result["anonymous, 64 MiB or more"]
