@@ -5,8 +5,9 @@ Most of a failing script's time is the import of TensorFlow. A
 scripts' modules once, then forks a child per run; the child sets sys.argv,
 runs the script file as __main__ (runpy) with its standard streams on files
 (stdin /dev/null unless the run gives text), and exits with the script's
-status, exactly as the interpreter would end it. The helper forks before TensorFlow runs anything (no session, no
-thread pools), and each child starts from that state.
+status, exactly as the interpreter would end it. The helper forks before
+TensorFlow runs anything (no session, no thread pools), and each child
+starts from that state.
 """
 import collections
 import json
