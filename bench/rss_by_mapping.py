@@ -13,6 +13,10 @@ its log, so the anonymous part splits into TensorFlow's tensors and the rest.
         python bench/process_memory.py --child --impl=ours --batch=2 \
         --checkpointing=true --inputs=fed
 
+--timeline=FILE also writes every sample (seconds since the start, then
+GiB by kind) as a JSON line, and --stderr=FILE keeps the command's log,
+to line the two up.
+
 The peak is of the samples, so it can miss a spike shorter than --interval;
 `/usr/bin/time -v` gives the exact whole-process peak.
 """
@@ -79,16 +83,20 @@ def pages_handed_out(log_lines):
   return len(touched) * PAGE, len(regions)
 
 
-def sample(command, interval, env):
-  """Runs `command`; returns (peak sample {kind: bytes}, exit code, stderr
-  path)."""
-  stderr = tempfile.NamedTemporaryFile(prefix="rss_by_mapping_",
-                                       suffix=".log", delete=False)
-  with open(os.devnull, "w") as devnull:
-    process = subprocess.Popen(command, stdout=devnull, stderr=stderr,
-                               env=env)
+def sample(command, interval, env, timeline, stderr_path):
+  """Runs `command` with its standard error in `stderr_path`; returns (peak
+  sample {kind: bytes}, exit code). Each sample goes to `timeline` (a file
+  or None) as a JSON line."""
+  with open(stderr_path, "w") as stderr, open(os.devnull, "w") as devnull:
+    try:
+      process = subprocess.Popen(command, stdout=devnull, stderr=stderr,
+                                 env=env)
+    except OSError as e:
+      raise SystemExit("cannot run %s: %s; give a command after --." %
+                       (command[0], e.strerror)) from e
   peak = {}
-  deadline = time.monotonic() + TIMEOUT_SECONDS
+  start = time.monotonic()
+  deadline = start + TIMEOUT_SECONDS
   while process.poll() is None:
     if time.monotonic() > deadline:
       process.kill()
@@ -99,10 +107,15 @@ def sample(command, interval, env):
         totals = resident_by_kind(smaps.read())
     except (FileNotFoundError, ProcessLookupError):
       break
+    if timeline is not None:
+      row = {kind: round(value / GIB, 3) for kind, value in totals.items()}
+      row["seconds"] = round(time.monotonic() - start, 2)
+      row["total"] = round(sum(totals.values()) / GIB, 3)
+      timeline.write(json.dumps(row) + "\n")
     if sum(totals.values()) > sum(peak.values()):
       peak = totals
     time.sleep(interval)
-  return peak, process.wait(timeout=60), stderr.name
+  return peak, process.wait(timeout=60)
 
 
 def main():
@@ -112,6 +125,10 @@ def main():
   parser.add_argument("--allocator_pages", action="store_true",
                       help="count the pages TensorFlow's allocator handed "
                       "out (logs every allocation to stderr: slower)")
+  parser.add_argument("--timeline", metavar="FILE",
+                      help="write every sample to FILE as JSON lines")
+  parser.add_argument("--stderr", metavar="FILE",
+                      help="keep the command's standard error in FILE")
   parser.add_argument("command", nargs=argparse.REMAINDER,
                       help="-- then the command to run")
   args = parser.parse_args()
@@ -121,16 +138,38 @@ def main():
   env = dict(os.environ)
   if args.allocator_pages:
     env.update(TF_CPP_MIN_LOG_LEVEL="0", TF_CPP_VMODULE="bfc_allocator=4")
-  peak, code, log_path = sample(command, args.interval, env)
+  if args.interval <= 0:
+    parser.error("--interval=%s: give a positive number of seconds" %
+                 args.interval)
+  timeline = None
+  if args.timeline:
+    try:
+      timeline = open(args.timeline, "w")
+    except OSError as e:
+      parser.error("--timeline=%s: %s" % (args.timeline, e.strerror))
+  log_path = args.stderr
+  if not log_path:
+    handle, log_path = tempfile.mkstemp(prefix="rss_by_mapping_",
+                                        suffix=".log")
+    os.close(handle)
+  try:
+    peak, code = sample(command, args.interval, env, timeline, log_path)
+    if args.allocator_pages:
+      with open(log_path, errors="replace") as log:
+        handed_out, regions = pages_handed_out(log)
+  except OSError as e:
+    parser.error("--stderr=%s: %s" % (log_path, e.strerror))
+  finally:
+    if timeline is not None:
+      timeline.close()
+    if not args.stderr and os.path.exists(log_path):
+      os.unlink(log_path)
   result = {kind: round(value / GIB, 3) for kind, value in sorted(peak.items())}
   result["total"] = round(sum(peak.values()) / GIB, 3)
   if args.allocator_pages:
-    with open(log_path, errors="replace") as log:
-      handed_out, regions = pages_handed_out(log)
     result["TensorFlow allocator, pages handed out by exit"] = round(
         handed_out / GIB, 3)
     result["TensorFlow allocator regions"] = regions
-  os.unlink(log_path)
   print(json.dumps(result, indent=1))
   if code:
     raise SystemExit("the command exited with %d" % code)

@@ -54,11 +54,29 @@ def test_pages_handed_out_count_each_page_once():
   assert (handed_out, regions) == (3 * 4096, 1)
 
 
-def test_a_real_command_peaks_above_what_it_allocates():
+def test_a_real_command_peaks_above_what_it_allocates(tmp_path):
   code = "import time; x = bytearray(96 << 20); time.sleep(0.6)"
+  timeline = tmp_path / "timeline.jsonl"
   done = subprocess.run(
-      [sys.executable, _PATH, "--interval=0.05", "--", sys.executable, "-c",
-       code], capture_output=True, text=True, timeout=120, check=True)
+      [sys.executable, _PATH, "--interval=0.05", "--timeline=%s" % timeline,
+       "--", sys.executable, "-c", code],
+      capture_output=True, text=True, timeout=120, check=True)
   result = json.loads(done.stdout)
   assert result["anonymous, 64 MiB or more"] >= 96 / 1024
   assert result["total"] >= result["anonymous, 64 MiB or more"]
+  rows = [json.loads(line) for line in timeline.read_text().splitlines()]
+  assert len(rows) >= 2
+  assert max(row["total"] for row in rows) == result["total"]
+  assert [row["seconds"] for row in rows] == sorted(
+      row["seconds"] for row in rows)
+
+
+def test_a_command_that_cannot_start_is_one_line():
+  done = subprocess.run(
+      [sys.executable, _PATH, "--", "/nonexistent/command"],
+      capture_output=True, text=True, timeout=60, check=False)
+  assert done.returncode != 0
+  assert "Traceback" not in done.stderr
+  assert done.stderr.strip().splitlines() == [
+      "cannot run /nonexistent/command: No such file or directory; give a "
+      "command after --."]
