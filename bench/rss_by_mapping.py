@@ -13,8 +13,8 @@ its log, so the anonymous part splits into TensorFlow's tensors and the rest.
         python bench/process_memory.py --child --impl=ours --batch=2 \
         --checkpointing=true --inputs=fed
 
---timeline=FILE also writes every sample (seconds since the start, then
-GiB by kind) as a JSON line, and --stderr=FILE keeps the command's log,
+--timeline=FILE also writes every sample (seconds since the start, the
+clock time, GiB by kind) as a JSON line, and --stderr=FILE keeps the command's log,
 to line the two up.
 
 The peak is of the samples, so it can miss a spike shorter than --interval;
@@ -110,6 +110,7 @@ def sample(command, interval, env, timeline, stderr_path):
     if timeline is not None:
       row = {kind: round(value / GIB, 3) for kind, value in totals.items()}
       row["seconds"] = round(time.monotonic() - start, 2)
+      row["clock"] = time.strftime("%H:%M:%S")
       row["total"] = round(sum(totals.values()) / GIB, 3)
       timeline.write(json.dumps(row) + "\n")
     if sum(totals.values()) > sum(peak.values()):
