@@ -708,7 +708,8 @@ class Estimator(object):
                 if self._config.is_chief else None)
       try:
         self._train_loop(sess, built, _step_fns(sess, built), writer,
-                         max_steps, start_step, skip)
+                         max_steps, start_step, skip,
+                         save_first=checkpoint is None)
       finally:
         if writer is not None:
           writer.close()
@@ -792,13 +793,13 @@ class Estimator(object):
     logging.info("Saved checkpoint %s", path)
 
   def _train_loop(self, sess, built, step_fns, writer, max_steps, start_step,
-                  skip):
+                  skip, save_first=False):
     """Runs micro-batches; checkpoints, logs and summarizes per update.
 
     Checkpoints are written at update boundaries (no partial accumulation):
-    every save_checkpoints_steps updates, save_checkpoints_secs after the
-    last one, at the end, and when SIGINT or SIGTERM asks training to stop,
-    which then raises TrainingInterrupted.
+    first if `save_first`, every save_checkpoints_steps updates,
+    save_checkpoints_secs after the last one, at the end, and when SIGINT or
+    SIGTERM asks training to stop, which then raises TrainingInterrupted.
     """
     micro_batch = self._micro_batch_size()
     log_meter, summary_meter = _Meter(), _Meter()
@@ -806,6 +807,13 @@ class Estimator(object):
     step, micro_step = start_step, skip
     saved = (step, micro_step)
     with _StopRequests() as stop:
+      if save_first:
+        # A new run saves its starting point, as tf.estimator did: a folder
+        # that cannot take a checkpoint fails before the first step, and
+        # TensorFlow's first save, which leaves some 70 MiB of heap resident
+        # at BERT-Large size, runs before the step's tensors exist instead
+        # of on top of them (docs/memory.md).
+        self._save(sess, built, step)
       while step < max_steps:
         values = self._run_train_step(step_fns, micro_step)
         if values is None:

@@ -4,6 +4,7 @@ import atexit
 import fcntl
 import importlib.util
 import os
+import re
 import sys
 import shutil
 import tempfile
@@ -170,11 +171,24 @@ def build_once(shared_dir, name, build):
   return str(folder)
 
 
-def signal_at_first_checkpoint(runner, script, args, output_dir, log_path,
-                               signum, timeout=600):
+def checkpoint_step(output_dir):
+  """The step of the newest checkpoint that `output_dir`'s "checkpoint"
+  state file names, or None before the first one. (TensorFlow replaces
+  that file in one rename, so it is never read half-written.)"""
+  try:
+    with open(os.path.join(output_dir, "checkpoint")) as f:
+      state = f.read()
+  except FileNotFoundError:
+    return None
+  newest = re.search(r'^model_checkpoint_path: ".*-(\d+)"$', state, re.M)
+  return int(newest.group(1)) if newest else None
+
+
+def signal_after_first_update_saved(runner, script, args, output_dir,
+                                    log_path, signum, timeout=600):
   """Runs `python <script> <args>` through the ScriptRunner `runner`,
-  sends `signum` to it once `output_dir` holds its first checkpoint (the
-  "checkpoint" state file), and waits for it.
+  sends `signum` to it once `output_dir` holds a checkpoint past step 0
+  (a new run saves its starting point first), and waits for it.
 
   Its output goes to `log_path`. Returns its exit status (negative: ended
   by a signal).
@@ -185,7 +199,7 @@ def signal_at_first_checkpoint(runner, script, args, output_dir, log_path,
   running = runner.start(script, args, timeout, output_path=log_path)
   deadline = time.monotonic() + timeout
   while (running.alive() and time.monotonic() < deadline and
-         not os.path.exists(os.path.join(output_dir, "checkpoint"))):
+         not checkpoint_step(output_dir)):
     time.sleep(0.01)
   running.signal(signum)
   return running.wait().returncode

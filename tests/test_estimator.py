@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import conftest
 import estimator
 
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -401,8 +402,7 @@ def test_checkpoints_found_without_a_state_file(tmp_path):
       make_input_fn(x, y, True), max_steps=10)
   os.remove(os.path.join(model_dir, "checkpoint"))
   assert estimator.checkpoints_in(model_dir) == [
-      os.path.join(model_dir, "model.ckpt-5"),
-      os.path.join(model_dir, "model.ckpt-10")]
+      os.path.join(model_dir, "model.ckpt-%d" % step) for step in (0, 5, 10)]
   assert estimator.latest_checkpoint(str(tmp_path / "missing")) is None
 
 
@@ -415,7 +415,7 @@ def test_unlisted_checkpoints_of_a_run_keeping_them_all(tmp_path):
                  keep_checkpoint_max=0).train(make_input_fn(x, y, True),
                                               max_steps=15)
   every = [os.path.join(model_dir, "model.ckpt-%d" % step)
-           for step in (5, 10, 15)]
+           for step in (0, 5, 10, 15)]
   assert estimator.checkpoints_in(model_dir) == every[-1:]
   assert estimator.checkpoints_in(model_dir, include_unlisted=True) == every
 
@@ -440,6 +440,23 @@ def test_resume_sees_the_same_data(tmp_path, k):
   assert not np.allclose(full["w"], w_unshuffled, rtol=1e-3)
 
 
+def test_new_run_saves_its_starting_point_and_a_resumed_run_does_not(
+    tmp_path):
+  x, y = make_data()
+  model_dir = str(tmp_path)
+  make_estimator(model_dir, save_checkpoints_steps=1000).train(
+      make_input_fn(x, y, True), max_steps=2)
+  start = ckpt_values(os.path.join(model_dir, "model.ckpt-0"))
+  np.testing.assert_array_equal(start["w"], W_INIT.astype(np.float32))
+  assert start["b"] == 0 and start["global_step"] == 0
+  make_estimator(model_dir, save_checkpoints_steps=1000).train(
+      make_input_fn(x, y, True), max_steps=3)
+  assert _ckpt_steps(model_dir) == [0, 2, 3]
+  w_ref, _, _ = numpy_sgd(x, y, batch=4, steps=3)
+  np.testing.assert_allclose(ckpt_values(tf.train.latest_checkpoint(model_dir))["w"], w_ref,
+                             rtol=1e-5)
+
+
 def test_train_already_done_is_a_no_op(tmp_path):
   x, y = make_data()
   est = make_estimator(str(tmp_path))
@@ -447,7 +464,7 @@ def test_train_already_done_is_a_no_op(tmp_path):
   before = os.path.getmtime(est.latest_checkpoint() + ".index")
   est.train(make_input_fn(x, y, True), max_steps=2)
   assert os.path.getmtime(est.latest_checkpoint() + ".index") == before
-  assert _ckpt_steps(str(tmp_path)) == [2]
+  assert _ckpt_steps(str(tmp_path)) == [0, 2]
 
 
 def test_killed_run_resumes(tmp_path, script_runner):
@@ -465,14 +482,14 @@ def test_killed_run_resumes(tmp_path, script_runner):
                                 output_path=str(tmp_path / "killed.log"))
   try:
     deadline = time.time() + 120
-    while (not tf.train.latest_checkpoint(killed_dir) and running.alive()
+    while (not conftest.checkpoint_step(killed_dir) and running.alive()
            and time.time() < deadline):
       time.sleep(0.05)
   finally:
     running.signal(signal.SIGKILL)
     result = running.wait()
   assert result.returncode == -signal.SIGKILL, result.stdout[-3000:]
-  assert _ckpt_steps(killed_dir) == [2]
+  assert _ckpt_steps(killed_dir) == [0, 2]
 
   # The restart is a new Estimator and graph: only the checkpoint carries
   # state over.
@@ -571,7 +588,7 @@ def test_non_finite_loss_keeps_last_checkpoint(tmp_path):
   for part in ("step 5", "learning rate 0.1", "--learning_rate",
                "--warmup_proportion", "--precision", "input data"):
     assert part in message
-  assert _ckpt_steps(model_dir) == [2, 4]
+  assert _ckpt_steps(model_dir) == [0, 2, 4]
   values = ckpt_values(tf.train.latest_checkpoint(model_dir))
   w_ref, _, _ = numpy_sgd(x, y, batch=4, steps=4)
   np.testing.assert_allclose(values["w"], w_ref, rtol=1e-5)
@@ -672,7 +689,7 @@ def test_time_interval_checkpoints(tmp_path):
   est = make_estimator(model_dir, k=2, save_checkpoints_steps=1000,
                        save_checkpoints_secs=1e-6, keep_checkpoint_max=10)
   est.train(make_input_fn(x, y, True), max_steps=3)
-  assert _ckpt_steps(model_dir) == [1, 2, 3]
+  assert _ckpt_steps(model_dir) == [0, 1, 2, 3]
   with pytest.raises(ValueError, match="save_checkpoints_secs"):
     make_estimator(model_dir, save_checkpoints_secs=0)
 

@@ -763,26 +763,21 @@ def test_export_without_a_checkpoint_names_the_fix(tmp_path):
   assert not os.path.exists(str(tmp_path / "export"))
 
 
-def _checkpoint_step(output_dir):
-  latest = tf.train.latest_checkpoint(output_dir)
-  return int(latest.rsplit("-", 1)[1]) if latest else 0
-
-
 @pytest.mark.slow
 def test_resume_after_kill_matches_uninterrupted_run(mrpc_run, tmp_path,
                                                     run_script, script_runner):
   output_dir = str(tmp_path / "killed")
   args = mrpc_run["command"](output_dir, ["do_train"])
-  returncode = conftest.signal_at_first_checkpoint(
+  returncode = conftest.signal_after_first_update_saved(
       script_runner, "run_classifier.py", args, output_dir,
       str(tmp_path / "killed.log"), signal.SIGKILL)
-  killed_at = _checkpoint_step(output_dir)
+  killed_at = conftest.checkpoint_step(output_dir)
   assert returncode == -signal.SIGKILL, "run ended before the kill"
   assert 10 <= killed_at < MRPC_STEPS
 
   log = _run(run_script, args, str(tmp_path / "resumed.log"))
   assert "Resuming from" in log
-  assert _checkpoint_step(output_dir) == MRPC_STEPS
+  assert conftest.checkpoint_step(output_dir) == MRPC_STEPS
 
   final = "model.ckpt-%d" % MRPC_STEPS
   resumed = tf.train.load_checkpoint(os.path.join(output_dir, final))

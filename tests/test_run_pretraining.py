@@ -610,11 +610,6 @@ def reference_run(shared_dir, run_script):
   return _resume_settings(root)
 
 
-def _checkpoint_step(output_dir):
-  latest = tf.train.latest_checkpoint(output_dir)
-  return int(latest.rsplit("-", 1)[1]) if latest else 0
-
-
 def test_uninterrupted_run_outputs(reference_run):
   out = reference_run["output_dir"]
   results = _read_eval_results(os.path.join(out, "eval_results.txt"))
@@ -641,16 +636,16 @@ def test_resume_after_kill_matches_uninterrupted_run(reference_run, tmp_path,
                                                     run_script, script_runner):
   output_dir = str(tmp_path / "killed")
   args = reference_run["command"](output_dir, ["do_train"])
-  returncode = conftest.signal_at_first_checkpoint(
+  returncode = conftest.signal_after_first_update_saved(
       script_runner, "run_pretraining.py", args, output_dir,
       str(tmp_path / "killed.log"), signal.SIGKILL, TIMEOUT)
-  killed_at = _checkpoint_step(output_dir)
+  killed_at = conftest.checkpoint_step(output_dir)
   assert returncode == -signal.SIGKILL, "run ended before the kill"
   assert 10 <= killed_at < RESUME_STEPS
 
   log = _run(run_script, args, str(tmp_path / "resumed.log"))
   assert "Resuming from" in log
-  assert _checkpoint_step(output_dir) == RESUME_STEPS
+  assert conftest.checkpoint_step(output_dir) == RESUME_STEPS
   final = "model.ckpt-%d" % RESUME_STEPS
   resumed = tf.train.load_checkpoint(os.path.join(output_dir, final))
   reference = tf.train.load_checkpoint(
@@ -666,11 +661,11 @@ def test_resume_after_kill_matches_uninterrupted_run(reference_run, tmp_path,
 
 def test_sigterm_saves_the_update_and_stops(reference_run, tmp_path,
                                            script_runner):
-  """SIGTERM after the first checkpoint: the run saves the update it
+  """SIGTERM once an update is saved: the run saves the update it
   reached, names it in its last line and exits with 128 + 15."""
   output_dir = str(tmp_path / "stopped")
   log_path = str(tmp_path / "stopped.log")
-  returncode = conftest.signal_at_first_checkpoint(
+  returncode = conftest.signal_after_first_update_saved(
       script_runner, "run_pretraining.py",
       reference_run["command"](output_dir, ["do_train"]), output_dir,
       log_path, signal.SIGTERM, TIMEOUT)
@@ -680,7 +675,7 @@ def test_sigterm_saves_the_update_and_stops(reference_run, tmp_path,
   assert "Training stopped by SIGTERM at step" in last
   step = int(last.split(" at step ")[1].split("/")[0])
   assert 10 <= step < RESUME_STEPS
-  assert _checkpoint_step(output_dir) == step
+  assert conftest.checkpoint_step(output_dir) == step
 
 
 def test_diverging_run_stops_with_one_line(tmp_path, run_script):
@@ -705,7 +700,7 @@ def test_diverging_run_stops_with_one_line(tmp_path, run_script):
                   last), last
   assert "lower --learning_rate" in last
   assert "Traceback" not in result.stderr
-  assert _checkpoint_step(out) == 0
+  assert conftest.checkpoint_step(out) == 0  # only the starting point
 
 
 def test_planned_bf16_lamb_run(reference_run, tmp_path, run_script):
