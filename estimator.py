@@ -810,9 +810,9 @@ class Estimator(object):
       if save_first:
         # A new run saves its starting point, as tf.estimator did: a folder
         # that cannot take a checkpoint fails before the first step, and
-        # TensorFlow's first save, which leaves some 70 MiB of heap resident
-        # at BERT-Large size, runs before the step's tensors exist instead
-        # of on top of them (docs/memory.md).
+        # TensorFlow's first save, which grows the C heap for good, runs
+        # before the step's tensors exist instead of on top of them
+        # (docs/memory.md).
         self._save(sess, built, step)
       while step < max_steps:
         values = self._run_train_step(step_fns, micro_step)

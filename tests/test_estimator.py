@@ -453,8 +453,8 @@ def test_new_run_saves_its_starting_point_and_a_resumed_run_does_not(
       make_input_fn(x, y, True), max_steps=3)
   assert _ckpt_steps(model_dir) == [0, 2, 3]
   w_ref, _, _ = numpy_sgd(x, y, batch=4, steps=3)
-  np.testing.assert_allclose(ckpt_values(tf.train.latest_checkpoint(model_dir))["w"], w_ref,
-                             rtol=1e-5)
+  latest = ckpt_values(tf.train.latest_checkpoint(model_dir))
+  np.testing.assert_allclose(latest["w"], w_ref, rtol=1e-5)
 
 
 def test_train_already_done_is_a_no_op(tmp_path):

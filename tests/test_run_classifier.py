@@ -773,7 +773,7 @@ def test_resume_after_kill_matches_uninterrupted_run(mrpc_run, tmp_path,
       str(tmp_path / "killed.log"), signal.SIGKILL)
   killed_at = conftest.checkpoint_step(output_dir)
   assert returncode == -signal.SIGKILL, "run ended before the kill"
-  assert 10 <= killed_at < MRPC_STEPS
+  assert killed_at is not None and 10 <= killed_at < MRPC_STEPS
 
   log = _run(run_script, args, str(tmp_path / "resumed.log"))
   assert "Resuming from" in log

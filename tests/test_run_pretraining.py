@@ -641,7 +641,7 @@ def test_resume_after_kill_matches_uninterrupted_run(reference_run, tmp_path,
       str(tmp_path / "killed.log"), signal.SIGKILL, TIMEOUT)
   killed_at = conftest.checkpoint_step(output_dir)
   assert returncode == -signal.SIGKILL, "run ended before the kill"
-  assert 10 <= killed_at < RESUME_STEPS
+  assert killed_at is not None and 10 <= killed_at < RESUME_STEPS
 
   log = _run(run_script, args, str(tmp_path / "resumed.log"))
   assert "Resuming from" in log
