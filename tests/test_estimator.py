@@ -449,9 +449,12 @@ def test_new_run_saves_its_starting_point_and_a_resumed_run_does_not(
   start = ckpt_values(os.path.join(model_dir, "model.ckpt-0"))
   np.testing.assert_array_equal(start["w"], W_INIT.astype(np.float32))
   assert start["b"] == 0 and start["global_step"] == 0
+  resumed_from = os.path.join(model_dir, "model.ckpt-2.index")
+  before = os.stat(resumed_from).st_mtime_ns
   make_estimator(model_dir, save_checkpoints_steps=1000).train(
       make_input_fn(x, y, True), max_steps=3)
   assert _ckpt_steps(model_dir) == [0, 2, 3]
+  assert os.stat(resumed_from).st_mtime_ns == before  # not saved again
   w_ref, _, _ = numpy_sgd(x, y, batch=4, steps=3)
   latest = ckpt_values(tf.train.latest_checkpoint(model_dir))
   np.testing.assert_allclose(latest["w"], w_ref, rtol=1e-5)
