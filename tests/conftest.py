@@ -4,7 +4,6 @@ import atexit
 import fcntl
 import importlib.util
 import os
-import re
 import sys
 import shutil
 import tempfile
@@ -172,16 +171,11 @@ def build_once(shared_dir, name, build):
 
 
 def checkpoint_step(output_dir):
-  """The step of the newest checkpoint that `output_dir`'s "checkpoint"
-  state file names, or None before the first one. (TensorFlow replaces
-  that file in one rename, so it is never read half-written.)"""
-  try:
-    with open(os.path.join(output_dir, "checkpoint")) as f:
-      state = f.read()
-  except FileNotFoundError:
-    return None
-  newest = re.search(r'^model_checkpoint_path: ".*-(\d+)"$', state, re.M)
-  return int(newest.group(1)) if newest else None
+  """The step of the newest checkpoint in `output_dir`
+  (estimator.latest_checkpoint), or None before the first one."""
+  import estimator  # pylint: disable=import-outside-toplevel
+  latest = estimator.latest_checkpoint(output_dir)
+  return int(latest.rsplit("-", 1)[1]) if latest else None
 
 
 def signal_after_first_update_saved(runner, script, args, output_dir,
