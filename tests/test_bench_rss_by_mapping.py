@@ -49,9 +49,9 @@ def test_pages_handed_out_count_each_page_once():
       "I bfc_allocator.cc:695] [mem-debug] DeallocateRaw,mklcpu,5000,0x11000,",
       "I bfc_allocator.cc:329] [mem-debug] AllocateRaw,mklcpu,100,0x12010,",
   ]
-  handed_out, regions = conftest.load_bench_script(
+  handed_out, regions, reserved = conftest.load_bench_script(
       "rss_by_mapping").pages_handed_out(log)
-  assert (handed_out, regions) == (3 * 4096, 1)
+  assert (handed_out, regions, reserved) == (3 * 4096, 1, 0x10000)
 
 
 def test_a_real_command_peaks_above_what_it_allocates(tmp_path):
