@@ -386,6 +386,23 @@ def test_oom_message_when_the_estimate_fits_plans_for_less(fv):
   assert "--precision=bf16 (or fp16)." in message
 
 
+def test_oom_message_names_a_cap_on_the_cpu_allocator_when_one_is_set(fv):
+  values = fv("--device_memory_gb=12")
+  settings = memory_flags.resolve(values, BASE, True)
+  capped = memory_flags.oom_message(
+      BASE, values, settings, _oom_error(),
+      environ={"TF_MKL_ALLOC_MAX_BYTES": str(6 * GIB)}).splitlines()
+  assert capped[-2] == (
+      "TF_MKL_ALLOC_MAX_BYTES=6442450944 (6.00 GiB) caps what TensorFlow's "
+      "CPU allocator may reserve: raise or unset it if the machine has more "
+      "RAM.")
+  assert capped[-1].startswith("TensorFlow said: OOM when allocating")
+  uncapped = memory_flags.oom_message(BASE, values, settings, _oom_error(),
+                                      environ={})
+  assert "TF_MKL_ALLOC_MAX_BYTES" not in uncapped
+  assert uncapped.splitlines() == capped[:-2] + capped[-1:]
+
+
 def test_oom_message_without_device_memory(fv):
   values = fv()
   settings = memory_flags.resolve(values, BASE, True)._replace(device=None)
