@@ -7,9 +7,10 @@ A script hands its `main` to `run` (absl scripts) or `call` (argparse ones):
     flag absl cannot parse end the program with ONE line on stderr,
     `<script>: error: <message>`, and exit status 2. The message names the
     flag, file or line and says how to fix it; no traceback.
-  * Known training failures (out of memory, a loss that is no longer finite,
+  * Known failures of a run (out of memory, a loss that is no longer finite,
     a failed worker; estimator.py raises them with their advice) end with
-    "Training stopped. <advice>" and status 1.
+    "Training stopped. <advice>" (or "Evaluation stopped.", "Prediction
+    stopped." when those run out of memory) and status 1.
   * A full disk, a read-only file system or a missing permission ends with
     one line naming the file, status 1.
   * Ctrl-C ends with one line, status 130. While training, the first Ctrl-C
@@ -109,7 +110,8 @@ def _training_failure(error):
   kinds = tuple(getattr(estimator, name) for name in _TRAINING_FAILURES
                 if hasattr(estimator, name))
   if kinds and isinstance(error, kinds):
-    return "Training stopped. %s" % error
+    # An out-of-memory error may come from evaluation or prediction too.
+    return "%s stopped. %s" % (getattr(error, "activity", "Training"), error)
   return None
 
 

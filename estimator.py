@@ -74,7 +74,16 @@ class NonFiniteLossError(RuntimeError):
 
 
 class OutOfMemoryError(RuntimeError):
-  """The device ran out of memory while training."""
+  """The device ran out of memory.
+
+  Attributes:
+    activity: what ran out of memory: "Training", "Evaluation" or
+      "Prediction".
+  """
+
+  def __init__(self, message, activity="Training"):
+    super(OutOfMemoryError, self).__init__(message)
+    self.activity = activity
 
 
 class WorkerFailedError(RuntimeError):
@@ -345,10 +354,39 @@ def _scalar_summary(values, step, writer):
   writer.add_summary(summary, step)
 
 
-def _oom_line(error):
-  """The informative line of a ResourceExhaustedError's long message."""
-  lines = error.message.splitlines() or [""]
-  return next((line.strip() for line in lines if "OOM" in line), lines[0])
+def oom_line(error):
+  """The line of a ResourceExhaustedError that says what could not be
+  allocated.
+
+  Session errors start with "Graph execution error:" and the node's stack;
+  the allocator's "OOM when allocating tensor ..." (or a MemoryError raised
+  in Python) comes later, before the hints that also mention OOM.
+  """
+  lines = [line.strip() for line in error.message.splitlines()
+           if line.strip()]
+  for line in lines:
+    if "OOM" in line or "MemoryError" in line:
+      return line
+  return lines[0] if lines else type(error).__name__
+
+
+# TensorFlow reads this variable once, when its CPU allocator starts: the
+# most bytes that allocator may reserve (by default the machine's RAM).
+CPU_ALLOCATOR_CAP = "TF_MKL_ALLOC_MAX_BYTES"
+
+
+def cpu_allocator_cap_line(environ):
+  """A line naming TF_MKL_ALLOC_MAX_BYTES when `environ` sets it, else None."""
+  value = environ.get(CPU_ALLOCATOR_CAP)
+  if not value:
+    return None
+  try:
+    size = " (%.2f GiB)" % (int(value) / 2**30)
+  except ValueError:
+    size = ""
+  return ("%s=%s%s caps what TensorFlow's CPU allocator may reserve: raise "
+          "or unset it if the machine has more RAM." % (CPU_ALLOCATOR_CAP,
+                                                        value, size))
 
 
 def _format_left(seconds):
@@ -701,7 +739,8 @@ class Estimator(object):
     built = self._build_train_graph(input_fn, skip)
     if self._config.is_chief:
       tf.io.gfile.makedirs(self.model_dir)
-    with built.graph.as_default(), self._train_session(built.graph) as sess:
+    with built.graph.as_default(), self._train_session(built.graph) as sess, \
+        self._out_of_memory("Training"):
       self._initialize_or_restore(sess, built, checkpoint, skip)
       built.graph.finalize()
       writer = (tf.compat.v1.summary.FileWriter(self.model_dir)
@@ -744,8 +783,6 @@ class Estimator(object):
       return run_fn()
     except tf.errors.OutOfRangeError:
       return None
-    except tf.errors.ResourceExhaustedError as e:
-      raise OutOfMemoryError(self._oom_message(e)) from e
     except tf.errors.UnavailableError as e:
       if not self._multi_worker():
         raise
@@ -756,16 +793,39 @@ class Estimator(object):
           "%s" % (self.latest_checkpoint() or "none yet",
                   e.message.splitlines()[0])) from e
 
-  def _oom_message(self, error):
-    if self._config.oom_message_fn is not None:
-      return self._config.oom_message_fn(error)
-    return ("Out of memory while training with --train_batch_size=%s and "
-            "--num_accumulation_steps=%d (micro-batch %d). Raise "
-            "--num_accumulation_steps (same results, smaller micro-batches), "
-            "lower --train_batch_size, or lower --max_seq_length.\n"
-            "TensorFlow said: %s" %
-            (self._train_batch_size, self._config.num_accumulation_steps,
-             self._micro_batch_size(), _oom_line(error)))
+  @contextlib.contextmanager
+  def _out_of_memory(self, activity):
+    """Turns an allocation that fails inside into OutOfMemoryError with
+    advice for `activity` ("Training", "Evaluation" or "Prediction")."""
+    try:
+      yield
+    except tf.errors.ResourceExhaustedError as e:
+      raise OutOfMemoryError(self._oom_message(e, activity), activity) from e
+
+  def _oom_message(self, error, activity):
+    """The advice for `activity`, then the line naming a cap on
+    TensorFlow's CPU allocator if one is set."""
+    if activity != "Training":
+      flag = ("--eval_batch_size" if activity == "Evaluation"
+              else "--predict_batch_size")
+      batch_size = (self._eval_batch_size if activity == "Evaluation"
+                    else self._predict_batch_size)
+      message = ("Out of memory in batches of %s examples: lower %s or "
+                 "--max_seq_length.\nTensorFlow said: %s" % (
+                     batch_size, flag, oom_line(error)))
+    elif self._config.oom_message_fn is not None:
+      message = self._config.oom_message_fn(error)
+    else:
+      message = (
+          "Out of memory while training with --train_batch_size=%s and "
+          "--num_accumulation_steps=%d (micro-batch %d). Raise "
+          "--num_accumulation_steps (same results, smaller micro-batches), "
+          "lower --train_batch_size, or lower --max_seq_length.\n"
+          "TensorFlow said: %s" %
+          (self._train_batch_size, self._config.num_accumulation_steps,
+           self._micro_batch_size(), oom_line(error)))
+    cap = cpu_allocator_cap_line(os.environ)
+    return message if cap is None else message + "\n" + cap
 
   def _check_finite(self, values, step, micro_step):
     loss = values["loss"]
@@ -899,7 +959,7 @@ class Estimator(object):
         metric_ops["loss"] = tf.compat.v1.metrics.mean(spec.loss)
       values = {key: value for key, (value, _) in metric_ops.items()}
       updates = [update for _, update in metric_ops.values()]
-      with self._session(graph) as sess:
+      with self._session(graph) as sess, self._out_of_memory("Evaluation"):
         checkpoint = self._restore_or_initialize(
             sess, scaffold, checkpoint_path, "Estimator.evaluate")
         sess.run(iterator.initializer)
@@ -959,25 +1019,26 @@ class Estimator(object):
       raise ValueError("model_fn must return predictions in PREDICT mode.")
     sess = self._session(graph)
     try:
-      with graph.as_default():
-        self._restore_or_initialize(sess, scaffold, checkpoint_path,
-                                    "Estimator.predict")
-        sess.run(iterator.initializer)
-      # The graph is not left as the default while yielding, so callers can
-      # build or run other TensorFlow code between examples.
-      counter = progress.Progress("Predicting", num_batches, "batches")
-      while True:
-        try:
-          batch = sess.run(spec.predictions)
-        except tf.errors.OutOfRangeError:
-          counter.finish()
-          return
-        counter.advance()
-        if yield_single_examples:
-          for example in _split_batch(batch):
-            yield example
-        else:
-          yield batch
+      with self._out_of_memory("Prediction"):
+        with graph.as_default():
+          self._restore_or_initialize(sess, scaffold, checkpoint_path,
+                                      "Estimator.predict")
+          sess.run(iterator.initializer)
+        # The graph is not left as the default while yielding, so callers
+        # can build or run other TensorFlow code between examples.
+        counter = progress.Progress("Predicting", num_batches, "batches")
+        while True:
+          try:
+            batch = sess.run(spec.predictions)
+          except tf.errors.OutOfRangeError:
+            counter.finish()
+            return
+          counter.advance()
+          if yield_single_examples:
+            for example in _split_batch(batch):
+              yield example
+          else:
+            yield batch
     finally:
       sess.close()
 

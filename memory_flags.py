@@ -13,12 +13,12 @@ the program is cli.py's business, not this module's.
 
 import collections
 import math
-import os
 
 from absl import logging
 import tensorflow as tf
 
 import cli
+import estimator
 import memory_plan
 import tf_internals
 
@@ -480,47 +480,8 @@ def _fitting_flags(model, flag_obj, settings, budget):
                                              "; or ".join(options))
 
 
-def _tf_line(error):
-  """The line of a TensorFlow error that says what could not be allocated.
-
-  Session errors start with "Graph execution error:" and the node's stack;
-  the allocator's "OOM when allocating tensor ..." (or a MemoryError raised
-  in Python) comes later, before the hints that also mention OOM.
-  """
-  lines = [line.strip() for line in error.message.splitlines()
-           if line.strip()]
-  for line in lines:
-    if "OOM" in line or "MemoryError" in line:
-      return line
-  return lines[0] if lines else type(error).__name__
-
-
-# TensorFlow reads this variable once, when its CPU allocator starts: the
-# most bytes that allocator may reserve (by default the machine's RAM).
-CPU_ALLOCATOR_CAP = "TF_MKL_ALLOC_MAX_BYTES"
-
-
-def _cpu_allocator_cap_line(environ):
-  """A line naming TF_MKL_ALLOC_MAX_BYTES when `environ` sets it, else None."""
-  value = environ.get(CPU_ALLOCATOR_CAP)
-  if not value:
-    return None
-  try:
-    size = " (%.2f GiB)" % (int(value) / GIB)
-  except ValueError:
-    size = ""
-  return ("%s=%s%s caps what TensorFlow's CPU allocator may reserve: raise "
-          "or unset it if the machine has more RAM." % (CPU_ALLOCATOR_CAP,
-                                                        value, size))
-
-
-def oom_message(bert_config, flag_obj, settings, error, memory_model=None,
-                environ=None):
-  """The out-of-memory message: the setting, the estimate, fitting flags.
-
-  `environ` (default os.environ) is read for a cap on TensorFlow's CPU
-  allocator, which the message then names.
-  """
+def oom_message(bert_config, flag_obj, settings, error, memory_model=None):
+  """The out-of-memory message: the setting, the estimate, fitting flags."""
   model = _memory_model(bert_config, flag_obj, memory_model)
   estimate = _estimate_bytes(model, settings)
   lines = ["Out of memory training %s and --train_batch_size=%d: %s." % (
@@ -544,10 +505,7 @@ def oom_message(bert_config, flag_obj, settings, error, memory_model=None,
     # The error proves the failed setting does not fit, whatever the estimate.
     lines.append(_fitting_flags(model, flag_obj, settings,
                                 min(budget, estimate - 1)))
-  cap = _cpu_allocator_cap_line(os.environ if environ is None else environ)
-  if cap is not None:
-    lines.append(cap)
-  lines.append("TensorFlow said: %s" % _tf_line(error))
+  lines.append("TensorFlow said: %s" % estimator.oom_line(error))
   return "\n".join(lines)
 
 

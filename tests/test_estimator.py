@@ -130,6 +130,10 @@ def model_fn(features, labels, mode, params):
   loss = tf.reduce_mean(tf.square(pred - features["y"]))
   if params.get("oom"):
     loss += _failing_allocation()
+    pred += 0.0 * _failing_allocation()
+  if params.get("oom_at_initialization"):
+    tf.compat.v1.get_variable(
+        "too_big", initializer=tf.reshape(_failing_allocation(), []))
   if params.get("nan_loss_at_step"):
     step = tf.compat.v1.train.get_global_step()
     loss *= tf.where(tf.equal(step + 1, params["nan_loss_at_step"]),
@@ -618,6 +622,55 @@ def test_out_of_memory_error(tmp_path):
   with pytest.raises(estimator.OutOfMemoryError,
                      match="^plan: ResourceExhaustedError$"):
     est.train(make_input_fn(x, y, True), max_steps=1)
+
+
+def test_out_of_memory_in_evaluation_and_prediction_names_their_batch_flags(
+    tmp_path):
+  x, y = make_data()
+  est = make_estimator(str(tmp_path), params={"oom": True})
+  with pytest.raises(estimator.OutOfMemoryError) as info:
+    est.evaluate(make_input_fn(x, y, False))
+  assert info.value.activity == "Evaluation"
+  assert str(info.value).splitlines() == [
+      "Out of memory in batches of 4 examples: lower --eval_batch_size or "
+      "--max_seq_length.",
+      "TensorFlow said: MemoryError: simulated: cannot allocate the "
+      "activations"]
+  with pytest.raises(estimator.OutOfMemoryError) as info:
+    list(est.predict(make_input_fn(x, y, False)))
+  assert info.value.activity == "Prediction"
+  assert str(info.value).startswith(
+      "Out of memory in batches of 3 examples: lower --predict_batch_size")
+
+
+def test_out_of_memory_while_initializing_is_training_advice(tmp_path):
+  x, y = make_data()
+  est = make_estimator(str(tmp_path), params={"oom_at_initialization": True})
+  with pytest.raises(estimator.OutOfMemoryError) as info:
+    est.train(make_input_fn(x, y, True), max_steps=1)
+  assert info.value.activity == "Training"
+  assert "--num_accumulation_steps" in str(info.value)
+  assert not os.listdir(tmp_path)  # it failed before the first checkpoint
+
+
+def test_out_of_memory_names_a_cap_on_the_cpu_allocator(tmp_path,
+                                                         monkeypatch):
+  assert estimator.cpu_allocator_cap_line({}) is None
+  assert estimator.cpu_allocator_cap_line(
+      {"TF_MKL_ALLOC_MAX_BYTES": str(6 * 2**30)}) == (
+          "TF_MKL_ALLOC_MAX_BYTES=6442450944 (6.00 GiB) caps what "
+          "TensorFlow's CPU allocator may reserve: raise or unset it if the "
+          "machine has more RAM.")
+  # The process's own setting reaches the message (TensorFlow read it when
+  # its allocator started; only the message looks at it here).
+  monkeypatch.setenv("TF_MKL_ALLOC_MAX_BYTES", "not a number")
+  x, y = make_data()
+  est = make_estimator(str(tmp_path), params={"oom": True})
+  with pytest.raises(estimator.OutOfMemoryError) as info:
+    est.train(make_input_fn(x, y, True), max_steps=1)
+  assert str(info.value).splitlines()[-1] == (
+      "TF_MKL_ALLOC_MAX_BYTES=not a number caps what TensorFlow's CPU "
+      "allocator may reserve: raise or unset it if the machine has more RAM.")
 
 
 # ------------------------------------------------------ logs and summaries

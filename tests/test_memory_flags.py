@@ -386,23 +386,6 @@ def test_oom_message_when_the_estimate_fits_plans_for_less(fv):
   assert "--precision=bf16 (or fp16)." in message
 
 
-def test_oom_message_names_a_cap_on_the_cpu_allocator_when_one_is_set(fv):
-  values = fv("--device_memory_gb=12")
-  settings = memory_flags.resolve(values, BASE, True)
-  capped = memory_flags.oom_message(
-      BASE, values, settings, _oom_error(),
-      environ={"TF_MKL_ALLOC_MAX_BYTES": str(6 * GIB)}).splitlines()
-  assert capped[-2] == (
-      "TF_MKL_ALLOC_MAX_BYTES=6442450944 (6.00 GiB) caps what TensorFlow's "
-      "CPU allocator may reserve: raise or unset it if the machine has more "
-      "RAM.")
-  assert capped[-1].startswith("TensorFlow said: OOM when allocating")
-  uncapped = memory_flags.oom_message(BASE, values, settings, _oom_error(),
-                                      environ={})
-  assert "TF_MKL_ALLOC_MAX_BYTES" not in uncapped
-  assert uncapped.splitlines() == capped[:-2] + capped[-1:]
-
-
 def test_oom_message_without_device_memory(fv):
   values = fv()
   settings = memory_flags.resolve(values, BASE, True)._replace(device=None)
@@ -464,6 +447,12 @@ def test_cli_ends_training_failures_with_their_advice(capsys):
   err = capsys.readouterr().err
   assert err == "Training stopped. Loss is nan at step 3\n"
   assert "Traceback" not in err
+  with pytest.raises(SystemExit) as stop:
+    cli.call(_raise, estimator.OutOfMemoryError("Lower --eval_batch_size.",
+                                                "Evaluation"))
+  assert stop.value.code == cli.FAILURE_STATUS
+  assert capsys.readouterr().err == (
+      "Evaluation stopped. Lower --eval_batch_size.\n")
 
 
 # ------------------------------------------------ run_classifier end to end
