@@ -51,6 +51,10 @@ _ENVIRONMENT_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES,
 _ENVIRONMENT_TEXTS = ("No space left on device", "Disk quota exceeded",
                       "Read-only file system", "Permission denied",
                       "File too large")
+# TensorFlow reads this variable once, when its CPU allocator starts: the
+# most bytes that allocator may reserve (by default the machine's RAM). It
+# aborts the process, with a C++ stack trace, on a value it cannot read.
+CPU_ALLOCATOR_CAP = "TF_MKL_ALLOC_MAX_BYTES"
 
 
 class UserError(ValueError):
@@ -136,6 +140,34 @@ def _environment_problem(error):
   return None
 
 
+def check_cpu_allocator_cap(environ):
+  """UserError unless `environ` leaves TF_MKL_ALLOC_MAX_BYTES unset or sets
+  it to a positive whole number of bytes."""
+  value = environ.get(CPU_ALLOCATOR_CAP)
+  if value is None:
+    return
+  if not value.strip().isdigit() or int(value) == 0:
+    raise UserError(
+        "%s=%s must be a positive whole number of bytes (e.g. 6012954214 for "
+        "5.6 GiB), or unset: TensorFlow aborts on any other value." % (
+            CPU_ALLOCATOR_CAP, value))
+
+
+def cpu_allocator_cap_line(environ):
+  """A line naming TF_MKL_ALLOC_MAX_BYTES when `environ` sets it, else None:
+  the cap may be why TensorFlow ran out of memory."""
+  value = environ.get(CPU_ALLOCATOR_CAP)
+  if not value:
+    return None
+  try:
+    size = " (%.2f GiB)" % (int(value) / 2**30)
+  except ValueError:
+    size = ""
+  return ("%s=%s%s caps what TensorFlow's CPU allocator may reserve: raise "
+          "or unset it if the machine has more RAM." % (CPU_ALLOCATOR_CAP,
+                                                        value, size))
+
+
 def call(main, *args):
   """Runs `main(*args)` and ends the program as the module docstring says.
 
@@ -143,6 +175,7 @@ def call(main, *args):
     What `main` returns, when it returns.
   """
   try:
+    check_cpu_allocator_cap(os.environ)
     return main(*args)
   except (UserError, app.UsageError) as e:
     _exit(USAGE_STATUS, error_line(e))

@@ -43,6 +43,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
+import cli
 import graph_keys
 import host_memory
 import progress
@@ -368,25 +369,6 @@ def oom_line(error):
     if "OOM" in line or "MemoryError" in line:
       return line
   return lines[0] if lines else type(error).__name__
-
-
-# TensorFlow reads this variable once, when its CPU allocator starts: the
-# most bytes that allocator may reserve (by default the machine's RAM).
-CPU_ALLOCATOR_CAP = "TF_MKL_ALLOC_MAX_BYTES"
-
-
-def cpu_allocator_cap_line(environ):
-  """A line naming TF_MKL_ALLOC_MAX_BYTES when `environ` sets it, else None."""
-  value = environ.get(CPU_ALLOCATOR_CAP)
-  if not value:
-    return None
-  try:
-    size = " (%.2f GiB)" % (int(value) / 2**30)
-  except ValueError:
-    size = ""
-  return ("%s=%s%s caps what TensorFlow's CPU allocator may reserve: raise "
-          "or unset it if the machine has more RAM." % (CPU_ALLOCATOR_CAP,
-                                                        value, size))
 
 
 def _format_left(seconds):
@@ -805,14 +787,12 @@ class Estimator(object):
   def _oom_message(self, error, activity):
     """The advice for `activity`, then the line naming a cap on
     TensorFlow's CPU allocator if one is set."""
-    if activity != "Training":
-      flag = ("--eval_batch_size" if activity == "Evaluation"
-              else "--predict_batch_size")
-      batch_size = (self._eval_batch_size if activity == "Evaluation"
-                    else self._predict_batch_size)
-      message = ("Out of memory in batches of %s examples: lower %s or "
-                 "--max_seq_length.\nTensorFlow said: %s" % (
-                     batch_size, flag, oom_line(error)))
+    if activity == "Evaluation":
+      message = self._inference_oom_message(error, self._eval_batch_size,
+                                            "--eval_batch_size")
+    elif activity == "Prediction":
+      message = self._inference_oom_message(error, self._predict_batch_size,
+                                            "--predict_batch_size")
     elif self._config.oom_message_fn is not None:
       message = self._config.oom_message_fn(error)
     else:
@@ -824,8 +804,14 @@ class Estimator(object):
           "TensorFlow said: %s" %
           (self._train_batch_size, self._config.num_accumulation_steps,
            self._micro_batch_size(), oom_line(error)))
-    cap = cpu_allocator_cap_line(os.environ)
+    cap = cli.cpu_allocator_cap_line(os.environ)
     return message if cap is None else message + "\n" + cap
+
+  @staticmethod
+  def _inference_oom_message(error, batch_size, flag):
+    return ("Out of memory in batches of %s examples: lower %s or "
+            "--max_seq_length.\nTensorFlow said: %s" % (batch_size, flag,
+                                                        oom_line(error)))
 
   def _check_finite(self, values, step, micro_step):
     loss = values["loss"]

@@ -120,6 +120,39 @@ def test_cpu_start_up_noise_is_filtered_and_other_lines_kept():
   assert quiet_tensorflow.kept_lines(noise[2:]) == noise[2:]
 
 
+@pytest.mark.parametrize("value", ["5.6G", "0", "", "-1"])
+def test_a_cpu_allocator_cap_tensorflow_cannot_read_is_one_line(value):
+  with pytest.raises(cli.UserError) as error:
+    cli.check_cpu_allocator_cap({"TF_MKL_ALLOC_MAX_BYTES": value})
+  assert str(error.value) == (
+      "TF_MKL_ALLOC_MAX_BYTES=%s must be a positive whole number of bytes "
+      "(e.g. 6012954214 for 5.6 GiB), or unset: TensorFlow aborts on any "
+      "other value." % value)
+  cli.check_cpu_allocator_cap({"TF_MKL_ALLOC_MAX_BYTES": "6012954214"})
+  cli.check_cpu_allocator_cap({})
+
+
+def test_a_script_refuses_a_bad_cpu_allocator_cap_before_tensorflow_aborts(
+    tmp_path):
+  # TensorFlow itself ends such a process with SIGABRT and a C++ stack
+  # trace once its CPU allocator starts.
+  env = dict(os.environ, TF_MKL_ALLOC_MAX_BYTES="5.6G")
+  result = subprocess.run(
+      [sys.executable, "extract_features.py",
+       "--input_file=%s" % (tmp_path / "in.txt"),
+       "--output_file=%s" % (tmp_path / "out.jsonl"),
+       "--init_checkpoint=%s" % (tmp_path / "model.ckpt")],
+      cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300,
+      check=False)
+  assert result.returncode == cli.USAGE_STATUS, result.stderr
+  assert result.stderr.strip().splitlines()[-1] == (
+      "extract_features.py: error: TF_MKL_ALLOC_MAX_BYTES=5.6G must be a "
+      "positive whole number of bytes (e.g. 6012954214 for 5.6 GiB), or "
+      "unset: TensorFlow aborts on any other value.")
+  assert "Traceback" not in result.stderr
+  assert "Check failed" not in result.stderr
+
+
 def test_scripts_start_without_cuda_noise():
   env = dict(os.environ)
   env.pop("TF_CPP_MIN_LOG_LEVEL", None)

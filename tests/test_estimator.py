@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import cli
 import conftest
 import estimator
 
@@ -655,8 +656,8 @@ def test_out_of_memory_while_initializing_is_training_advice(tmp_path):
 
 def test_out_of_memory_names_a_cap_on_the_cpu_allocator(tmp_path,
                                                          monkeypatch):
-  assert estimator.cpu_allocator_cap_line({}) is None
-  assert estimator.cpu_allocator_cap_line(
+  assert cli.cpu_allocator_cap_line({}) is None
+  assert cli.cpu_allocator_cap_line(
       {"TF_MKL_ALLOC_MAX_BYTES": str(6 * 2**30)}) == (
           "TF_MKL_ALLOC_MAX_BYTES=6442450944 (6.00 GiB) caps what "
           "TensorFlow's CPU allocator may reserve: raise or unset it if the "
