@@ -27,6 +27,7 @@ import zlib
 import tensorflow as tf
 
 import graph_keys
+import graph_order
 import xla_kernels
 
 
@@ -170,8 +171,8 @@ def keep_mask_drawer(shape, dropout_prob, name=None, drawn_rows=None):
   drawn_shape = tf.cast(drawn_shape, tf.int64)
 
   def draw(after):
-    mask = xla_kernels.keep_mask_16bit(drawn_shape, after_tensor(after, seed),
-                                       threshold)
+    mask = xla_kernels.keep_mask_16bit(
+        drawn_shape, graph_order.after(after, seed), threshold)
     return mask if drawn_rows is None else mask[..., :shape[-2], :]
 
   return draw
@@ -192,16 +193,3 @@ def apply_keep_mask(input_tensor, keep, dropout_prob):
   """Zeroes `input_tensor` where `keep` is False and scales the rest up."""
   scale = tf.cast(1.0 / (1.0 - dropout_prob), input_tensor.dtype)
   return zero_dropped(input_tensor * scale, keep)
-
-
-def after_tensor(dependency, tensor):
-  """Identity of `tensor` that exists only once `dependency` (a tensor or
-  a nested structure of them) does.
-
-  A backward pass that computes a forward value again starts from this:
-  the control dependency keeps grappler from merging the new computation
-  with the forward op it repeats (which would keep the forward tensor alive
-  instead).
-  """
-  with tf.control_dependencies(tf.nest.flatten(dependency)):
-    return tf.identity(tensor)

@@ -30,6 +30,7 @@ import math
 import tensorflow as tf
 
 import dropout_masks
+import graph_order
 import xla_kernels
 
 LAYER_NORM_EPSILON = 1e-12
@@ -173,7 +174,7 @@ def matmul_of_activation(x, kernel, activation):
   @tf.custom_gradient
   def matmul_fn(x, kernel):
     def grad_fn(output_grad):
-      x_again = dropout_masks.after_tensor(output_grad, x)
+      x_again = graph_order.after(output_grad, x)
       activated = activation(x_again)
       kernel_grad = tf.matmul(activated, output_grad, transpose_a=True)
       activated_grad = tf.matmul(output_grad, kernel, transpose_b=True)
@@ -336,7 +337,7 @@ def attention_context(query, key, value, adder, draw_keep, dropout_prob,
       def group_context(heads, previous):
         group_query = heads(query)
         if previous is not None:
-          group_query = dropout_masks.after_tensor(previous, group_query)
+          group_query = graph_order.after(previous, group_query)
         return unscaled_context(group_query, heads(key), heads(value),
                                 heads(keep))[0]
 
@@ -352,7 +353,7 @@ def attention_context(query, key, value, adder, draw_keep, dropout_prob,
 
       def group_grads(heads, previous):
         """(query, key, value) gradients of the heads `heads` selects."""
-        query_again = dropout_masks.after_tensor(
+        query_again = graph_order.after(
             context_grad if previous is None else previous, heads(query))
         if keeps_probs:
           probs = kept_probs
@@ -363,11 +364,11 @@ def attention_context(query, key, value, adder, draw_keep, dropout_prob,
         # The probabilities' gradient waits for the value's, so the dropped
         # probabilities and that gradient are never alive at once.
         value_grad = tf.matmul(
-            dropped_probs(dropout_masks.after_tensor(context_grad, probs),
+            dropped_probs(graph_order.after(context_grad, probs),
                           keep_part),
             grad_part, transpose_a=True)
         probs_grad = tf.matmul(
-            dropout_masks.after_tensor(value_grad, grad_part), heads(value),
+            graph_order.after(value_grad, grad_part), heads(value),
             transpose_b=True)
         if keep_part is not None:
           probs_grad = dropout_masks.zero_dropped(probs_grad, keep_part)
@@ -437,7 +438,7 @@ def feed_forward_in_row_groups(x, kernel_1, bias_1, kernel_2, bias_2,
     def group_output(part, previous):
       x_part = part(x)
       if previous is not None:
-        x_part = dropout_masks.after_tensor(previous, x_part)
+        x_part = graph_order.after(previous, x_part)
       return tf.nn.bias_add(
           tf.matmul(activation(intermediate(x_part)), kernel_2), bias_2)
 
@@ -449,7 +450,7 @@ def feed_forward_in_row_groups(x, kernel_1, bias_1, kernel_2, bias_2,
         four weight and bias gradients)."""
         # The group starts once the previous group's sums exist: one
         # group's [rows / groups, intermediate] tensors are alive at a time.
-        x_part = dropout_masks.after_tensor(
+        x_part = graph_order.after(
             output_grad if previous is None else previous[1], part(x))
         grad_part = part(output_grad)
         pre_activation = intermediate(x_part)

@@ -23,6 +23,7 @@ import re
 import tensorflow as tf
 
 import graph_keys
+import graph_order
 import host_memory
 
 # Reads and writes of resource variables follow control dependencies; the
@@ -212,7 +213,7 @@ def _gradients(loss, tvars, scaler):
     grads = scaler.unscale(grads)
   # No variable may change before the whole backward pass and the fetched
   # loss have read it (a recomputed layer reads its weights again).
-  grads = _after(grads + [loss], grads)
+  grads = graph_order.after(grads + [loss], grads)
   return grads, [v for _, v in pairs]
 
 
@@ -333,7 +334,7 @@ def _accumulate(grads, tvars, num_accumulation_steps, update):
     with tf.control_dependencies([done]):
       zeroed = [_local(a).assign(tf.zeros_like(a), read_value=False)
                 for a in accumulators + row_norms]
-    return _after(zeroed, True)
+    return graph_order.after(zeroed, True)
 
   destinations = tvars + row_norms
   if across_processes:
@@ -453,23 +454,6 @@ def _zeros_initializer(shape, dtype=tf.float32, partition_info=None):
   return tf.raw_ops.Empty(shape=shape, dtype=dtype, init=True)
 
 
-def _after(deps, values):
-  """Identity of `values` (a tensor, IndexedSlices or list of them) computed
-  only after `deps` (ops, tensors or IndexedSlices).
-
-  The identities wait on one op that waits on `deps`: n identities each
-  waiting on n gradients directly would put n^2 edges in the graph (150 k
-  for BERT-Large, 20 MB of GraphDef, copied by every graph the session
-  builds from it).
-  """
-  with tf.control_dependencies([_values(dep) for dep in deps]):
-    barrier = tf.no_op()
-  with tf.control_dependencies([barrier]):
-    if isinstance(values, list):
-      return [_map_values(tf.identity, v) for v in values]
-    return _map_values(tf.identity, values)
-
-
 def _one_minus_power(beta, step):
   """1 - beta**step (float32 scalar) for a Python float beta.
 
@@ -556,7 +540,7 @@ class _DynamicLossScale(object):
             tf.where(grow, 2.0 * self._value, self._value), read_value=False),
         _local(self.good_steps).assign(
             tf.where(grow, tf.zeros_like(good), good), read_value=False)]
-    return _after(changes, True)
+    return graph_order.after(changes, True)
 
   def _skipped(self):
     changes = [
@@ -564,7 +548,7 @@ class _DynamicLossScale(object):
                                   read_value=False),
         _local(self.good_steps).assign(tf.constant(0, tf.int64),
                                        read_value=False)]
-    return _after(changes, False)
+    return graph_order.after(changes, False)
 
 
 class AdamWeightDecayOptimizer(tf.compat.v1.train.Optimizer):
