@@ -102,12 +102,22 @@ def sample(command, interval, env, timeline, stderr_path):
     except OSError as e:
       raise SystemExit("cannot run %s: %s; give a command after --." %
                        (command[0], e.strerror)) from e
+  try:
+    peak = _follow(process, command, interval, timeline)
+  except BaseException:
+    process.kill()  # not left running when sampling fails or is stopped
+    process.wait(timeout=60)
+    raise
+  return peak, process.wait(timeout=60)
+
+
+def _follow(process, command, interval, timeline):
+  """Samples `process` until it exits; returns its largest sample."""
   peak = {}
   start = time.monotonic()
   deadline = start + TIMEOUT_SECONDS
   while process.poll() is None:
     if time.monotonic() > deadline:
-      process.kill()
       raise SystemExit("timed out after %d s: %s" % (TIMEOUT_SECONDS,
                                                      " ".join(command)))
     try:
@@ -120,11 +130,14 @@ def sample(command, interval, env, timeline, stderr_path):
       row["seconds"] = round(time.monotonic() - start, 2)
       row["clock"] = time.strftime("%H:%M:%S")
       row["total"] = round(sum(totals.values()) / GIB, 3)
-      timeline.write(json.dumps(row) + "\n")
+      try:
+        timeline.write(json.dumps(row) + "\n")
+      except OSError as e:
+        raise OSError(e.errno, e.strerror, timeline.name) from e
     if sum(totals.values()) > sum(peak.values()):
       peak = totals
     time.sleep(interval)
-  return peak, process.wait(timeout=60)
+  return peak
 
 
 def main():
@@ -153,7 +166,7 @@ def main():
   timeline = None
   if args.timeline:
     try:
-      timeline = open(args.timeline, "w")
+      timeline = open(args.timeline, "w", buffering=1)  # a line at a time
     except OSError as e:
       parser.error("--timeline=%s: %s" % (args.timeline, e.strerror))
   log_path = args.stderr
@@ -163,14 +176,14 @@ def main():
     os.close(handle)
   try:
     peak, code = sample(command, args.interval, env, timeline, log_path)
+    if timeline is not None:
+      timeline.close()
     if args.allocator_pages:
       with open(log_path, errors="replace") as log:
         handed_out, regions, reserved = pages_handed_out(log)
   except OSError as e:
-    parser.error("--stderr=%s: %s" % (log_path, e.strerror))
+    parser.error("%s: %s" % (e.filename or log_path, e.strerror))
   finally:
-    if timeline is not None:
-      timeline.close()
     if not args.stderr and os.path.exists(log_path):
       os.unlink(log_path)
   result = {kind: round(value / GIB, 3) for kind, value in sorted(peak.items())}

@@ -80,3 +80,31 @@ def test_a_command_that_cannot_start_is_one_line():
   assert done.stderr.strip().splitlines() == [
       "cannot run /nonexistent/command: No such file or directory; give a "
       "command after --."]
+
+
+def _processes_mentioning(token):
+  """PIDs whose command line contains `token`."""
+  pids = []
+  for name in os.listdir("/proc"):
+    try:
+      with open("/proc/%s/cmdline" % name, "rb") as cmdline:
+        if token.encode() in cmdline.read():
+          pids.append(int(name))
+    except (OSError, ValueError):
+      continue
+  return pids
+
+
+def test_a_timeline_that_cannot_be_written_stops_the_command():
+  # Writing the first sample to /dev/full fails; the tool must end with one
+  # line naming the file and stop (and reap) the command it started.
+  token = "rss_by_mapping_test_%d" % os.getpid()
+  done = subprocess.run(
+      [sys.executable, _PATH, "--interval=0.05", "--timeline=/dev/full",
+       "--", sys.executable, "-c", "import time; time.sleep(600)  # " + token],
+      capture_output=True, text=True, timeout=120, check=False)
+  assert done.returncode == 2
+  assert "Traceback" not in done.stderr
+  assert done.stderr.strip().splitlines()[-1] == (
+      "rss_by_mapping.py: error: /dev/full: No space left on device")
+  assert _processes_mentioning(token) == []
