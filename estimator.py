@@ -662,8 +662,24 @@ class Estimator(object):
     return graph, iterator, spec, scaffold
 
   def _session(self, graph):
-    return tf.compat.v1.Session(graph=graph,
-                                config=self._config.session_config)
+    return tf.compat.v1.Session(graph=graph, config=self._session_config())
+
+  def _session_config(self):
+    """RunConfig's session_config (else TensorFlow's default) with
+    place_pruned_graph: the session then places and keeps only the parts of
+    the graph it runs, instead of a placed copy of all of it (the Saver's
+    restore ops, the initializers, ...): 0.04 GiB less C heap for BERT-Large
+    (docs/memory.md). None (TensorFlow's default, unchanged) when the
+    default cannot be read."""
+    if self._config.session_config is not None:
+      config = tf.compat.v1.ConfigProto()
+      config.CopyFrom(self._config.session_config)
+    else:
+      config = tf_internals.default_session_config()
+      if config is None:
+        return None
+    config.graph_options.place_pruned_graph = True
+    return config
 
   def _multi_worker(self):
     """Whether training spans several processes (TF_CONFIG's cluster)."""

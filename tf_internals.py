@@ -1,5 +1,5 @@
 # coding=utf-8
-"""The two places where this project reaches into TensorFlow's private API.
+"""The three places where this project reaches into TensorFlow's private API.
 
 Each function names the internal it uses, falls back to a public API when the
 internal is gone, and `check()` reports which internals this TensorFlow still
@@ -70,6 +70,25 @@ def gpu_memory_limits():
           if device.device_type == "GPU"}
 
 
+def default_session_config():
+  """A copy of the ConfigProto a tf.compat.v1.Session gets when given none.
+
+  That config carries what `tf.config` set up before (virtual CPU devices,
+  thread counts, optimizer options); a session given any other config loses
+  them. It comes from TensorFlow's eager context (`context.context().config`,
+  private). Returns None when that is gone: the caller then passes no config
+  and cannot add options to TensorFlow's.
+  """
+  try:
+    from tensorflow.python.eager import context  # pylint: disable=g-direct-tensorflow-import,import-outside-toplevel
+    config = context.context().config
+  except (ImportError, AttributeError):
+    return None
+  copy = tf.compat.v1.ConfigProto()
+  copy.CopyFrom(config)
+  return copy
+
+
 def check():
   """Names of the private TensorFlow internals this TensorFlow lacks."""
   missing = []
@@ -83,4 +102,6 @@ def check():
       missing.append("device_lib.list_local_devices")
   except ImportError:
     missing.append("tensorflow.python.client.device_lib")
+  if default_session_config() is None:
+    missing.append("tensorflow.python.eager.context.context().config")
   return missing

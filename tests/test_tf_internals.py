@@ -1,7 +1,11 @@
 """The private TensorFlow internals of tf_internals.py, and their fallbacks."""
+import subprocess
+import sys
+
 import numpy as np
 import tensorflow as tf
 
+import conftest
 import tf_internals
 
 
@@ -9,9 +13,9 @@ def test_this_tensorflow_has_every_internal_used():
   missing = tf_internals.check()
   assert not missing, (
       "TensorFlow %s lacks %s; tf_internals.py falls back to public APIs "
-      "(slower first steps, or --device_memory_gb needed on GPUs): update "
-      "tf_internals.py for this version." % (tf.__version__,
-                                             ", ".join(missing)))
+      "(slower first steps, --device_memory_gb needed on GPUs, or sessions "
+      "that keep the whole graph): update tf_internals.py for this "
+      "version." % (tf.__version__, ", ".join(missing)))
 
 
 class _PublicSession(object):
@@ -49,3 +53,28 @@ def test_no_gpu_means_no_gpu_memory():
   else:
     limits = tf_internals.gpu_memory_limits()
     assert limits and all(value > 0 for value in limits.values())
+
+
+_VIRTUAL_DEVICES_CHILD = """
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(
+    cpu, [tf.config.LogicalDeviceConfiguration()] * 3)
+import estimator, tf_internals
+config = tf_internals.default_session_config()
+assert config.device_count["CPU"] == 3, config
+runner = estimator.Estimator(lambda *args: None, estimator.RunConfig("unused"))
+with runner._session(tf.Graph()) as sess:
+  cpus = [d.name for d in sess.list_devices() if d.device_type == "CPU"]
+assert len(cpus) == 3, cpus
+print("ok")
+"""
+
+
+def test_runner_sessions_keep_the_devices_tf_config_made():
+  """The runner adds place_pruned_graph to TensorFlow's default session
+  config; the virtual CPU devices tf.config set up must survive that."""
+  done = subprocess.run([sys.executable, "-c", _VIRTUAL_DEVICES_CHILD],
+                        cwd=conftest.REPO_ROOT, capture_output=True,
+                        text=True, timeout=300, check=False)
+  assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
