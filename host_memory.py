@@ -61,36 +61,6 @@ def release_freed_heap():
   return bool(malloc_trim(0))
 
 
-# mallopt parameter numbers (glibc's malloc.h).
-_M_TRIM_THRESHOLD = -1
-_M_MMAP_THRESHOLD = -3
-# glibc's default for both: a block this large gets its own mapping.
-LARGE_BLOCK_BYTES = 128 * 1024
-
-
-def map_large_blocks(threshold_bytes=LARGE_BLOCK_BYTES):
-  """Keeps blocks of `threshold_bytes` or more out of the heap for good.
-
-  glibc gives such a malloc its own mapping, unmapped when freed, but
-  raises the threshold to the size of each such block freed (up to 32
-  MiB): after TensorFlow builds and optimizes a large graph, blocks of
-  several MiB then come from the heap, and freed they stay resident until
-  the heap's top is trimmed. A fixed threshold (and the heap's trim
-  threshold kept with it) hands them back when they are freed: 0.025 GiB
-  off BERT-Large's training peak through run_classifier.py
-  (docs/memory.md). Process-wide; affects later allocations only.
-
-  Returns:
-    True if glibc took both settings, False if not, None without glibc.
-  """
-  mallopt = getattr(_glibc(), "mallopt", None)
-  if mallopt is None:
-    return None
-  mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-  return bool(mallopt(_M_MMAP_THRESHOLD, threshold_bytes) and
-              mallopt(_M_TRIM_THRESHOLD, threshold_bytes))
-
-
 class HeapReleaser(object):
   """A thread that calls `release_freed_heap` every `interval_seconds`
   until `stop`, which also releases once more."""

@@ -39,7 +39,6 @@ import checkpoint_checks
 import cli
 import convert_checkpoint
 import estimator
-import host_memory
 import memory_flags
 import modeling
 import run_record
@@ -620,8 +619,7 @@ def make_run_config(flag_obj, memory=None, distribution=None,
 
 def set_up(flag_obj, bert_config, *, do_train, record=None,
            memory_model=None, heads=()):
-  """Checks checkpoints and output_dir, then makes the run's settings
-  (glibc hands freed large blocks back from here on: host_memory).
+  """Checks checkpoints and output_dir, then makes the run's settings.
 
   Args:
     flag_obj: parsed flags, checked by `start`.
@@ -645,7 +643,6 @@ def set_up(flag_obj, bert_config, *, do_train, record=None,
   """
   output_dir = flag_obj.output_dir
   check_checkpoints(flag_obj, bert_config, do_train=do_train, heads=heads)
-  host_memory.map_large_blocks()
   prepare_output_dir(output_dir)
   distribution = make_distribution(flag_obj)
   memory = memory_flags.resolve(flag_obj, bert_config, do_train,

@@ -15,7 +15,6 @@ import sys
 import threading
 import time
 
-import conftest
 import host_memory
 
 MIB = 2**20
@@ -172,37 +171,3 @@ def test_heap_releaser_hands_pages_back_when_stopped():
 
 def test_first_runs_releaser_stops_when_dropped_before_its_runs():
   _in_fresh_process(_first_runs_releaser_stops_when_dropped_before_its_runs)
-
-
-_LARGE_BLOCK_CHILD = """
-import ctypes, sys
-import host_memory
-libc = ctypes.CDLL("libc.so.6")
-libc.malloc.restype = ctypes.c_void_p
-libc.malloc.argtypes = [ctypes.c_size_t]
-libc.free.argtypes = [ctypes.c_void_p]
-libc.mallinfo2.restype = host_memory._MallInfo2
-if sys.argv[1] == "fixed":
-  assert host_memory.map_large_blocks()
-# A 4 MiB block is mapped on its own; freeing it makes glibc's threshold
-# 4 MiB unless it is fixed.
-libc.free(libc.malloc(4 << 20))
-mapped = libc.mallinfo2().hblkhd
-block = libc.malloc(1 << 20)
-print(libc.mallinfo2().hblkhd - mapped)
-libc.free(block)
-"""
-
-
-def test_large_blocks_stay_mapped_on_their_own():
-  """glibc's dynamic threshold (malloc(3), M_MMAP_THRESHOLD) puts a 1 MiB
-  block on the heap once a 4 MiB mapped block was freed; with
-  map_large_blocks it gets a mapping of its own (mallinfo2's hblkhd)."""
-  mapped = {}
-  for mode in ("default", "fixed"):
-    done = subprocess.run([sys.executable, "-c", _LARGE_BLOCK_CHILD, mode],
-                          cwd=conftest.REPO_ROOT, capture_output=True,
-                          text=True, timeout=120, check=True)
-    mapped[mode] = int(done.stdout.split()[-1])
-  assert mapped["default"] == 0
-  assert mapped["fixed"] >= 1 << 20
