@@ -30,6 +30,7 @@ TensorFlow nor the project's modules, so light scripts stay light.
 
 import errno
 import os
+import re
 import sys
 import traceback
 
@@ -146,7 +147,9 @@ def check_cpu_allocator_cap(environ):
   value = environ.get(CPU_ALLOCATOR_CAP)
   if value is None:
     return
-  if not value.strip().isdigit() or int(value) == 0:
+  # ASCII digits only: str.isdigit also takes characters such as "²",
+  # which int() and TensorFlow refuse.
+  if not re.fullmatch(r"\s*[0-9]+\s*", value) or int(value) == 0:
     raise UserError(
         "%s=%s must be a positive whole number of bytes (e.g. 6012954214 for "
         "5.6 GiB), or unset: TensorFlow aborts on any other value." % (

@@ -120,7 +120,7 @@ def test_cpu_start_up_noise_is_filtered_and_other_lines_kept():
   assert quiet_tensorflow.kept_lines(noise[2:]) == noise[2:]
 
 
-@pytest.mark.parametrize("value", ["5.6G", "0", "", "-1"])
+@pytest.mark.parametrize("value", ["5.6G", "0", "", "-1", "\u00b2", "1e9"])
 def test_a_cpu_allocator_cap_tensorflow_cannot_read_is_one_line(value):
   with pytest.raises(cli.UserError) as error:
     cli.check_cpu_allocator_cap({"TF_MKL_ALLOC_MAX_BYTES": value})
