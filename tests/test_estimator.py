@@ -445,6 +445,23 @@ def test_resume_sees_the_same_data(tmp_path, k):
   assert not np.allclose(full["w"], w_unshuffled, rtol=1e-3)
 
 
+def test_runner_sessions_place_only_the_ops_they_run(tmp_path):
+  """place_pruned_graph: an op that no run needs is never placed, so one
+  pinned to a device that does not exist stops a plain session's first run
+  (TensorFlow's default places the whole graph) but not the runner's."""
+  graph = tf.Graph()
+  with graph.as_default():
+    needed = tf.constant(1.0) + 1.0
+    with tf.device("/job:nowhere/device:CPU:0"):
+      tf.constant(2.0) * 3.0  # never run
+  with tf.compat.v1.Session(graph=graph) as plain:
+    with pytest.raises(tf.errors.InvalidArgumentError):
+      plain.run(needed)
+  runner = make_estimator(str(tmp_path))
+  with runner._session(graph) as sess:  # pylint: disable=protected-access
+    assert sess.run(needed) == 2.0
+
+
 def test_new_run_saves_its_starting_point_and_a_resumed_run_does_not(
     tmp_path):
   x, y = make_data()
