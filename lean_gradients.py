@@ -39,8 +39,9 @@ LAYER_NORM_EPSILON = 1e-12
 class BackwardPolicy(collections.namedtuple(
     "BackwardPolicy",
     ["keep_activations_up_to", "in_recomputation", "recomputed_head_groups",
-     "recomputed_row_groups", "min_rows_per_row_group"],
-    defaults=(384, False, 4, 4, 1024))):
+     "recomputed_row_groups", "min_rows_per_row_group",
+     "min_rows_per_head_group"],
+    defaults=(384, False, 4, 4, 1024, 1024))):
   """What a layer's backward pass keeps.
 
   Fields:
@@ -71,6 +72,13 @@ class BackwardPolicy(collections.namedtuple(
       short sums run slower: BERT-Base at 512 tokens, batch 4 (2048 rows)
       trained about 10% slower in four groups of 512 rows than in one
       (docs/memory.md).
+    min_rows_per_head_group: likewise fewer groups of heads where the
+      attention's query rows (B * F, or their upper bound) would give
+      fewer than this many rows a group. Each group adds a few hundred ops
+      to every recomputed layer, and the session holds a kernel and
+      buffers for each; below this the smaller [B, N / groups, F, T]
+      tensors save less memory than those ops take (BERT-Large at 512
+      tokens, batch 2: docs/memory.md).
   """
 
   def keeps_at(self, seq_length):
@@ -87,22 +95,29 @@ class BackwardPolicy(collections.namedtuple(
     than keep them."""
     return not self.in_recomputation and not self.keeps_at(seq_length)
 
-  def head_groups(self, seq_length):
-    """How many groups of heads attention runs over, one after another."""
-    if self.in_recomputation and not self.keeps_at(seq_length):
-      return max(1, self.recomputed_head_groups)
-    return 1
+  def head_groups(self, seq_length, rows=None):
+    """How many groups of heads attention runs over, one after another;
+    `rows` is its query row count B * F (or its upper bound), an int, or
+    None if unknown."""
+    return self._groups(self.recomputed_head_groups, seq_length, rows,
+                        self.min_rows_per_head_group)
 
   def row_groups(self, seq_length, rows=None):
     """How many groups of rows the feed-forward runs over, one after
     another; `rows` is the layer's row count (or its upper bound), an int,
     or None if unknown."""
-    if self.in_recomputation and not self.keeps_at(seq_length):
-      groups = max(1, self.recomputed_row_groups)
-      if isinstance(rows, int):
-        groups = min(groups, max(1, rows // self.min_rows_per_row_group))
-      return groups
-    return 1
+    return self._groups(self.recomputed_row_groups, seq_length, rows,
+                        self.min_rows_per_row_group)
+
+  def _groups(self, most, seq_length, rows, min_rows):
+    """`most` groups (at least 1) in a recomputation that does not keep,
+    fewer where a known `rows` gives fewer than `min_rows` a group; else 1."""
+    if not self.in_recomputation or self.keeps_at(seq_length):
+      return 1
+    groups = max(1, most)
+    if isinstance(rows, int):
+      groups = min(groups, max(1, rows // min_rows))
+    return groups
 
 
 @tf.custom_gradient
@@ -325,7 +340,11 @@ def attention_context(query, key, value, adder, draw_keep, dropout_prob,
     keep = draw_keep(after=query) if draw_keep else None
     return scaled(unscaled_context(query, key, value, keep)[0])
   keeps_probs = policy.in_recomputation and policy.keeps_at(seq_length)
-  groups = _even_ranges(int(query.shape[1]), policy.head_groups(seq_length))
+  batch_size, from_length = int_or_none(query, 0), int_or_none(query, 2)
+  rows = (batch_size * from_length
+          if batch_size is not None and from_length is not None else None)
+  groups = _even_ranges(int(query.shape[1]),
+                        policy.head_groups(seq_length, rows))
 
   @tf.custom_gradient
   def context_fn(query, key, value):

@@ -229,7 +229,8 @@ peaks = {
         lean_gradients.attention_context,
         lean_gradients.BackwardPolicy(keep_activations_up_to=0,
                                       in_recomputation=True,
-                                      recomputed_head_groups=4)),
+                                      recomputed_head_groups=4,
+                                      min_rows_per_head_group=1)),
     "feed_forward_autodiff": feed_forward_peak_bytes(0),
     "feed_forward_in_row_groups": feed_forward_peak_bytes(4),
 }

@@ -120,7 +120,8 @@ def _attention_loss(policy, use_lean, dropout_prob=0.2):
     lean_gradients.BackwardPolicy(in_recomputation=True),
     lean_gradients.BackwardPolicy(keep_activations_up_to=0,
                                   in_recomputation=True,
-                                  recomputed_head_groups=2)],
+                                  recomputed_head_groups=2,
+                                  min_rows_per_head_group=1)],
                          ids=["autodiff", "computes_again", "recomputation",
                               "recomputation_in_head_groups"])
 def test_attention_context_equals_autodiff_of_the_formula(policy):
@@ -151,6 +152,12 @@ def test_backward_policy_lengths():
   # count is known.
   assert [recomputing.row_groups(512, rows) for rows in
           (4096, 2048, 1024, 100)] == [4, 2, 1, 1]
+  # Groups of heads likewise, one per min_rows_per_head_group (1024) query
+  # rows, at most recomputed_head_groups.
+  assert [recomputing.head_groups(512, rows) for rows in
+          (8192, 4096, 2048, 1024, 100)] == [4, 4, 2, 1, 1]
+  assert recomputing._replace(min_rows_per_head_group=1).head_groups(
+      512, 100) == 4
 
 
 def test_recompute_grad_gives_the_gradients_of_the_plain_layer():

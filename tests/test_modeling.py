@@ -521,20 +521,17 @@ def test_gradient_checkpointing_gives_identical_gradients(long_sequence_path):
   else:
     # Each of the 3 attentions draws its mask again in its backward pass and
     # computes its scores again. The recomputed attention runs over its heads
-    # in groups (lean_gradients.BackwardPolicy.recomputed_head_groups), one
-    # scores and one context matmul per group in its forward pass and five
-    # matmuls per group in its backward pass, where the plain one has five.
-    # Its feed-forward runs over groups of rows (recomputed_row_groups, of
-    # at least min_rows_per_row_group rows: one group of the 20 here): the
-    # forward pass needs none of its matmuls, the backward pass five per
-    # group (the intermediate one again, then four gradients), where the
-    # plain backward pass has four.
-    policy = lean_gradients.BackwardPolicy()
-    groups = min(policy.recomputed_head_groups,
-                 _tiny_config().num_attention_heads)
-    row_groups = lean_gradients.BackwardPolicy(0, True).row_groups(
-        10, IDS.size)
-    assert groups > 1
+    # in groups (lean_gradients.BackwardPolicy.head_groups; one group for
+    # the 20 query rows here), one scores and one context matmul per group
+    # in its forward pass and five matmuls per group in its backward pass,
+    # where the plain one has five. Its feed-forward runs over groups of
+    # rows (row_groups; one group here too): the forward pass needs none of
+    # its matmuls, the backward pass five per group (the intermediate one
+    # again, then four gradients), where the plain backward pass has four.
+    # (tests/test_lean_gradients.py checks several groups of heads.)
+    policy = lean_gradients.BackwardPolicy(0, True)
+    groups = policy.head_groups(10, IDS.size)
+    row_groups = policy.row_groups(10, IDS.size)
     assert plain_masks == 1 + 3 * 2 + 3 + 3
     assert ckpt_masks == plain_masks + 3 * 1
     assert ckpt_matmuls == plain_matmuls + (4 + 2 * groups) + 5 * (
