@@ -56,16 +56,17 @@ class BackwardPolicy(collections.namedtuple(
       pass, so it keeps what it computes, except attention at lengths
       beyond keep_activations_up_to (see recomputed_head_groups).
     recomputed_head_groups: at those lengths a recomputed layer's attention
-      runs its forward and backward pass over this many groups of heads,
-      one group after another, and its backward pass computes each group's
-      probabilities again: the largest tensors it holds are then
-      [B, N / groups, F, T] instead of [B, N, F, T]. With gradient
-      checkpointing those are the largest part of the step's working set
-      beside the gradients.
+      runs its forward and backward pass over up to this many groups of
+      heads (see min_rows_per_head_group), one group after another, and
+      its backward pass computes each group's probabilities again: the
+      largest tensors it holds are then [B, N / groups, F, T] instead of
+      [B, N, F, T]. With gradient checkpointing those are the largest part
+      of the step's working set beside the gradients.
     recomputed_row_groups: at those lengths a recomputed layer's
-      feed-forward (both dense layers) runs over this many groups of rows
-      one after another, and its backward pass computes each group's
-      intermediate activation again (`feed_forward_in_row_groups`).
+      feed-forward (both dense layers) runs over up to this many groups of
+      rows (see min_rows_per_row_group), one after another, and its
+      backward pass computes each group's intermediate activation again
+      (`feed_forward_in_row_groups`).
     min_rows_per_row_group: fewer groups where the layer's rows (or their
       upper bound, with padding skipped) would give groups of fewer rows.
       A group's weight gradients are matmuls that sum over its rows, and
