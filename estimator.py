@@ -668,9 +668,9 @@ class Estimator(object):
     """RunConfig's session_config (else TensorFlow's default) with
     place_pruned_graph: the session then places and keeps only the parts of
     the graph it runs, instead of a placed copy of all of it (the Saver's
-    restore ops, the initializers, ...): 0.04 GiB less C heap for BERT-Large
-    (docs/memory.md). None (TensorFlow's default, unchanged) when the
-    default cannot be read."""
+    restore ops, the initializers, ...), which lowers the process's peak
+    (docs/memory.md, "The training script's path"). None (TensorFlow's
+    default, unchanged) when the default cannot be read."""
     if self._config.session_config is not None:
       config = tf.compat.v1.ConfigProto()
       config.CopyFrom(self._config.session_config)

@@ -27,8 +27,8 @@ def after(dependencies, values):
 
   Many values waiting on many dependencies wait on one NoOp that waits on
   them all: an edge from each dependency to each identity would make the
-  graph quadratic (BERT-Large's ~400 gradients waiting on each other: 150 k
-  edges, 20 MB of GraphDef, copied into every graph the session derives).
+  graph quadratic (BERT-Large's ~400 gradients waiting on each other:
+  ~400 * 400 edges, copied into every graph the session derives).
   """
   waits_on = tf.nest.flatten(dependencies, expand_composites=True)
   if (len(waits_on) > 1 and
