@@ -341,9 +341,7 @@ def attention_context(query, key, value, adder, draw_keep, dropout_prob,
     keep = draw_keep(after=query) if draw_keep else None
     return scaled(unscaled_context(query, key, value, keep)[0])
   keeps_probs = policy.in_recomputation and policy.keeps_at(seq_length)
-  batch_size, from_length = int_or_none(query, 0), int_or_none(query, 2)
-  rows = (batch_size * from_length
-          if batch_size is not None and from_length is not None else None)
+  rows = rows_if_known(int_or_none(query, 0), int_or_none(query, 2))
   groups = _even_ranges(int(query.shape[1]),
                         policy.head_groups(seq_length, rows))
 
@@ -534,6 +532,14 @@ def _concat(parts, axis):
   """The parts of one tensor along `axis`, concatenated."""
   parts = list(parts)
   return parts[0] if len(parts) == 1 else tf.concat(parts, axis=axis)
+
+
+def rows_if_known(batch_size, length):
+  """batch_size * length when both are ints, else None (the row count
+  BackwardPolicy's group counts take)."""
+  if isinstance(batch_size, int) and isinstance(length, int):
+    return batch_size * length
+  return None
 
 
 def int_or_none(tensor, axis):

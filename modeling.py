@@ -979,8 +979,8 @@ def _transformer_layer(layer_rows, layout, attention_bias, hidden_size,
                                               hidden_dropout_prob)
       attention_output = layer_norm(attention_output + query_input)
 
-  row_groups = policy.row_groups(seq_length, batch_size * seq_length if all(
-      isinstance(size, int) for size in (batch_size, seq_length)) else None)
+  row_groups = policy.row_groups(
+      seq_length, lean_gradients.rows_if_known(batch_size, seq_length))
   if row_groups > 1:
     layer_output = _feed_forward_in_row_groups(
         attention_output, intermediate_size, intermediate_act_fn,

@@ -158,6 +158,10 @@ def test_backward_policy_lengths():
           (8192, 4096, 2048, 1024, 100)] == [4, 4, 2, 1, 1]
   assert recomputing._replace(min_rows_per_head_group=1).head_groups(
       512, 100) == 4
+  # The row count is known only when both sizes are.
+  assert lean_gradients.rows_if_known(2, 512) == 1024
+  assert lean_gradients.rows_if_known(None, 512) is None
+  assert lean_gradients.rows_if_known(2, None) is None
 
 
 def test_recompute_grad_gives_the_gradients_of_the_plain_layer():
