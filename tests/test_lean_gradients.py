@@ -12,6 +12,7 @@ import tensorflow as tf
 import dropout_masks
 import lean_gradients
 import modeling
+import rounding
 
 TOLERANCE = dict(rtol=1e-10, atol=1e-12)
 
@@ -259,37 +260,84 @@ def test_softmax_cross_entropy_matches_numpy(dtype):
                              atol=1e-7)
 
 
+# The tanh-approximated GELU's largest slope |gelu'| and curvature |gelu''|
+# (both at most these over the real line): an error d in its input moves
+# gelu by at most 1.13 d and gelu' by at most 0.8 d.
+GELU_SLOPE = 1.13
+GELU_CURVATURE = 0.8
+
+
+def _feed_forward_magnitudes(x, kernel_1, bias_1, kernel_2, bias_2, w):
+  """Absolute-value evaluations (tests/rounding.py) of the output of
+  gelu(x @ kernel_1 + bias_1) @ kernel_2 + bias_2 and of the gradients of
+  sum(w * output) for x, kernel_1, bias_1, kernel_2, bias_2."""
+  a = np.abs
+  pre = a(x) @ a(kernel_1) + a(bias_1)
+  activation = GELU_SLOPE * pre
+  output = activation @ a(kernel_2) + a(bias_2)
+  activation_grad = a(w) @ a(kernel_2).T
+  # The backward pass scales by gelu'(pre), itself computed from a rounded
+  # pre-activation.
+  pre_grad = activation_grad * (GELU_SLOPE + GELU_CURVATURE * pre)
+  return output, [pre_grad @ a(kernel_1).T, a(x).T @ pre_grad,
+                  pre_grad.sum(axis=0), activation.T @ a(w),
+                  a(w).sum(axis=0)]
+
+
 @pytest.mark.parametrize("groups,dtype,rows_known", [
     (1, tf.float64, True), (3, tf.float64, True), (3, tf.float64, False),
     (3, tf.bfloat16, True)])
 def test_feed_forward_in_row_groups_equals_autodiff(groups, dtype,
                                                     rows_known):
   """Ten rows in one run or in runs of 3, 3 and 4 (also with the row count
-  known only when the graph runs): the output and every
-  gradient as autodiff of the plain two-matmul formula in float64; in
-  bfloat16 (bias and weight sums in float32) to bfloat16's precision."""
+  known only when the graph runs): the output and every gradient of
+  sum(w * output) as autodiff of the plain two-matmul formula in float64; in
+  bfloat16 (bias and weight sums in float32) within bfloat16's rounding of
+  what each value sums up."""
   inputs = [_weights((10, 6), 7), _weights((6, 12), 8), _weights(12, 9),
             _weights((12, 6), 10), _weights(6, 11)]
   w = _weights((10, 6), 12)
 
   def plain(t):
     x, kernel_1, bias_1, kernel_2, bias_2 = t
-    return tf.reduce_sum(w * (tf.matmul(
-        modeling.gelu(tf.matmul(x, kernel_1) + bias_1), kernel_2) + bias_2))
+    return tf.matmul(modeling.gelu(tf.matmul(x, kernel_1) + bias_1),
+                     kernel_2) + bias_2
 
   def lean(t):
     x = t[0] if rows_known else tf.compat.v1.placeholder_with_default(
         t[0], [None, 6])
-    output = lean_gradients.feed_forward_in_row_groups(
-        *[tf.cast(a, dtype) for a in [x] + t[1:]], modeling.gelu, groups)
-    return tf.reduce_sum(w * tf.cast(output, tf.float64))
+    return tf.cast(lean_gradients.feed_forward_in_row_groups(
+        *[tf.cast(a, dtype) for a in [x] + t[1:]], modeling.gelu, groups),
+                   tf.float64)
 
-  got = _values_and_gradients(lean, inputs)
-  want = _values_and_gradients(plain, inputs)
-  for got_value, want_value in zip([got[0]] + got[1], [want[0]] + want[1]):
-    assert np.abs(want_value).max() > 0
-    if dtype == tf.float64:
+  def output_and_gradients(build):
+    with tf.Graph().as_default():
+      tensors = [tf.constant(a) for a in inputs]
+      output = build(tensors)
+      grads = tf.gradients(tf.reduce_sum(w * output), tensors)
+      with tf.compat.v1.Session() as sess:
+        return sess.run([output, grads])
+
+  got = output_and_gradients(lean)
+  want = output_and_gradients(plain)
+  if dtype == tf.float64:
+    for got_value, want_value in zip([got[0]] + got[1],
+                                     [want[0]] + want[1]):
       np.testing.assert_allclose(got_value, want_value, **TOLERANCE)
-    else:
-      np.testing.assert_allclose(got_value, want_value, rtol=0,
-                                 atol=0.03 * np.abs(want_value).max())
+    return
+  rounding.check_float32_accumulation(dtype)
+  output_magnitude, grad_magnitudes = _feed_forward_magnitudes(*inputs, w)
+  # At most 8 roundings on a path. Forward: x and kernel_1 (the inputs'
+  # casts), the first matmul, its bias, GELU (computed in float32, rounded
+  # once), kernel_2, the second matmul and its bias. Backward: the output's
+  # gradient, kernel_2, the activation's gradient, the pre-activation's
+  # gradient (the pre-activation it reads counts in the curvature term),
+  # kernel_1 or x, and the last matmul or sum.
+  rounding.assert_within_rounding(got[0], want[0], output_magnitude, dtype, 8,
+                                  "output")
+  names = ["x", "kernel_1", "bias_1", "kernel_2", "bias_2"]
+  for name, got_grad, want_grad, magnitude in zip(names, got[1], want[1],
+                                                  grad_magnitudes):
+    assert np.abs(want_grad).max() > 0
+    rounding.assert_within_rounding(got_grad, want_grad, magnitude, dtype, 8,
+                                    "d/d" + name)

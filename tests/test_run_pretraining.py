@@ -26,6 +26,7 @@ import memory_plan
 import modeling
 import pretraining_records
 import run_pretraining
+import rounding
 import test_modeling
 
 pytestmark = pytest.mark.slow
@@ -167,12 +168,70 @@ def _masked_lm_case(config, seed):
   return sequence_output, table, positions, labels
 
 
-# bfloat16 keeps 8 significant bits: each rounding moves a value by at most
-# 2^-8 of it. The head rounds the gathered rows, the transform's output, the
-# table and the logits, so a log-probability or a loss may move by a few
-# such steps of the largest logit; the table's gradient by a few of its own
-# largest value.
-_BF16_STEP = 2.0 ** -8
+def _masked_lm_error_bounds(w, sequence_output, positions, labels,
+                            coefficient, dtype):
+  """Running error bounds (tests/rounding.py) of the masked-LM head in
+  `dtype`: its log-probabilities [positions, vocab], per-position losses,
+  loss and word-embedding gradient, against the float64 head evaluated on
+  the same inputs and weights rounded to `dtype`.
+
+  Every op of the head rounds its output to `dtype` once (u |output|, its
+  float32 sum adding at most 2^-24 of the magnitude summed), and passes the
+  errors before it on with its absolute derivative: GELU's slope is at most
+  1.13, LayerNorm divides by the row's spread (rounding.layer_norm_bound),
+  a matmul multiplies by the absolute other factor, and log-softmax adds
+  the row's largest logit error.
+
+  Returns:
+    (the exact values on rounded weights: log-probabilities, per-position
+     loss, loss, gradient; and their four bounds).
+  """
+  u, u32 = rounding.unit_roundoff(dtype), rounding.unit_roundoff("float32")
+  prefix = "cls/predictions/transform/"
+  narrow = {k: rounding.rounded(v, dtype) for k, v in w.items()
+            if k != "cls/predictions/output_bias" and "LayerNorm" not in k}
+  w = dict(w, **narrow)
+  rows = np.asarray(sequence_output, np.float64)[
+      np.arange(len(positions))[:, None], positions].reshape(
+          -1, sequence_output.shape[-1])
+  kernel, table = w[prefix + "dense/kernel"], w[
+      "bert/embeddings/word_embeddings"]
+  product = rows @ kernel
+  pre = product + w[prefix + "dense/bias"]
+  pre_error = (u * np.abs(product) + u32 * (np.abs(rows) @ np.abs(kernel)) +
+               u * np.abs(pre))
+  activation = test_modeling._np_gelu(pre)
+  activation_error = 1.13 * pre_error + u * np.abs(activation)
+  gamma, beta = w[prefix + "LayerNorm/gamma"], w[prefix + "LayerNorm/beta"]
+  transformed = test_modeling._np_layer_norm(
+      activation, w, prefix + "LayerNorm")
+  transformed_error = (rounding.layer_norm_bound(activation, activation_error,
+                                                 gamma) +
+                       u * np.abs(transformed))
+  unbiased = transformed @ table.T
+  logits_error = (transformed_error @ np.abs(table).T + u * np.abs(unbiased) +
+                  u32 * (np.abs(transformed) @ np.abs(table).T))
+  log_probs = _np_log_softmax(
+      unbiased + w["cls/predictions/output_bias"])
+  log_probs_error = logits_error + logits_error.max(-1, keepdims=True)
+  index = np.arange(len(labels))
+  per_position = -log_probs[index, labels]
+  per_position_error = log_probs_error[index, labels]
+  loss = (coefficient * per_position).sum()
+  loss_error = (np.abs(coefficient) * per_position_error).sum()
+  # d loss / d table = sum_i c_i (softmax_i - onehot_i) transformed_i; the
+  # probabilities move by at most p times the log-probabilities' error.
+  probs = np.exp(log_probs)
+  logits_grad = coefficient[:, None] * probs
+  logits_grad[index, labels] -= coefficient
+  logits_grad_error = (np.abs(coefficient)[:, None] * probs * log_probs_error
+                       + u * np.abs(logits_grad))
+  gradient = logits_grad.T @ transformed
+  gradient_error = (logits_grad_error.T @ np.abs(transformed) +
+                    np.abs(logits_grad).T @ transformed_error +
+                    u * np.abs(gradient))
+  return ((log_probs, per_position, loss, gradient),
+          (log_probs_error, per_position_error, loss_error, gradient_error))
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
@@ -221,18 +280,22 @@ def test_masked_lm_loss_matches_numpy(weights, dtype):
       -1, config.hidden_size)
   if dtype == "float32":
     tolerance = dict(rtol=1e-5, atol=1e-5)
-    gradient_tolerance = dict(rtol=1e-4, atol=1e-7)
-  else:
-    logit_scale = np.abs(rows.reshape(-1, config.hidden_size) @ table.T).max()
-    tolerance = dict(rtol=0, atol=4 * _BF16_STEP * logit_scale)
-    gradient_tolerance = dict(
-        rtol=0, atol=4 * _BF16_STEP * np.abs(want_gradient).max())
-  np.testing.assert_allclose(got[2], want_log_probs.reshape(
-      -1, config.vocab_size), **tolerance)
-  np.testing.assert_allclose(got[1], want_per_position.reshape(-1),
-                             **tolerance)
-  np.testing.assert_allclose(got[0], want_loss, **tolerance)
-  np.testing.assert_allclose(got[3], want_gradient, **gradient_tolerance)
+    np.testing.assert_allclose(got[2], want_log_probs.reshape(
+        -1, config.vocab_size), **tolerance)
+    np.testing.assert_allclose(got[1], want_per_position.reshape(-1),
+                               **tolerance)
+    np.testing.assert_allclose(got[0], want_loss, **tolerance)
+    np.testing.assert_allclose(got[3], want_gradient, rtol=1e-4, atol=1e-7)
+    return
+  rounding.check_float32_accumulation(dtype)
+  exact, bounds = _masked_lm_error_bounds(
+      w, rounded, positions, labels.reshape(-1), coefficient, dtype)
+  for what, got_value, want_value, bound in zip(
+      ["loss", "per-position loss", "log-probabilities",
+       "word-embedding gradient"], got, [exact[2], exact[1], exact[0],
+                                         exact[3]],
+      [bounds[2], bounds[1], bounds[0], bounds[3]]):
+    rounding.assert_within_bound(got_value, want_value, bound, what)
 
 
 def test_next_sentence_loss_matches_numpy():
