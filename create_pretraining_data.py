@@ -51,15 +51,15 @@ import random
 from absl import flags
 from absl import logging
 # Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
-import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
+from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
 import tensorflow as tf
 
-import cli
-import host_memory
-import output_files
-import progress
-import run_setup
-import runner_flags
+from userio import cli
+from engine import host_memory
+from userio import output_files
+from userio import progress
+from runner import startup
+from runner import shared_flags
 import tokenization
 
 FLAGS = flags.FLAGS
@@ -100,8 +100,8 @@ def define_flags(flag_values=flags.FLAGS):
       "the prefix of the shard files.", flag_values=fv)
   # --vocab_file, --spm_model_file and --do_lower_case, as the other
   # scripts have them.
-  runner_flags.define_vocab_flags(fv)
-  flags.adopt_module_key_flags(runner_flags, flag_values=fv)
+  shared_flags.define_vocab_flags(fv)
+  flags.adopt_module_key_flags(shared_flags, flag_values=fv)
   flags.DEFINE_bool(
       "do_whole_word_mask", False,
       "Mask all pieces of a word together instead of each piece on its "
@@ -941,7 +941,7 @@ def run(flag_obj):
     cli.UserError for flags or input that cannot work.
   """
   check_flags(flag_obj)
-  tokenizer = run_setup.make_tokenizer(flag_obj)
+  tokenizer = startup.make_tokenizer(flag_obj)
   masking_vocab(tokenizer)  # Refuses a vocabulary without [CLS] etc.
   _warn_if_casing_differs(flag_obj, tokenizer)
   input_files = resolve_input_files(flag_obj.input_file)

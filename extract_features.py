@@ -30,16 +30,16 @@ import re
 from absl import flags
 from absl import logging
 # Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
-import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
+from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
 import tensorflow as tf
 
-import cli
+from userio import cli
 import modeling
-import output_files
-import progress
+from userio import output_files
+from userio import progress
 import run_classifier
-import run_setup
-import runner_flags
+from runner import startup
+from runner import shared_flags
 import tokenization
 
 FLAGS = flags.FLAGS
@@ -83,9 +83,9 @@ def define_flags(flag_values=flags.FLAGS):
   flags.DEFINE_integer("batch_size", 32, "Examples per batch.",
                        flag_values=fv)
   # Google's --use_tpu, --master and --num_tpu_cores (and the other TPU
-  # flags of the training scripts), accepted as run_setup.py says.
-  runner_flags.define_tpu_flags(fv)
-  flags.adopt_module_key_flags(runner_flags, flag_values=fv)
+  # flags of the training scripts), accepted as runner/startup.py says.
+  shared_flags.define_tpu_flags(fv)
+  flags.adopt_module_key_flags(shared_flags, flag_values=fv)
   flags.DEFINE_bool("use_one_hot_embeddings", False,
                     "Look up word embeddings with a one-hot matmul instead "
                     "of a gather (faster on TPUs, same values).",
@@ -318,7 +318,7 @@ def feature_to_json(feature, layer_indexes, values):
 
 def _check_flags(flag_obj):
   """Refuses missing or unsupported flags before any slow work."""
-  run_setup.check_tpu_flags(flag_obj)
+  startup.check_tpu_flags(flag_obj)
   _check_required(flag_obj, ("input_file", "output_file", "init_checkpoint"))
   if flag_obj.batch_size < 1:
     raise cli.UserError("--batch_size=%d: must be at least 1." %
@@ -351,19 +351,19 @@ def run(flag_obj):
   """
   _check_flags(flag_obj)
   output_folder = os.path.dirname(os.path.abspath(flag_obj.output_file))
-  run_setup.use_hf_init_checkpoint(flag_obj, output_folder)
+  startup.use_hf_init_checkpoint(flag_obj, output_folder)
   # A Hugging Face folder as --init_checkpoint supplies these two.
   _check_required(flag_obj, ("vocab_file", "bert_config_file"))
-  bert_config = run_setup.load_bert_config(flag_obj.bert_config_file)
+  bert_config = startup.load_bert_config(flag_obj.bert_config_file)
   _check_max_seq_length(flag_obj.max_seq_length, bert_config)
   layer_indexes = parse_layers(flag_obj.layers,
                                bert_config.num_hidden_layers)
-  tokenizer = run_setup.make_tokenizer(flag_obj)
-  run_setup.check_vocab(flag_obj, bert_config, tokenizer)
+  tokenizer = startup.make_tokenizer(flag_obj)
+  startup.check_vocab(flag_obj, bert_config, tokenizer)
   examples = read_examples(flag_obj.input_file)
-  run_setup.check_init_checkpoint(flag_obj.init_checkpoint, bert_config,
+  startup.check_init_checkpoint(flag_obj.init_checkpoint, bert_config,
                                   flag_obj.bert_config_file)
-  run_setup.prepare_output_dir(
+  startup.prepare_output_dir(
       output_folder, "the folder of --output_file=%s" % flag_obj.output_file)
   features = convert_examples_to_features(
       examples, flag_obj.max_seq_length, tokenizer)

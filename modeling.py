@@ -14,9 +14,9 @@ scores), so Google's checkpoints load unchanged:
 Abilities beyond the original are keyword arguments with defaults
 (gradient checkpointing, float16 / bfloat16 compute, skipping padding, how
 much the backward pass keeps). The machinery behind them lives in small
-modules: lean_gradients.py (hand-written backward passes, recomputation),
-dropout_masks.py (stateless masks), padding_layout.py (real-token rows),
-xla_kernels.py (compiled elementwise kernels) and config_checks.py (the
+modules: engine/lean_gradients.py (hand-written backward passes, recomputation),
+engine/dropout_masks.py (stateless masks), engine/padding_layout.py (real-token rows),
+engine/xla_kernels.py (compiled elementwise kernels) and engine/config_checks.py (the
 config's keys and values).
 """
 
@@ -28,10 +28,10 @@ import re
 
 import tensorflow as tf
 
-import config_checks
-import dropout_masks
-import lean_gradients
-import padding_layout
+from engine import config_checks
+from engine import dropout_masks
+from engine import lean_gradients
+from engine import padding_layout
 
 # Custom gradients need resource variables in graph mode.
 tf.compat.v1.enable_resource_variables()
@@ -393,7 +393,7 @@ def dropout(input_tensor, dropout_prob, name=None):
   """Zeroes each value with probability `dropout_prob` and scales the rest
   by 1 / (1 - dropout_prob).
 
-  The mask is stateless (dropout_masks.py): a function of the graph seed,
+  The mask is stateless (engine/dropout_masks.py): a function of the graph seed,
   the call's site (variable scope and `name`, unique in the graph) and the
   training step, so a recomputed layer draws it again exactly.
 

@@ -22,9 +22,9 @@ import re
 
 import tensorflow as tf
 
-import graph_keys
-import graph_order
-import host_memory
+from engine import graph_keys
+from engine import graph_order
+from engine import host_memory
 
 # Reads and writes of resource variables follow control dependencies; the
 # ordering guarantees below rely on that.
@@ -283,7 +283,7 @@ def _accumulate(grads, tvars, num_accumulation_steps, update):
   collective inside a tf.cond ("Delete called on non-empty BufRendezvous"):
   there the returned op always all-reduces and applies, and the op that only
   accumulates goes to the graph collection graph_keys.ACCUMULATE_ONLY, which
-  the runner (estimator.py) runs on the k - 1 runs of an update that do not
+  the runner (runner/estimator.py) runs on the k - 1 runs of an update that do not
   apply.
 
   Returns:

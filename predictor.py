@@ -38,15 +38,15 @@ from absl import flags
 from absl import logging
 import numpy as np
 # Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
-import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
+from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
 import tensorflow as tf
 
-import cli
-import progress
+from userio import cli
+from userio import progress
 import run_classifier
-import run_record
+from checkpoints import run_info
 import run_squad
-import serving_input
+from runner import serving_input
 import tokenization
 
 FLAGS = flags.FLAGS
@@ -154,7 +154,7 @@ def _asset(path, name):
 def read_record(path):
   """The run_info.json of SavedModel `path`, checked for what prediction
   needs."""
-  asset = _asset(path, run_record.RECORD_FILE)
+  asset = _asset(path, run_info.RECORD_FILE)
   with tf.io.gfile.GFile(asset, "r") as reader:
     try:
       record = json.load(reader)
@@ -172,7 +172,7 @@ def read_record(path):
 def make_tokenizer(path, record):
   """The FullTokenizer of the vocabulary and casing that `record` names."""
   vocab = _asset(path, record["vocab_file"])
-  is_wordpiece = record["vocab_file"] == run_record.WORDPIECE_VOCAB_FILE
+  is_wordpiece = record["vocab_file"] == run_info.WORDPIECE_VOCAB_FILE
   try:
     return tokenization.FullTokenizer(
         vocab_file=vocab if is_wordpiece else None,

@@ -23,9 +23,9 @@ import sys
 from absl import app
 from absl import flags
 
-import reproduce_plan
-import reproduce_report
-import reproduce_runner
+from reproduction import plan
+from reproduction import report
+from reproduction import scheduler
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
@@ -59,8 +59,8 @@ def define_flags():
   flags.DEFINE_list(
       "tasks", ["all"],
       "Tasks to run: all (the tasks of the paper's Tables 1 to 3) or some of "
-      + ", ".join(reproduce_plan.TASKS) + ".")
-  flags.DEFINE_enum("preset", "paper", list(reproduce_plan.PRESET_PROTOCOLS),
+      + ", ".join(plan.TASKS) + ".")
+  flags.DEFINE_enum("preset", "paper", list(plan.PRESET_PROTOCOLS),
                     "Hyperparameter grid: paper, appendix, small_models or "
                     "custom (see docs/reproduce.md).")
   flags.DEFINE_list("batch_sizes", [],
@@ -76,7 +76,7 @@ def define_flags():
       "restart_tasks", "small", ["small", "all"],
       "Which tasks run every seed: small (fewer than %d training examples, "
       "the paper's random restarts) or all; the others use the first seed."
-      % reproduce_plan.SMALL_TASK_EXAMPLES)
+      % plan.SMALL_TASK_EXAMPLES)
   flags.DEFINE_list(
       "train_example_orders", ["shuffled"],
       "run_classifier.py's --train_example_order values to run: shuffled, "
@@ -85,13 +85,13 @@ def define_flags():
       "max_train_examples", None,
       "Train on this many examples per task (GLUE: drawn at random with a "
       "fixed seed; SQuAD: the first questions); marks the run as reduced.")
-  flags.DEFINE_integer("max_seq_length", reproduce_plan.GLUE_MAX_SEQ_LENGTH,
+  flags.DEFINE_integer("max_seq_length", plan.GLUE_MAX_SEQ_LENGTH,
                        "GLUE sequence length (published: %d)." %
-                       reproduce_plan.GLUE_MAX_SEQ_LENGTH)
+                       plan.GLUE_MAX_SEQ_LENGTH)
   flags.DEFINE_integer("squad_max_seq_length",
-                       reproduce_plan.SQUAD_MAX_SEQ_LENGTH,
+                       plan.SQUAD_MAX_SEQ_LENGTH,
                        "SQuAD sequence length (published: %d)." %
-                       reproduce_plan.SQUAD_MAX_SEQ_LENGTH)
+                       plan.SQUAD_MAX_SEQ_LENGTH)
   flags.DEFINE_integer(
       "squad_split_articles", None,
       "When only the dev files exist: train on the first N articles of each "
@@ -141,7 +141,7 @@ def _model_from_flags():
     if not bert_dir:
       raise ValueError("Set --bert_dir (or --%s)." % flag)
     return os.path.join(bert_dir, name)
-  model = reproduce_plan.Model(
+  model = plan.Model(
       os.path.abspath(pick(FLAGS.bert_config_file, "bert_config.json",
                            "bert_config_file")),
       os.path.abspath(pick(FLAGS.vocab_file, "vocab.txt", "vocab_file")),
@@ -166,7 +166,7 @@ def _model_from_flags():
                      "pass --do_lower_case=true or --do_lower_case=false.")
   import tokenization  # pylint: disable=g-import-not-at-top
   tokenization.validate_case_matches_checkpoint(lower, checkpoint)
-  return reproduce_plan.Model(model.bert_config_file, model.vocab_file,
+  return plan.Model(model.bert_config_file, model.vocab_file,
                               checkpoint, lower)
 
 
@@ -183,16 +183,16 @@ def _model_description(model, config):
 
 
 def _tasks_from_flags():
-  names = {name.lower(): name for name in reproduce_plan.TASKS}
+  names = {name.lower(): name for name in plan.TASKS}
   tasks = []
   for entry in FLAGS.tasks:
     if entry.lower() == "all":
-      tasks += reproduce_plan.ALL_TASKS
+      tasks += plan.ALL_TASKS
     elif entry.lower() in names:
       tasks.append(names[entry.lower()])
     else:
       raise ValueError("--tasks: unknown task %r; choose all or some of %s."
-                       % (entry, ", ".join(reproduce_plan.TASKS)))
+                       % (entry, ", ".join(plan.TASKS)))
   return list(dict.fromkeys(tasks))
 
 
@@ -215,7 +215,7 @@ def _glue_data(task, output_dir):
   if FLAGS.max_train_examples is None:
     return os.path.abspath(source), num_train
   target = os.path.join(output_dir, "data", task)
-  reproduce_plan.subset_glue_dir(
+  plan.subset_glue_dir(
       source, target, processor.file_names["train"],
       processor.layouts["train"].has_header, FLAGS.max_train_examples)
   return os.path.abspath(target), num_train
@@ -235,25 +235,25 @@ def _squad_data(task, output_dir):
   """((train file, predict file), training questions) for a SQuAD task."""
   if not FLAGS.squad_dir:
     raise ValueError("--tasks includes %s: set --squad_dir." % task)
-  train_name, dev_name = reproduce_plan.SQUAD_FILES[task]
+  train_name, dev_name = plan.SQUAD_FILES[task]
   dev_file = os.path.abspath(os.path.join(FLAGS.squad_dir, dev_name))
   folder = os.path.join(output_dir, "data", task)
   if FLAGS.squad_split_articles:
-    train, dev = reproduce_plan.split_squad_articles(
+    train, dev = plan.split_squad_articles(
         _read_json(dev_file), FLAGS.squad_split_articles)
     dev_file = os.path.join(folder, "eval.json")
-    reproduce_plan.write_squad_json(dev_file, dev)
+    plan.write_squad_json(dev_file, dev)
   else:
     train_file = os.path.join(FLAGS.squad_dir, train_name)
     train = _read_json(train_file)
     _read_json(dev_file)
-  num_train = reproduce_plan.count_squad_questions(train)
+  num_train = plan.count_squad_questions(train)
   if FLAGS.squad_split_articles or FLAGS.max_train_examples is not None:
     if FLAGS.max_train_examples is not None:
-      train = reproduce_plan.first_squad_questions(train,
+      train = plan.first_squad_questions(train,
                                                    FLAGS.max_train_examples)
     train_file = os.path.join(folder, "train.json")
-    reproduce_plan.write_squad_json(train_file, train)
+    plan.write_squad_json(train_file, train)
   return (os.path.abspath(train_file), dev_file), num_train
 
 
@@ -271,7 +271,7 @@ def _numbers(values, kind, flag):
 
 
 def _grid_overrides():
-  return reproduce_plan.Grid(
+  return plan.Grid(
       _numbers(FLAGS.batch_sizes, int, "batch_sizes"),
       _numbers(FLAGS.learning_rates, float, "learning_rates"),
       _numbers(FLAGS.epochs, float, "epochs"))
@@ -302,11 +302,11 @@ def _cells(tasks, num_train, references):
   overrides = _grid_overrides()
   cells = []
   for task in tasks:
-    grid = reproduce_plan.grid_for(task, FLAGS.preset, overrides, references)
+    grid = plan.grid_for(task, FLAGS.preset, overrides, references)
     _check_grid(task, grid)
     restart = (FLAGS.restart_tasks == "all" or
-               num_train[task] < reproduce_plan.SMALL_TASK_EXAMPLES)
-    cells += reproduce_plan.cells_for(task, grid,
+               num_train[task] < plan.SMALL_TASK_EXAMPLES)
+    cells += plan.cells_for(task, grid,
                                       seeds if restart else seeds[:1],
                                       _orders())
   return cells
@@ -317,9 +317,9 @@ def _reduced_notes(tasks, model, references):
   notes = []
   overrides = _grid_overrides()
   for task in tasks:
-    base = reproduce_plan.grid_for(task, FLAGS.preset,
-                                   reproduce_plan.NO_GRID, references)
-    used = reproduce_plan.grid_for(task, FLAGS.preset, overrides, references)
+    base = plan.grid_for(task, FLAGS.preset,
+                                   plan.NO_GRID, references)
+    used = plan.grid_for(task, FLAGS.preset, overrides, references)
     if FLAGS.preset == "custom":
       notes.append("%s: custom grid %s (no published protocol)" % (
           task, _grid_text(used)))
@@ -329,12 +329,12 @@ def _reduced_notes(tasks, model, references):
   if FLAGS.max_train_examples is not None:
     notes.append("training sets cut to %d examples" %
                  FLAGS.max_train_examples)
-  if FLAGS.max_seq_length != reproduce_plan.GLUE_MAX_SEQ_LENGTH:
+  if FLAGS.max_seq_length != plan.GLUE_MAX_SEQ_LENGTH:
     notes.append("GLUE sequence length %d (published: %d)" % (
-        FLAGS.max_seq_length, reproduce_plan.GLUE_MAX_SEQ_LENGTH))
-  if FLAGS.squad_max_seq_length != reproduce_plan.SQUAD_MAX_SEQ_LENGTH:
+        FLAGS.max_seq_length, plan.GLUE_MAX_SEQ_LENGTH))
+  if FLAGS.squad_max_seq_length != plan.SQUAD_MAX_SEQ_LENGTH:
     notes.append("SQuAD sequence length %d (published: %d)" % (
-        FLAGS.squad_max_seq_length, reproduce_plan.SQUAD_MAX_SEQ_LENGTH))
+        FLAGS.squad_max_seq_length, plan.SQUAD_MAX_SEQ_LENGTH))
   if FLAGS.squad_split_articles:
     notes.append("SQuAD trained on the first %d articles of the dev file "
                  "and evaluated on the rest, not trained on the training "
@@ -357,7 +357,7 @@ def _grid_text(grid):
 
 def _devices():
   if not FLAGS.devices:
-    return reproduce_runner.detect_devices()
+    return scheduler.detect_devices()
   return list(dict.fromkeys(FLAGS.devices))
 
 
@@ -370,7 +370,7 @@ def _cell_metrics(cells, steps, outcomes):
   metrics = {}
   for cell, step in zip(cells, steps):
     if outcomes[step.name].status in ("done", "skipped"):
-      metrics[cell.name] = reproduce_report.read_cell_metrics(
+      metrics[cell.name] = report.read_cell_metrics(
           cell, step.output_dir)
   return metrics
 
@@ -381,22 +381,22 @@ def _prediction_steps(setup, cells, summaries):
   MNLI's model also predicts (and evaluates) MNLI-mm's mismatched sets.
   Returns [(step, task its files are for)].
   """
-  import estimator  # pylint: disable=g-import-not-at-top
+  from runner import estimator  # pylint: disable=g-import-not-at-top
   by_name = {cell.name: cell for cell in cells}
   steps = []
   for task, summary in summaries.items():
     cell = by_name.get(summary["selected_cell"])
-    if cell is None or reproduce_plan.TASKS[cell.task].kind != "glue":
+    if cell is None or plan.TASKS[cell.task].kind != "glue":
       continue
     checkpoint = estimator.latest_checkpoint(
-        reproduce_plan.cell_dir(setup.output_dir, cell))
+        plan.cell_dir(setup.output_dir, cell))
     names = [(cell.task, False)] + ([("MNLI-mm", True)]
                                     if cell.task == "MNLI" else [])
     for task_name, evaluate in names:
       processor = _processor(task_name)
       test_file = processor.get_data_files(setup.data[cell.task], "test")[0]
       if checkpoint and os.path.isfile(test_file):
-        steps.append(reproduce_plan.prediction_step(
+        steps.append(plan.prediction_step(
             setup, cell, checkpoint, task_name, processor.submission_name,
             evaluate))
   return steps
@@ -415,7 +415,7 @@ def _submission(steps, outcomes, output_dir):
               if p.submission_name] + ["AX.tsv"]
   zip_path = os.path.join(output_dir, "glue_submission.zip")
   if files:
-    reproduce_report.write_submission_zip(zip_path, files)
+    report.write_submission_zip(zip_path, files)
   return {"zip": zip_path if files else None, "files": sorted(files),
           "missing": [n for n in dict.fromkeys(expected) if n not in files]}
 
@@ -436,31 +436,31 @@ def _cells_info(cells, steps, outcomes, metrics, python):
 
 def run(setup, cells, references, reference_model, description, notes,
         devices, python=sys.executable):
-  """Runs the grid and the predictions; writes the results. Returns report."""
-  steps = [reproduce_plan.cell_step(setup, cell) for cell in cells]
-  outcomes = reproduce_runner.run_steps(steps, python, devices, log=_log)
+  """Runs the grid and the predictions; writes and returns the results."""
+  steps = [plan.cell_step(setup, cell) for cell in cells]
+  outcomes = scheduler.run_steps(steps, python, devices, log=_log)
   metrics = _cell_metrics(cells, steps, outcomes)
   summaries = {}
   for task in dict.fromkeys(cell.task for cell in cells):
-    summaries[reproduce_report.result_task(task)] = (
-        reproduce_report.summarize_task(
+    summaries[report.result_task(task)] = (
+        report.summarize_task(
             task, [c for c in cells if c.task == task], metrics))
   submission = None
   # A run without GLUE tasks (SQuAD alone) has nothing to submit.
   if FLAGS.glue_submission and any(
-      reproduce_plan.TASKS[cell.task].kind == "glue" for cell in cells):
+      plan.TASKS[cell.task].kind == "glue" for cell in cells):
     predictions = _prediction_steps(setup, cells, summaries)
-    outcomes.update(reproduce_runner.run_steps(
+    outcomes.update(scheduler.run_steps(
         predictions, python, devices, log=_log, what="test predictions"))
     for step in predictions:
       # Only MNLI-mm's prediction step evaluates (MNLI's model on its dev).
       if "eval_results.txt" in step.done_files and outcomes[
           step.name].status in ("done", "skipped"):
-        summaries["MNLI-mm"] = reproduce_report.single_run_summary(
-            "MNLI-m", reproduce_report.read_classifier_metrics(
+        summaries["MNLI-mm"] = report.single_run_summary(
+            "MNLI-m", report.read_classifier_metrics(
                 step.output_dir), step.name)
     submission = _submission(predictions, outcomes, setup.output_dir)
-  report = {
+  results = {
       "generated": datetime.datetime.now().isoformat(timespec="seconds"),
       "command": " ".join(shlex.quote(a) for a in sys.argv),
       "machine": "%s, %s, devices %s" % (platform.node(), platform.processor()
@@ -470,19 +470,19 @@ def run(setup, cells, references, reference_model, description, notes,
       "train_example_orders": FLAGS.train_example_orders,
       "reduced": notes, "model": {"description": description},
       "reference_model": reference_model, "tasks": summaries,
-      "comparison": reproduce_report.comparison_rows(summaries, references,
-                                                     reference_model),
+      "comparison": report.comparison_rows(summaries, references,
+                                           reference_model),
       "cells": _cells_info(cells, steps, outcomes, metrics, python),
       "submission": submission}
-  reproduce_report.write_atomically(
+  report.write_atomically(
       os.path.join(setup.output_dir, "results.json"),
-      json.dumps(report, indent=2) + "\n")
-  reproduce_report.write_atomically(
+      json.dumps(results, indent=2) + "\n")
+  report.write_atomically(
       os.path.join(setup.output_dir, "results.md"),
-      reproduce_report.results_markdown(report))
-  reproduce_report.write_hparams_summaries(
+      report.results_markdown(results))
+  report.write_hparams_summaries(
       os.path.join(setup.output_dir, "tensorboard"), cells, metrics)
-  return report
+  return results
 
 
 def _plan():
@@ -490,23 +490,23 @@ def _plan():
   if not FLAGS.output_dir:
     raise ValueError("Set --output_dir (where cells and results go).")
   output_dir = os.path.abspath(FLAGS.output_dir)
-  references = reproduce_plan.load_references()
+  references = plan.load_references()
   model = _model_from_flags()
   with open(model.bert_config_file) as f:
     config = json.load(f)
   tasks = _tasks_from_flags()
   data, num_train = {}, {}
   for task in tasks:
-    if reproduce_plan.TASKS[task].kind == "glue":
+    if plan.TASKS[task].kind == "glue":
       data[task], num_train[task] = _glue_data(task, output_dir)
     else:
       data[task], num_train[task] = _squad_data(task, output_dir)
-  setup = reproduce_plan.Setup(
+  setup = plan.Setup(
       ROOT, model, data, output_dir, FLAGS.max_seq_length,
       FLAGS.squad_max_seq_length, tuple(shlex.split(FLAGS.extra_flags)))
   cells = _cells(tasks, num_train, references)
   reference_model = (FLAGS.reference_model or
-                     reproduce_report.reference_model_for(references, config)
+                     report.reference_model_for(references, config)
                      or "BERT-Base")
   if reference_model not in references["models"]:
     raise ValueError("--reference_model=%s is not one of %s." % (
@@ -536,21 +536,21 @@ def main(argv):
     _log("REDUCED: " + note)
   if FLAGS.dry_run:
     for cell in cells:
-      step = reproduce_plan.cell_step(setup, cell)
+      step = plan.cell_step(setup, cell)
       print(" ".join(shlex.quote(a) for a in [sys.executable] + list(
           step.args)))
     return 0
   signal.signal(signal.SIGTERM, _interrupt)
   try:
-    report = run(*args)
+    results = run(*args)
   except KeyboardInterrupt:
     _log("interrupted; the running cells were stopped. Run the same "
          "command again to resume.")
     return 130
   _log("results in %s" % os.path.join(setup.output_dir, "results.md"))
-  failed = [c for c in report["cells"] if c["status"] == "failed"]
+  failed = [c for c in results["cells"] if c["status"] == "failed"]
   if failed:
-    _log("%d of %d cells failed: %s" % (len(failed), len(report["cells"]),
+    _log("%d of %d cells failed: %s" % (len(failed), len(results["cells"]),
                                         ", ".join(c["name"] for c in failed)))
     return 1
   return 0

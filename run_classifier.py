@@ -17,22 +17,22 @@ import random
 from absl import flags
 from absl import logging
 # Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
-import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
+from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
 import tensorflow as tf
 
-import classifier_metrics
-import cli
-import estimator as estimator_lib
+from tasks import classifier_metrics
+from userio import cli
+from runner import estimator as estimator_lib
 import modeling
-import output_files
-import progress
-import run_record
-import run_setup
-import runner_flags
-import serving_input
-import tfrecord_input
+from userio import output_files
+from userio import progress
+from checkpoints import run_info
+from runner import startup
+from runner import shared_flags
+from runner import serving_input
+from runner import tfrecord_input
 import tokenization
-import training_graph
+from runner import training_graph
 
 FLAGS = flags.FLAGS
 
@@ -56,10 +56,10 @@ def define_flags(flag_values=flags.FLAGS):
       "Task whose files --data_dir holds: CoLA, MNLI, MNLI-mm, MRPC, QNLI, "
       "QQP, RTE, SST-2, STS-B, WNLI or XNLI (any case).",
       flag_values=flag_values)
-  runner_flags.define_common_flags(max_seq_length_default=128,
+  shared_flags.define_common_flags(max_seq_length_default=128,
                                    flag_values=flag_values)
   # --help lists the shared flags with the script's own.
-  flags.adopt_module_key_flags(runner_flags, flag_values=flag_values)
+  flags.adopt_module_key_flags(shared_flags, flag_values=flag_values)
   flags.DEFINE_bool("do_eval", False,
                     "Evaluate on the dev set; writes eval_results.txt.",
                     flag_values=flag_values)
@@ -668,8 +668,8 @@ def record_fingerprint(data_files, vocab_file, do_lower_case, max_seq_length,
   """
   fingerprint = {
       "record_format": _RECORD_FORMAT_VERSION,
-      "data_sha256": [run_record.file_sha256(path) for path in data_files],
-      "vocab_sha256": run_record.file_sha256(vocab_file),
+      "data_sha256": [run_info.file_sha256(path) for path in data_files],
+      "vocab_sha256": run_info.file_sha256(vocab_file),
       "do_lower_case": bool(do_lower_case),
       "max_seq_length": int(max_seq_length),
       "task": task_name,
@@ -789,7 +789,7 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
 
 
 def serving_input_receiver_fn_builder(seq_length, is_regression=False):
-  """The serving input of an exported classifier (see serving_input.py).
+  """The serving input of an exported classifier (see runner/serving_input.py).
 
   A request feeds int32 "input_ids", "input_mask" and "segment_ids" of shape
   [batch, seq_length], as `convert_single_example` makes them.
@@ -913,8 +913,8 @@ def _read_examples(processor):
 
 
 def _record(task_name, label_list):
-  """The run_info.json of this run (run_record.py)."""
-  return run_record.make_record(
+  """The run_info.json of this run (checkpoints/run_info.py)."""
+  return run_info.make_record(
       task_name, label_list, FLAGS.do_lower_case, FLAGS.max_seq_length,
       FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.spm_model_file)
 
@@ -1048,19 +1048,19 @@ def _predict(estimator, processor, predict_examples, label_list, tokenizer):
 def main(_):
   processor = _check_flags()
   task_name = FLAGS.task_name.lower()
-  bert_config, tokenizer = run_setup.start(
+  bert_config, tokenizer = startup.start(
       FLAGS, do_train=FLAGS.do_train,
       min_seq_length=5 if processor.text_pairs else 3)
   label_list = processor.get_labels()
   record = _record(task_name, label_list)
-  run_setup.check_output_dir(FLAGS, record, do_train=FLAGS.do_train)
+  startup.check_output_dir(FLAGS, record, do_train=FLAGS.do_train)
   examples = _read_examples(processor)
   num_train_steps = num_warmup_steps = None
   if FLAGS.do_train:
-    num_train_steps, num_warmup_steps = run_setup.num_train_and_warmup_steps(
+    num_train_steps, num_warmup_steps = startup.num_train_and_warmup_steps(
         len(examples["train"]), FLAGS,
         processor.get_data_files(FLAGS.data_dir, "train")[0])
-  setup = run_setup.set_up(FLAGS, bert_config, do_train=FLAGS.do_train,
+  setup = startup.set_up(FLAGS, bert_config, do_train=FLAGS.do_train,
                            record=record)
 
   model_fn = model_fn_builder(
@@ -1101,7 +1101,7 @@ def main(_):
     estimator.export_saved_model(
         FLAGS.export_dir, serving_input_receiver_fn_builder(
             FLAGS.max_seq_length, processor.is_regression),
-        assets=run_record.assets(FLAGS.output_dir))
+        assets=run_info.assets(FLAGS.output_dir))
 
 
 if __name__ == "__main__":

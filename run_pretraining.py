@@ -16,21 +16,21 @@ import os
 from absl import flags
 from absl import logging
 # Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
-import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
+from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
 import tensorflow as tf
 
-import checkpoint_checks
-import cli
-import estimator as estimator_lib
-import lean_gradients
-import memory_flags
+from checkpoints import checkpoint_checks
+from userio import cli
+from runner import estimator as estimator_lib
+from engine import lean_gradients
+from runner import memory_settings
 import modeling
-import output_files
-import run_record
-import run_setup
-import runner_flags
-import tfrecord_input
-import training_graph
+from userio import output_files
+from checkpoints import run_info
+from runner import startup
+from runner import shared_flags
+from runner import tfrecord_input
+from runner import training_graph
 
 FLAGS = flags.FLAGS
 
@@ -55,13 +55,13 @@ def define_flags(flag_values=flags.FLAGS):
       "The TFRecord files of create_pretraining_data.py: comma-separated "
       "paths or glob patterns. Evaluation reads the same files.",
       flag_values=flag_values)
-  runner_flags.define_model_flags(128, flag_values)
+  shared_flags.define_model_flags(128, flag_values)
   flags.DEFINE_integer(
       "max_predictions_per_seq", 20,
       "Masked positions per sequence in the records; must be the value "
       "create_pretraining_data.py was run with (as --max_seq_length).",
       flag_values=flag_values)
-  runner_flags.define_training_flags(flag_values)
+  shared_flags.define_training_flags(flag_values)
   flags.DEFINE_bool("do_eval", False,
                     "Evaluate on --input_file; writes eval_results.txt.",
                     flag_values=flag_values)
@@ -87,11 +87,11 @@ def define_flags(flag_values=flags.FLAGS):
       "max_eval_steps", 100,
       "Eval batches to run; the files are read in order and repeated when "
       "they hold fewer.", flag_values=flag_values)
-  runner_flags.define_tpu_flags(flag_values)
-  runner_flags.define_memory_flags(flag_values)
-  runner_flags.define_scale_flags(flag_values)
+  shared_flags.define_tpu_flags(flag_values)
+  shared_flags.define_memory_flags(flag_values)
+  shared_flags.define_scale_flags(flag_values)
   # --help lists the shared flags with the script's own.
-  flags.adopt_module_key_flags(runner_flags, flag_values=flag_values)
+  flags.adopt_module_key_flags(shared_flags, flag_values=flag_values)
 
 
 # ------------------------------------------------------------------ records
@@ -514,9 +514,9 @@ def _check_flags():
 
 
 def _record():
-  """The run_info.json of this run (run_record.py): no vocabulary, and the
+  """The run_info.json of this run (checkpoints/run_info.py): no vocabulary, and the
   record layout's two lengths."""
-  return run_record.make_record(
+  return run_info.make_record(
       "pretraining", None, None, FLAGS.max_seq_length, FLAGS.bert_config_file,
       None, max_predictions_per_seq=FLAGS.max_predictions_per_seq)
 
@@ -560,14 +560,14 @@ def _write_eval_history(path, history):
 
 def main(_):
   _check_flags()
-  bert_config, _ = run_setup.start(FLAGS, do_train=FLAGS.do_train,
+  bert_config, _ = startup.start(FLAGS, do_train=FLAGS.do_train,
                                    min_seq_length=MIN_SEQ_LENGTH)
   record = _record()
-  run_setup.check_output_dir(FLAGS, record, do_train=FLAGS.do_train)
+  startup.check_output_dir(FLAGS, record, do_train=FLAGS.do_train)
   input_files = check_input_files(FLAGS, bert_config)
-  setup = run_setup.set_up(
+  setup = startup.set_up(
       FLAGS, bert_config, do_train=FLAGS.do_train, record=record,
-      memory_model=memory_flags.BertMemory(
+      memory_model=memory_settings.BertMemory(
           bert_config, FLAGS.max_seq_length, FLAGS.optimizer,
           max_predictions_per_seq=FLAGS.max_predictions_per_seq),
       heads=checkpoint_checks.pretraining_head_shapes(bert_config))

@@ -52,22 +52,22 @@ from absl import flags
 from absl import logging
 import numpy as np
 # Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
-import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
+from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
 import tensorflow as tf
 
-import cli
-import estimator as estimator_lib
+from userio import cli
+from runner import estimator as estimator_lib
 import modeling
-import output_files
-import progress
-import run_record
-import run_setup
-import runner_flags
-import serving_input
+from userio import output_files
+from userio import progress
+from checkpoints import run_info
+from runner import startup
+from runner import shared_flags
+from runner import serving_input
 import squad_evaluate
-import tfrecord_input
+from runner import tfrecord_input
 import tokenization
-import training_graph
+from runner import training_graph
 
 FLAGS = flags.FLAGS
 
@@ -79,10 +79,10 @@ def define_flags(flag_values=flags.FLAGS):
   module next to run_classifier.py (which defines the shared flags too) does
   not define them twice.
   """
-  runner_flags.define_common_flags(max_seq_length_default=384,
+  shared_flags.define_common_flags(max_seq_length_default=384,
                                    flag_values=flag_values)
   # --help lists the shared flags with the script's own.
-  flags.adopt_module_key_flags(runner_flags, flag_values=flag_values)
+  flags.adopt_module_key_flags(shared_flags, flag_values=flag_values)
   flags.DEFINE_string(
       "train_file", None,
       "SQuAD json file to train on, e.g. train-v1.1.json.",
@@ -886,7 +886,7 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
 
 
 def serving_input_receiver_fn_builder(seq_length):
-  """The serving input of an exported SQuAD model (see serving_input.py).
+  """The serving input of an exported SQuAD model (see runner/serving_input.py).
 
   A request feeds int32 "input_ids", "input_mask" and "segment_ids" of shape
   [batch, seq_length], as `convert_examples_to_features` makes them; the
@@ -1220,7 +1220,7 @@ def validate_flags_or_throw(bert_config, flag_obj=FLAGS):
   if flag_obj.do_predict and not flag_obj.predict_file:
     raise cli.UserError("--do_predict needs --predict_file (a SQuAD json "
                         "file).")
-  run_setup.check_max_seq_length(flag_obj, bert_config)
+  startup.check_max_seq_length(flag_obj, bert_config)
   check_window_flags(flag_obj)
 
 
@@ -1358,23 +1358,23 @@ def _predict(estimator, tokenizer, eval_examples):
 
 
 def main(_):
-  bert_config, tokenizer = run_setup.start(FLAGS, do_train=FLAGS.do_train)
+  bert_config, tokenizer = startup.start(FLAGS, do_train=FLAGS.do_train)
   validate_flags_or_throw(bert_config, FLAGS)
-  record = run_record.make_record(
+  record = run_info.make_record(
       "squad", None, FLAGS.do_lower_case, FLAGS.max_seq_length,
       FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.spm_model_file,
       version_2_with_negative=FLAGS.version_2_with_negative)
-  run_setup.check_output_dir(FLAGS, record, do_train=FLAGS.do_train)
+  startup.check_output_dir(FLAGS, record, do_train=FLAGS.do_train)
   train_examples = eval_examples = None
   num_train_steps = num_warmup_steps = None
   if FLAGS.do_train:
     train_examples = _read_examples(FLAGS.train_file, "--train_file", True)
-    num_train_steps, num_warmup_steps = run_setup.num_train_and_warmup_steps(
+    num_train_steps, num_warmup_steps = startup.num_train_and_warmup_steps(
         len(train_examples), FLAGS, FLAGS.train_file)
   if FLAGS.do_predict:
     eval_examples = _read_examples(FLAGS.predict_file, "--predict_file",
                                    False)
-  setup = run_setup.set_up(FLAGS, bert_config, do_train=FLAGS.do_train,
+  setup = startup.set_up(FLAGS, bert_config, do_train=FLAGS.do_train,
                            record=record)
   model_fn = model_fn_builder(
       bert_config=bert_config, init_checkpoint=FLAGS.init_checkpoint,
@@ -1402,7 +1402,7 @@ def main(_):
     estimator.export_saved_model(
         FLAGS.export_dir, serving_input_receiver_fn_builder(
             FLAGS.max_seq_length),
-        assets=run_record.assets(FLAGS.output_dir))
+        assets=run_info.assets(FLAGS.output_dir))
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ import re
 import string
 import sys
 
-import cli
+from userio import cli
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCTUATION = frozenset(string.punctuation)

@@ -20,7 +20,7 @@ import unicodedata
 import sentencepiece as spm
 import tensorflow as tf
 
-import cli
+from userio import cli
 
 # Google's released checkpoints, by the name of their directory, and whether
 # their pretraining text was lowercased.

@@ -38,7 +38,7 @@ import build_pretraining_corpus  # pylint: disable=g-import-not-at-top
 REPO_ROOT = os.path.dirname(BENCH_DIR)
 sys.path.insert(0, REPO_ROOT)
 
-import cli  # pylint: disable=g-import-not-at-top
+from userio import cli  # pylint: disable=g-import-not-at-top
 import run_classifier  # pylint: disable=g-import-not-at-top
 
 ASSETS = os.path.join(os.path.dirname(REPO_ROOT), "shared", "assets")

@@ -30,11 +30,11 @@ from absl import logging
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 
-import cli  # pylint: disable=g-import-not-at-top,wrong-import-position
+from userio import cli  # pylint: disable=g-import-not-at-top,wrong-import-position
 import create_pretraining_data  # pylint: disable=g-import-not-at-top,wrong-import-position
-import output_files  # pylint: disable=g-import-not-at-top,wrong-import-position
-import progress  # pylint: disable=g-import-not-at-top,wrong-import-position
-import run_setup  # pylint: disable=g-import-not-at-top,wrong-import-position
+from userio import output_files  # pylint: disable=g-import-not-at-top,wrong-import-position
+from userio import progress  # pylint: disable=g-import-not-at-top,wrong-import-position
+from runner import startup  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("vocab_file", None, "The WordPiece vocabulary to cut.")
@@ -114,7 +114,7 @@ def main(argv):
   if not os.path.isdir(folder):
     raise cli.UserError("--output_file=%s: folder %s does not exist"
                         % (FLAGS.output_file, folder), fix="Create it first.")
-  tokenizer = run_setup.make_tokenizer(FLAGS)
+  tokenizer = startup.make_tokenizer(FLAGS)
   pieces = list(tokenizer.vocab)
   required = required_pieces(pieces, FLAGS.size)  # Before the slow count.
   counts = count_pieces(tokenizer, FLAGS.input_file)

@@ -1,4 +1,4 @@
-"""Fits memory_plan's CPU calibration to measured allocator peaks.
+"""Fits runner/memory_model.py's CPU calibration to measured allocator peaks.
 
 Reads the JSON files that bench/memory.py writes (BFC allocator runs), finds
 the `state_factor`, `linear_factor` and `quadratic_factor` that minimize the
@@ -10,7 +10,7 @@ allocator peak, and prints the factors and a Markdown table of every run.
 The estimate is linear in the three factors (each multiplies its own sum of
 terms), so each run's estimate is computed once per factor and the grid
 search is a matrix product. `workspace_gb` stays that of
-`memory_plan.CPU_MEASURED`; `--check` only evaluates the current factors.
+`memory_model.CPU_MEASURED`; `--check` only evaluates the current factors.
 """
 
 import dataclasses
@@ -23,11 +23,11 @@ from absl import flags
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import memory_plan  # pylint: disable=g-import-not-at-top,wrong-import-position
+from runner import memory_model  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS
 flags.DEFINE_bool("check", False, "Only report the errors of "
-                  "memory_plan.CPU_MEASURED, without fitting.")
+                  "memory_model.CPU_MEASURED, without fitting.")
 
 FACTORS = ("state_factor", "linear_factor", "quadratic_factor")
 GRID = {"state_factor": np.arange(0.40, 1.21, 0.01),
@@ -55,14 +55,14 @@ def estimate(run, calibration):
   (Not imported from bench/memory.py: its module-level flags would clash
   with bench/throughput.py's when the tests import both.)
   """
-  return memory_plan.estimate_bytes(
+  return memory_model.estimate_bytes(
       run["bert"], run["seq"], run["batch"], run["precision"],
       run["checkpointing"], calibration=calibration)["total"]
 
 
 def term_matrix(runs, workspace_gb):
   """[runs, 3] bytes per unit of each factor, and [runs] fixed bytes."""
-  zero = memory_plan.Calibration(state_factor=0.0, linear_factor=0.0,
+  zero = memory_model.Calibration(state_factor=0.0, linear_factor=0.0,
                                  quadratic_factor=0.0,
                                  workspace_gb=workspace_gb)
   fixed = np.array([estimate(run, zero) for run in runs])
@@ -102,8 +102,8 @@ def report(runs, calibration):
     worst = max(worst, abs(error))
     print("| %s | %d | %d | %s | %s | %.2f | %.2f | %+.0f%% |" % (
         run["model"], run["seq"], run["batch"], run["precision"],
-        "on" if run["checkpointing"] else "off", measured / memory_plan.GIB,
-        planned / memory_plan.GIB, 100 * error))
+        "on" if run["checkpointing"] else "off", measured / memory_model.GIB,
+        planned / memory_model.GIB, 100 * error))
   return worst
 
 
@@ -112,7 +112,7 @@ def main(argv):
   if not paths:
     raise app.UsageError("Name one or more JSON files of bench/memory.py.")
   runs = load_runs(paths)
-  calibration = memory_plan.CPU_MEASURED
+  calibration = memory_model.CPU_MEASURED
   if not FLAGS.check:
     measured = np.array([run["allocator_peak_bytes"] for run in runs],
                         dtype=np.float64)

@@ -42,11 +42,11 @@ REPO_DIR = os.path.dirname(BENCH_DIR)
 sys.path.insert(0, REPO_DIR)
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
-import quiet_tensorflow  # pylint: disable=unused-import
+from userio import quiet_tensorflow  # pylint: disable=unused-import
 import tensorflow as tf
 
-import convert_checkpoint
-import hf_mapping
+from checkpoints import conversion
+from checkpoints import hf_mapping
 import modeling
 import run_classifier
 import run_squad
@@ -169,7 +169,7 @@ def check_encoder(work_dir, hidden_act, hf_name):
   with open(config_file, "w") as f:
     json.dump(config, f)
   hf_dir = os.path.join(work_dir, "minilm-hf-%s" % hidden_act)
-  convert_checkpoint.convert(_minilm("bert_model.ckpt"), hf_dir,
+  conversion.convert(_minilm("bert_model.ckpt"), hf_dir,
                              bert_config_file=config_file)
   with open(os.path.join(hf_dir, "config.json")) as f:
     assert json.load(f)["hidden_act"] == hf_name
@@ -222,7 +222,7 @@ def check_classifier(work_dir, config_file):
   output_dir = fine_tune_mrpc(work_dir, config_file)
   prefix = tf.train.latest_checkpoint(output_dir)
   hf_dir = os.path.join(work_dir, "mrpc-hf")
-  convert_checkpoint.convert(output_dir, hf_dir)
+  conversion.convert(output_dir, hf_dir)
   model = _hf_model("BertForSequenceClassification", hf_dir)
   assert model.config.id2label == {0: "0", 1: "1"}, model.config.id2label
   logits = _ours_classifier(prefix, modeling.BertConfig.from_json_file(
@@ -235,7 +235,7 @@ def check_classifier(work_dir, config_file):
   shutil.copy(os.path.join(hf_dir, "vocab.txt"), saved)
   shutil.copy(os.path.join(hf_dir, "tokenizer_config.json"), saved)
   back = os.path.join(work_dir, "mrpc-back")
-  convert_checkpoint.convert(saved, back)
+  conversion.convert(saved, back)
   reader = tf.train.load_checkpoint(prefix)
   original = {name: reader.get_tensor(name)
               for name in reader.get_variable_to_shape_map()
@@ -280,7 +280,7 @@ def check_squad(work_dir, config_file):
           bert_config, False, tf.constant(ids),
           tf.constant((ids > 0).astype(np.int32)), tf.zeros_like(ids), False))
   hf_dir = os.path.join(work_dir, "squad-hf")
-  convert_checkpoint.convert(prefix, hf_dir, do_lower_case=True)
+  conversion.convert(prefix, hf_dir, do_lower_case=True)
   start, end = _ours_squad(prefix, bert_config)
   out = _run_hf(_hf_model("BertForQuestionAnswering", hf_dir))
   _compare("BertForQuestionAnswering: start logits",
@@ -338,7 +338,7 @@ def check_pretraining(work_dir, config_file):
   prefix = _minilm_with_head(os.path.join(work_dir, "pretraining"),
                              config_file, build)
   hf_dir = os.path.join(work_dir, "pretraining-hf")
-  convert_checkpoint.convert(prefix, hf_dir, do_lower_case=True)
+  conversion.convert(prefix, hf_dir, do_lower_case=True)
   sequence, pooled = _ours_encoder(prefix, bert_config)
   reader = tf.train.load_checkpoint(prefix)
   tensors = {name: reader.get_tensor(name).astype(np.float64)

@@ -59,8 +59,8 @@ import numpy as np
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 
-import host_memory  # pylint: disable=g-import-not-at-top,wrong-import-position
-import memory_plan  # pylint: disable=g-import-not-at-top,wrong-import-position
+from engine import host_memory  # pylint: disable=g-import-not-at-top,wrong-import-position
+from runner import memory_model  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 GIB = 2**30
 CPU_DEVICE = "CPU:0"
@@ -68,7 +68,7 @@ CPU_DEVICE = "CPU:0"
 # allocator a GPU uses, which counts the bytes it hands out.
 BFC_ENV = "TF_CPU_ALLOCATOR_USE_BFC"
 RESULT_MARKER = "MEMBENCH_RESULT "
-_NAMED_MODELS = {"base": memory_plan.BERT_BASE, "large": memory_plan.BERT_LARGE}
+_NAMED_MODELS = {"base": memory_model.BERT_BASE, "large": memory_model.BERT_LARGE}
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("configs", ["base:128", "base:512", "large:512"],
@@ -100,7 +100,7 @@ flags.DEFINE_bool("release_freed_heap", True,
                   "Run the steps as the training scripts do: build the "
                   "step's executors first and hand the heap memory freed by "
                   "that and by the first step back to the system "
-                  "(host_memory.py). False: plain Session.run.")
+                  "(engine/host_memory.py). False: plain Session.run.")
 flags.DEFINE_list("child_env", [],
                   "NAME=VALUE pairs added to the children's environment, "
                   "e.g. MALLOC_ARENA_MAX=2.")
@@ -143,7 +143,7 @@ def model_config(name):
     raise ValueError("Model %r in --configs must be base, large or LnHm with "
                      "m a multiple of 64 (e.g. L4H256)." % name)
   layers, hidden = int(match.group(1)), int(match.group(2))
-  return dict(memory_plan.BERT_BASE, num_hidden_layers=layers,
+  return dict(memory_model.BERT_BASE, num_hidden_layers=layers,
               hidden_size=hidden, num_attention_heads=hidden // 64,
               intermediate_size=4 * hidden)
 
@@ -252,7 +252,7 @@ def _step_fn(sess, train_op, loss, release_freed_heap):
   """
   if not release_freed_heap:
     return lambda: sess.run([train_op, loss])[1]
-  import estimator  # pylint: disable=g-import-not-at-top
+  from runner import estimator  # pylint: disable=g-import-not-at-top
   step = estimator.make_step_callable(sess, train_op, {"loss": loss})
   return lambda: step()["loss"]
 
@@ -333,7 +333,7 @@ def _allocator_bytes(tf):
 
 def planned_bytes(run, calibration):
   """The planner's estimate of the run's peak, breakdown dict."""
-  return memory_plan.estimate_bytes(
+  return memory_model.estimate_bytes(
       run["bert"], run["seq"], run["batch"], run["precision"],
       run["checkpointing"], calibration=calibration)
 
@@ -401,9 +401,9 @@ def run_parent(run, calibration):
 def _runs():
   """The cross product of --configs, --precisions and --checkpointing."""
   for precision in FLAGS.precisions:
-    if precision not in memory_plan.PRECISIONS:
+    if precision not in memory_model.PRECISIONS:
       raise app.UsageError("--precisions entry %r is not one of %s." %
-                           (precision, ", ".join(memory_plan.PRECISIONS)))
+                           (precision, ", ".join(memory_model.PRECISIONS)))
   settings = []
   for item in FLAGS.checkpointing:
     if item not in ("false", "true"):
@@ -465,7 +465,7 @@ def main(argv):
     print(RESULT_MARKER + json.dumps(run_child(json.loads(FLAGS.child))),
           flush=True)
     return
-  calibration = memory_plan.CPU_MEASURED
+  calibration = memory_model.CPU_MEASURED
   records = []
   for run in list(_runs()):
     logging.info("Running %s:%d:%d %s checkpointing=%s", run["model"],

@@ -36,7 +36,7 @@ sys.path.insert(0, REPO_ROOT)
 
 import tensorflow as tf  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-import memory_plan  # pylint: disable=g-import-not-at-top,wrong-import-position
+from runner import memory_model  # pylint: disable=g-import-not-at-top,wrong-import-position
 import modeling  # pylint: disable=g-import-not-at-top,wrong-import-position
 import optimization  # pylint: disable=g-import-not-at-top,wrong-import-position
 
@@ -52,7 +52,7 @@ flags.DEFINE_integer("threads", 2, "Intra-op threads (inter-op: 1).")
 def _variable_shapes(model):
   """[(name, shape)] of BertModel's trainable variables."""
   with tf.Graph().as_default():
-    sizes = {"base": memory_plan.BERT_BASE, "large": memory_plan.BERT_LARGE}
+    sizes = {"base": memory_model.BERT_BASE, "large": memory_model.BERT_LARGE}
     config = modeling.BertConfig(**sizes[model])
     input_ids = tf.compat.v1.placeholder(tf.int32, [1, 8])
     modeling.BertModel(config, False, input_ids)

@@ -73,7 +73,7 @@ def _config(args):
 
 def _traced_step(args):
   """(StepStats of the second run, allocator peak bytes of that run)."""
-  import quiet_tensorflow  # pylint: disable=g-import-not-at-top,unused-import
+  from userio import quiet_tensorflow  # pylint: disable=g-import-not-at-top,unused-import
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   ids, labels = process_memory.random_batch(args.batch, args.seq)
   with tf.Graph().as_default():

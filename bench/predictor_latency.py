@@ -48,11 +48,11 @@ ASSETS_DIR = os.path.join(os.path.dirname(REPO_DIR), "shared", "assets")
 sys.path.insert(0, REPO_DIR)
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
-import quiet_tensorflow  # pylint: disable=unused-import
+from userio import quiet_tensorflow  # pylint: disable=unused-import
 import tensorflow as tf
 
 import predictor
-import serving_input
+from runner import serving_input
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 FLAGS = flags.FLAGS

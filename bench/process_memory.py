@@ -128,7 +128,7 @@ def library_step(config_values, ids, labels, checkpointing, fed=False):
 
 def _run_ours(args, phases):
   """[float]: the losses of `args.steps` steps through the library path."""
-  import quiet_tensorflow  # pylint: disable=g-import-not-at-top,unused-import
+  from userio import quiet_tensorflow  # pylint: disable=g-import-not-at-top,unused-import
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   ids, labels = random_batch(args.batch, args.seq)
   losses = []

@@ -16,7 +16,7 @@ from absl import flags
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
-import reproduce_plan  # pylint: disable=wrong-import-position
+from reproduction import plan  # pylint: disable=wrong-import-position
 
 flags.DEFINE_string("input", None, "SQuAD json file to split.")
 flags.DEFINE_integer("num_train_articles", 38,
@@ -29,7 +29,7 @@ def main(_):
   with open(FLAGS.input, encoding="utf-8") as f:
     dataset = json.load(f)
   try:
-    parts = reproduce_plan.split_squad_articles(dataset,
+    parts = plan.split_squad_articles(dataset,
                                                 FLAGS.num_train_articles)
   except ValueError as e:
     raise app.UsageError("--num_train_articles=%d: %s" % (
@@ -40,7 +40,7 @@ def main(_):
     with open(path, "w", encoding="utf-8") as f:
       json.dump(part, f)
     print("%s: %d articles, %d questions" % (
-        path, len(part["data"]), reproduce_plan.count_squad_questions(part)))
+        path, len(part["data"]), plan.count_squad_questions(part)))
 
 
 if __name__ == "__main__":

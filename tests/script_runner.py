@@ -23,7 +23,7 @@ Result = collections.namedtuple("Result", ["returncode", "stdout", "stderr"])
 
 _HELPER = r'''
 import json, os, runpy, signal, sys, tempfile, time, traceback
-import quiet_tensorflow  # Imports TensorFlow, as the scripts do first.
+from userio import quiet_tensorflow  # Imports TensorFlow, as the scripts do first.
 import extract_features, memory_plan, run_classifier  # noqa
 import run_pretraining, run_squad  # noqa
 

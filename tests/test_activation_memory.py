@@ -36,14 +36,14 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # input of its last LayerNorm (2 x 0.5 MB), the whole last layer, and the
 # activations of the layer being recomputed.
 #
-# Each lean piece of lean_gradients.py is also measured against autodiff of
+# Each lean piece of engine/lean_gradients.py is also measured against autodiff of
 # the plain formula inside the same 8-layer encoder (`encoder_peak`), built
 # here from either.
 _CHILD = r"""
 import json, math, sys
 import tensorflow as tf
-import dropout_masks
-import lean_gradients
+from engine import dropout_masks
+from engine import lean_gradients
 import modeling
 
 CONFIG = modeling.BertConfig(

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import classifier_metrics as cm  # pylint: disable=g-import-not-at-top
+from tasks import classifier_metrics as cm  # pylint: disable=g-import-not-at-top
 
 tf.compat.v1.enable_resource_variables()
 

@@ -1,5 +1,5 @@
-"""Tests for cli.py (how scripts end), quiet_tensorflow.py (start-up noise),
-progress.py (progress lines) and output_files.py (no half-written file)."""
+"""Tests for userio/cli.py (how scripts end), userio/quiet_tensorflow.py (start-up noise),
+userio/progress.py (progress lines) and userio/output_files.py (no half-written file)."""
 import errno
 import os
 import pickle
@@ -10,10 +10,10 @@ from absl import app
 import pytest
 import tensorflow as tf
 
-import cli
-import output_files
-import progress
-import quiet_tensorflow
+from userio import cli
+from userio import output_files
+from userio import progress
+from userio import quiet_tensorflow
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -157,7 +157,7 @@ def test_scripts_start_without_cuda_noise():
   env = dict(os.environ)
   env.pop("TF_CPP_MIN_LOG_LEVEL", None)
   result = subprocess.run(
-      [sys.executable, "-c", "import quiet_tensorflow, tensorflow as tf; "
+      [sys.executable, "-c", "from userio import quiet_tensorflow; import tensorflow as tf; "
        "print(tf.constant(2).numpy() * 3)"], cwd=REPO_ROOT, env=env,
       capture_output=True, text=True, timeout=300, check=False)
   assert result.stdout == "6\n"

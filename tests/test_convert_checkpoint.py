@@ -14,14 +14,14 @@ import pytest
 from safetensors import numpy as safetensors_numpy
 import tensorflow as tf
 
-import checkpoint_checks
-import cli
+from checkpoints import checkpoint_checks
+from userio import cli
 import conftest
-import convert_checkpoint
-import hf_mapping
+from checkpoints import conversion
+from checkpoints import hf_mapping
 import modeling
 import run_classifier
-import run_record
+from checkpoints import run_info
 import run_squad
 import tokenization
 
@@ -63,8 +63,8 @@ def _assert_same_tensors(got, want):
 
 def test_minilm_hf_to_google_equals_the_published_google_copy(tmp_path):
   out = str(tmp_path / "google")
-  assert convert_checkpoint.convert(HF_MINILM_DIR, out) == (
-      convert_checkpoint.GOOGLE)
+  assert conversion.convert(HF_MINILM_DIR, out) == (
+      conversion.GOOGLE)
   _assert_same_tensors(_google_tensors(os.path.join(out, "bert_model.ckpt")),
                        _google_tensors(GOOGLE_MINILM))
   got = _read_json(os.path.join(out, "bert_config.json"))
@@ -86,7 +86,7 @@ def test_minilm_hf_to_google_equals_the_published_google_copy(tmp_path):
 
 def test_minilm_google_to_hf_equals_the_published_hf_copy(tmp_path):
   out = str(tmp_path / "hf")
-  convert_checkpoint.convert(GOOGLE_MINILM, out)
+  conversion.convert(GOOGLE_MINILM, out)
   got = safetensors_numpy.load_file(os.path.join(out, "model.safetensors"))
   want = safetensors_numpy.load_file(
       os.path.join(HF_MINILM_DIR, "model.safetensors"))
@@ -145,8 +145,8 @@ def _minilm_outputs(init_checkpoint, bert_config):
 
 def test_hf_folder_as_init_checkpoint_gives_the_google_outputs(tmp_path):
   work_dir = str(tmp_path / "work")
-  prefix = convert_checkpoint.resolve_init_checkpoint(HF_MINILM_DIR, work_dir)
-  config_file = convert_checkpoint.bert_config_file_of(prefix)
+  prefix = conversion.resolve_init_checkpoint(HF_MINILM_DIR, work_dir)
+  config_file = conversion.bert_config_file_of(prefix)
   bert_config = modeling.BertConfig.from_json_file(config_file)
   assert bert_config.hidden_act == "gelu_exact"
   from_hf = _minilm_outputs(prefix, bert_config)
@@ -158,29 +158,29 @@ def test_hf_folder_as_init_checkpoint_gives_the_google_outputs(tmp_path):
   # The same files again: the conversion is reused, not written anew.
   index = prefix + ".index"
   written = os.stat(index).st_mtime_ns
-  assert convert_checkpoint.resolve_init_checkpoint(
+  assert conversion.resolve_init_checkpoint(
       HF_MINILM_DIR, work_dir) == prefix
   assert os.stat(index).st_mtime_ns == written
   assert os.listdir(work_dir) == [os.path.basename(os.path.dirname(prefix))]
   # A Google prefix passes through unchanged.
-  assert convert_checkpoint.resolve_init_checkpoint(
+  assert conversion.resolve_init_checkpoint(
       GOOGLE_MINILM, work_dir) == GOOGLE_MINILM
 
 
 def test_hf_config_json_serves_as_bert_config_file(tmp_path):
   hf_config = os.path.join(HF_MINILM_DIR, "config.json")
-  config = convert_checkpoint.load_bert_config(hf_config)
+  config = conversion.load_bert_config(hf_config)
   assert config.hidden_act == "gelu_exact"
   assert (config.hidden_size, config.num_hidden_layers,
           config.type_vocab_size) == (384, 6, 2)
-  converted = convert_checkpoint.resolve_bert_config_file(
+  converted = conversion.resolve_bert_config_file(
       HF_MINILM_DIR, str(tmp_path))
   assert modeling.BertConfig.from_json_file(converted).to_dict() == (
       config.to_dict())
   google_config = os.path.join(conftest.MINILM_DIR, "bert_config.json")
-  assert convert_checkpoint.resolve_bert_config_file(
+  assert conversion.resolve_bert_config_file(
       google_config, str(tmp_path)) == google_config
-  assert convert_checkpoint.load_bert_config(google_config).hidden_act == (
+  assert conversion.load_bert_config(google_config).hidden_act == (
       "gelu")
 
 
@@ -229,9 +229,9 @@ def _fine_tuned_folder(folder, task, labels, build_head):
     ids = tf.constant([[101, 2023, 102, 0]])
     build_head(bert_config, ids)
     _randomize_and_save(folder)
-  record = run_record.make_record(task, labels, True, 64, TINY_CONFIG,
+  record = run_info.make_record(task, labels, True, 64, TINY_CONFIG,
                                   UNCASED_VOCAB)
-  run_record.write(folder, record, TINY_CONFIG, UNCASED_VOCAB)
+  run_info.write(folder, record, TINY_CONFIG, UNCASED_VOCAB)
   return folder
 
 
@@ -249,8 +249,8 @@ def _squad(bert_config, ids):
 def _round_trip(folder, tmp_path):
   """(HF tensors, HF config, Google tensors back, run_info back)."""
   hf_dir, back = str(tmp_path / "hf"), str(tmp_path / "back")
-  convert_checkpoint.convert(folder, hf_dir)
-  convert_checkpoint.convert(hf_dir, back)
+  conversion.convert(folder, hf_dir)
+  conversion.convert(hf_dir, back)
   return (safetensors_numpy.load_file(os.path.join(hf_dir,
                                                    "model.safetensors")),
           _read_json(os.path.join(hf_dir, "config.json")),
@@ -350,7 +350,7 @@ def pretrained(tmp_path_factory):
   shutil.copy(TINY_CONFIG, os.path.join(folder, "bert_config.json"))
   shutil.copy(UNCASED_VOCAB, os.path.join(folder, "vocab.txt"))
   hf_dir = str(base / "hf")
-  convert_checkpoint.convert(folder, hf_dir)
+  conversion.convert(folder, hf_dir)
   return folder, hf_dir
 
 
@@ -378,7 +378,7 @@ def test_pretraining_heads_convert_both_ways(pretrained, tmp_path):
   hf["bert.embeddings.position_ids"] = np.arange(128)[None]
   legacy = _hf_folder(tmp_path / "legacy", hf_dir, tensors=hf)
   back = str(tmp_path / "back")
-  convert_checkpoint.convert(legacy, back)
+  conversion.convert(legacy, back)
   _assert_same_tensors(_google_tensors(os.path.join(back, "bert_model.ckpt")),
                        original)
 
@@ -409,7 +409,7 @@ def test_hf_model_without_pooler_converts_and_loads(pretrained, tmp_path):
   tensors = _hf_tensors(hf_dir)
   del tensors["bert.pooler.dense.weight"], tensors["bert.pooler.dense.bias"]
   folder = _hf_folder(tmp_path / "mlm", hf_dir, tensors)
-  prefix = convert_checkpoint.resolve_init_checkpoint(folder,
+  prefix = conversion.resolve_init_checkpoint(folder,
                                                       str(tmp_path / "w"))
   shapes = checkpoint_checks.load_readable(prefix)
   assert "bert/pooler/dense/kernel" not in shapes
@@ -446,7 +446,7 @@ def test_bad_hf_tensors_are_refused(pretrained, tmp_path, change, message):
   change(tensors)
   folder = _hf_folder(tmp_path / "bad", hf_dir, tensors)
   with pytest.raises(cli.UserError, match=message):
-    convert_checkpoint.convert(folder, str(tmp_path / "out"))
+    conversion.convert(folder, str(tmp_path / "out"))
   assert not os.path.exists(str(tmp_path / "out"))
 
 
@@ -469,7 +469,7 @@ def test_bad_hf_configs_are_refused(pretrained, tmp_path, config, message):
   _, hf_dir = pretrained
   folder = _hf_folder(tmp_path / "bad", hf_dir, config=config)
   with pytest.raises(cli.UserError, match=message):
-    convert_checkpoint.convert(folder, str(tmp_path / "out"))
+    conversion.convert(folder, str(tmp_path / "out"))
 
 
 def test_folders_without_safetensors_or_config_are_refused(pretrained,
@@ -481,12 +481,12 @@ def test_folders_without_safetensors_or_config_are_refused(pretrained,
   with pytest.raises(cli.UserError, match=r"PyTorch weights .* "
                      r"BertForPreTraining.from_pretrained\(dir\)."
                      r"save_pretrained\(dir, safe_serialization=True\)"):
-    convert_checkpoint.convert(torch_only, str(tmp_path / "out"))
+    conversion.convert(torch_only, str(tmp_path / "out"))
   no_config = _hf_folder(tmp_path / "noconfig", hf_dir, drop=["config.json"])
   with pytest.raises(cli.UserError, match="has no config.json"):
-    convert_checkpoint.convert(no_config, str(tmp_path / "out"))
+    conversion.convert(no_config, str(tmp_path / "out"))
   with pytest.raises(cli.UserError, match="has no config.json"):
-    convert_checkpoint.resolve_init_checkpoint(no_config, str(tmp_path))
+    conversion.resolve_init_checkpoint(no_config, str(tmp_path))
 
 
 def test_google_checkpoint_with_unknown_tensor_is_refused(tmp_path):
@@ -501,7 +501,7 @@ def test_google_checkpoint_with_unknown_tensor_is_refused(tmp_path):
   shutil.copy(UNCASED_VOCAB, os.path.join(folder, "vocab.txt"))
   with pytest.raises(cli.UserError, match="holds tensor bert/encoder/layer_0/"
                      "adapter/kernel, which is not part of the model"):
-    convert_checkpoint.convert(folder, str(tmp_path / "out"))
+    conversion.convert(folder, str(tmp_path / "out"))
 
 
 def test_google_only_options_are_refused_for_hf_input(pretrained,
@@ -509,7 +509,7 @@ def test_google_only_options_are_refused_for_hf_input(pretrained,
   _, hf_dir = pretrained
   with pytest.raises(cli.UserError, match="--vocab_file applies to a Google "
                      "checkpoint only"):
-    convert_checkpoint.convert(hf_dir, str(tmp_path / "out"),
+    conversion.convert(hf_dir, str(tmp_path / "out"),
                                vocab_file=UNCASED_VOCAB)
 
 
@@ -519,7 +519,7 @@ def test_output_dir_with_files_is_refused(pretrained, tmp_path):
   out.mkdir()
   (out / "keep.txt").write_text("mine")
   with pytest.raises(cli.UserError, match="already holds files"):
-    convert_checkpoint.convert(hf_dir, str(out))
+    conversion.convert(hf_dir, str(out))
   assert (out / "keep.txt").read_text() == "mine"
 
 
@@ -548,17 +548,17 @@ def test_classifier_labels_must_fit_its_outputs(tmp_path):
                               ["contradiction", "entailment", "neutral"],
                               _classifier)
   hf_dir = str(tmp_path / "hf")
-  convert_checkpoint.convert(folder, hf_dir)
+  conversion.convert(folder, hf_dir)
   two = _hf_folder(tmp_path / "two", hf_dir, config={
       "id2label": {"0": "no", "1": "yes"}, "label2id": {"no": 0, "yes": 1}})
   with pytest.raises(cli.UserError, match="id2label lists 2 labels, but the "
                      "classifier has 3 outputs"):
-    convert_checkpoint.convert(two, str(tmp_path / "out"))
+    conversion.convert(two, str(tmp_path / "out"))
   qa = _hf_folder(tmp_path / "qa", hf_dir,
                   config={"architectures": ["BertForQuestionAnswering"]})
   with pytest.raises(cli.UserError, match="but the weights make a "
                      "BertForSequenceClassification"):
-    convert_checkpoint.convert(qa, str(tmp_path / "out"))
+    conversion.convert(qa, str(tmp_path / "out"))
 
 
 def test_vocabulary_and_casing_from_tokenizer_json(pretrained, tmp_path):
@@ -576,7 +576,7 @@ def test_vocabulary_and_casing_from_tokenizer_json(pretrained, tmp_path):
     with open(os.path.join(folder, "tokenizer.json"), "w") as f:
       json.dump(tokenizer, f)
     out = str(tmp_path / ("google_%s" % lowercase))
-    convert_checkpoint.convert(folder, out)
+    conversion.convert(folder, out)
     assert _read_json(os.path.join(out, "run_info.json"))[
         "do_lower_case"] is lowercase
   with open(os.path.join(out, "vocab.txt"), "rb") as f:

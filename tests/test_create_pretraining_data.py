@@ -21,7 +21,7 @@ import pytest
 import sentencepiece as spm
 import tensorflow as tf
 
-import cli
+from userio import cli
 import create_pretraining_data as cpd
 import tokenization
 

@@ -93,7 +93,7 @@ def _write_init_checkpoint(path):
 
 def _model_fn_builder(init_checkpoint, k):
   """A TRAIN-only model_fn: the classifier from `init_checkpoint`, AdamW."""
-  import estimator  # pylint: disable=import-outside-toplevel
+  from runner import estimator  # pylint: disable=import-outside-toplevel
   import optimization  # pylint: disable=import-outside-toplevel
 
   def model_fn(features, labels, mode, params):
@@ -112,7 +112,7 @@ def _model_fn_builder(init_checkpoint, k):
 def _train(model_dir, init_checkpoint, k, distribution=None,
            input_fn=_input_fn):
   """Trains STEPS updates; returns {name: value} of the trainables."""
-  import estimator  # pylint: disable=import-outside-toplevel
+  from runner import estimator  # pylint: disable=import-outside-toplevel
   config = estimator.RunConfig(model_dir, tf_random_seed=5,
                                num_accumulation_steps=k,
                                distribution=distribution)
@@ -130,9 +130,9 @@ def _train(model_dir, init_checkpoint, k, distribution=None,
 
 def _parsed_flags(*args):
   from absl import flags  # pylint: disable=import-outside-toplevel
-  import runner_flags  # pylint: disable=import-outside-toplevel
+  from runner import shared_flags  # pylint: disable=import-outside-toplevel
   fv = flags.FlagValues()
-  runner_flags.define_common_flags(128, fv)
+  shared_flags.define_common_flags(128, fv)
   fv(["test"] + list(args))
   return fv
 
@@ -184,14 +184,14 @@ def _run_mirrored(out_dir):
 
   For k = 1 and 2 accumulation steps: single_<k>.npz, mirrored_<k>.npz and
   the all-reduces per run. Then prints the error of a micro-batch that does
-  not split over 2 CPUs, and how memory_flags sees the strategy's replicas.
+  not split over 2 CPUs, and how memory_settings sees the strategy's replicas.
   """
-  import estimator  # pylint: disable=import-outside-toplevel
-  import memory_flags  # pylint: disable=import-outside-toplevel
-  import run_setup  # pylint: disable=import-outside-toplevel
+  from runner import estimator  # pylint: disable=import-outside-toplevel
+  from runner import memory_settings  # pylint: disable=import-outside-toplevel
+  from runner import startup  # pylint: disable=import-outside-toplevel
   fv = _parsed_flags("--distribution=mirrored", "--devices=/cpu:0,/cpu:1")
-  strategy = run_setup.make_distribution(fv)
-  print("REPLICAS:", json.dumps(memory_flags.replicas_of(strategy)))
+  strategy = startup.make_distribution(fv)
+  print("REPLICAS:", json.dumps(memory_settings.replicas_of(strategy)))
   init = os.path.join(out_dir, "init", "model.ckpt")
   _write_init_checkpoint(init)
   for k in (1, 2):
@@ -205,7 +205,7 @@ def _run_mirrored(out_dir):
                      "--train_batch_size=6", "--num_accumulation_steps=2")
   est = estimator.Estimator(
       lambda *args: None,
-      run_setup.make_run_config(fv, distribution=strategy),
+      startup.make_run_config(fv, distribution=strategy),
       train_batch_size=6)
   _print_error(lambda: est.train(_input_fn, max_steps=1))
 
@@ -219,9 +219,9 @@ def _run_worker(out_dir):
   3. Trains again in a new directory; worker 1 exits abruptly (code 3) at
      its second micro-batch, and worker 0 prints the error it gets.
   """
-  import estimator  # pylint: disable=import-outside-toplevel
-  import run_setup  # pylint: disable=import-outside-toplevel
-  strategy = run_setup.make_distribution(
+  from runner import estimator  # pylint: disable=import-outside-toplevel
+  from runner import startup  # pylint: disable=import-outside-toplevel
+  strategy = startup.make_distribution(
       _parsed_flags("--distribution=multi_worker"))
   index = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
   init = os.path.join(out_dir, "init", "model.ckpt")
@@ -399,13 +399,13 @@ def test_multi_worker(tmp_path):
      '"ps", "index": 0}}', "the task must be a \"chief\" or \"worker\""),
 ])
 def test_make_distribution_errors(monkeypatch, args, tf_config, message):
-  import run_setup  # pylint: disable=import-outside-toplevel
+  from runner import startup  # pylint: disable=import-outside-toplevel
   if tf_config is None:
     monkeypatch.delenv("TF_CONFIG", raising=False)
   else:
     monkeypatch.setenv("TF_CONFIG", tf_config)
   with pytest.raises(ValueError) as error:
-    run_setup.make_distribution(_parsed_flags(*args))
+    startup.make_distribution(_parsed_flags(*args))
   assert message in str(error.value)
 
 

@@ -1,4 +1,4 @@
-"""Tests for estimator.py (the runner).
+"""Tests for runner/estimator.py (the runner).
 
 A toy linear regression (3 inputs, squared loss, plain SGD) is trained through
 the runner and checked against a NumPy re-derivation of the same SGD steps.
@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import cli
+from userio import cli
 import conftest
-import estimator
+from runner import estimator
 
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(TESTS_DIR)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import cli
+from userio import cli
 import extract_features
 import modeling
 import run_classifier

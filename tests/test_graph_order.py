@@ -2,7 +2,7 @@
 import numpy as np
 import tensorflow as tf
 
-import graph_order
+from engine import graph_order
 
 
 def _control_inputs(op):

@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 
-import host_memory
+from engine import host_memory
 
 MIB = 2**20
 BLOCK = 4096

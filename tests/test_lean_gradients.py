@@ -1,4 +1,4 @@
-"""lean_gradients.py's backward passes against autodiff of the plain formulas.
+"""engine/lean_gradients.py's backward passes against autodiff of the plain formulas.
 
 Everything runs in float64, so the hand-written gradients must match autodiff
 to rounding (1e-10), whatever the machine's load or thread count.
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import dropout_masks
-import lean_gradients
+from engine import dropout_masks
+from engine import lean_gradients
 import modeling
 import rounding
 

@@ -1,4 +1,4 @@
-"""Tests for memory_flags.py and its wiring into the training scripts.
+"""Tests for runner/memory_settings.py and its wiring into the training scripts.
 
 Flags --precision, --gradient_checkpointing, --micro_batch_size,
 --device_memory_gb and --spm_model_file; the automatic plan; the
@@ -14,19 +14,19 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import cli
-import estimator
-import memory_flags
-import memory_plan
+from userio import cli
+from runner import estimator
+from runner import memory_settings
+from runner import memory_model
 import modeling
 import run_classifier
-import run_setup
+from runner import startup
 import run_squad
-import runner_flags
+from runner import shared_flags
 
 GIB = 2**30
-LARGE = modeling.BertConfig.from_dict(memory_plan.BERT_LARGE)
-BASE = modeling.BertConfig.from_dict(memory_plan.BERT_BASE)
+LARGE = modeling.BertConfig.from_dict(memory_model.BERT_LARGE)
+BASE = modeling.BertConfig.from_dict(memory_model.BERT_BASE)
 # BERT-Large plus a 2-label head, counted by hand:
 #   embeddings (30522 + 512 + 2) * 1024 + 2 * 1024          =  31,782,912
 #   24 layers * (4 * (1024^2 + 1024) + 2 * 1024
@@ -40,7 +40,7 @@ LARGE_PARAMS = "335.1M parameters"
 @pytest.fixture
 def fv():
   values = flags.FlagValues()
-  runner_flags.define_common_flags(128, flag_values=values)
+  shared_flags.define_common_flags(128, flag_values=values)
 
   def parse(*argv):
     values.unparse_flags()
@@ -64,24 +64,24 @@ def test_flag_defaults_and_choices(fv):
 
 
 def test_settings_without_micro_batch_flag(fv):
-  settings = memory_flags.resolve(fv("--device_memory_gb=8"), BASE, True)
+  settings = memory_settings.resolve(fv("--device_memory_gb=8"), BASE, True)
   assert settings[:4] == ("fp32", 32, 1, False)
   assert settings.compute_dtype == tf.float32
-  settings = memory_flags.resolve(
+  settings = memory_settings.resolve(
       fv("--num_accumulation_steps=4", "--precision=fp16",
          "--gradient_checkpointing", "--device_memory_gb=8"), BASE, True)
   assert settings[:4] == ("fp16", 8, 4, True)
   assert settings.compute_dtype == tf.float16
-  assert memory_flags.resolve(fv("--precision=bf16"), BASE,
+  assert memory_settings.resolve(fv("--precision=bf16"), BASE,
                               True).compute_dtype == tf.bfloat16
 
 
 def test_integer_micro_batch_sets_accumulation(fv):
-  settings = memory_flags.resolve(
+  settings = memory_settings.resolve(
       fv("--train_batch_size=24", "--micro_batch_size=6"), BASE, True)
   assert (settings.micro_batch_size, settings.num_accumulation_steps) == (6, 4)
   # An explicit --num_accumulation_steps that agrees is fine.
-  settings = memory_flags.resolve(
+  settings = memory_settings.resolve(
       fv("--train_batch_size=24", "--micro_batch_size=6",
          "--num_accumulation_steps=4"), BASE, True)
   assert settings.num_accumulation_steps == 4
@@ -104,24 +104,24 @@ def test_integer_micro_batch_sets_accumulation(fv):
 ])
 def test_bad_memory_flags_are_refused(fv, argv, pattern):
   with pytest.raises(ValueError, match=pattern):
-    memory_flags.resolve(fv(*argv), LARGE, True)
+    memory_settings.resolve(fv(*argv), LARGE, True)
 
 
 def test_check_required_files_accepts_spm_model_instead_of_vocab(fv,
                                                                  tmp_path):
   config = tmp_path / "bert_config.json"
-  config.write_text(json.dumps(memory_plan.BERT_BASE))
+  config.write_text(json.dumps(memory_model.BERT_BASE))
   spm_model = tmp_path / "spm.model"
   spm_model.write_bytes(b"model")
   base = ["--bert_config_file=%s" % config, "--output_dir=%s" % tmp_path]
-  run_setup.check_required_files(
+  startup.check_required_files(
       fv(*base, "--spm_model_file=%s" % spm_model), do_train=True)
   with pytest.raises(ValueError, match="--spm_model_file=.*not found"):
-    run_setup.check_required_files(
+    startup.check_required_files(
         fv(*base, "--spm_model_file=%s" % (tmp_path / "none.model")), True)
   with pytest.raises(ValueError,
                      match="--vocab_file is required .or --spm_model_file"):
-    run_setup.check_required_files(fv(*base), do_train=True)
+    startup.check_required_files(fv(*base), do_train=True)
 
 
 @pytest.mark.parametrize("script", [run_classifier, run_squad])
@@ -162,17 +162,17 @@ def test_scripts_pass_spm_model_file_to_the_tokenizer(script, tmp_path,
 
 
 def test_device_memory_override_and_meminfo(tmp_path):
-  override = memory_flags.device_memory(1.5)
+  override = memory_settings.device_memory(1.5)
   assert override.bytes == 3 * 2**29
   assert "--device_memory_gb=1.5" in override.source
   meminfo = tmp_path / "meminfo"
   meminfo.write_text("MemTotal:       32000000 kB\n"
                      "MemFree:         1000000 kB\n"
                      "MemAvailable:   20000000 kB\n")
-  ram = memory_flags.available_ram(str(meminfo))
+  ram = memory_settings.available_ram(str(meminfo))
   assert ram.bytes == 20000000 * 1024
   assert "MemAvailable" in ram.source
-  assert memory_flags.available_ram(str(tmp_path / "missing")) is None
+  assert memory_settings.available_ram(str(tmp_path / "missing")) is None
 
 
 def test_device_memory_without_gpu_is_available_ram():
@@ -181,7 +181,7 @@ def test_device_memory_without_gpu_is_available_ram():
   with open("/proc/meminfo") as f:
     available = next(int(line.split()[1]) * 1024 for line in f
                      if line.startswith("MemAvailable:"))
-  found = memory_flags.device_memory()
+  found = memory_settings.device_memory()
   assert "no GPU" in found.source and "MemAvailable" in found.source
   # Other processes allocate and free memory between the two reads.
   assert found.bytes == pytest.approx(available, rel=0.2)
@@ -192,7 +192,7 @@ def test_device_memory_without_gpu_is_available_ram():
 
 def test_auto_fits_bert_large_512_on_12_gib(fv, caplog):
   caplog.set_level(std_logging.INFO)
-  settings = memory_flags.resolve(
+  settings = memory_settings.resolve(
       fv("--micro_batch_size=auto", "--max_seq_length=512",
          "--device_memory_gb=12"), LARGE, True)
   # Google's README: no batch of BERT-Large at 512 fits 12 GB without help.
@@ -200,9 +200,9 @@ def test_auto_fits_bert_large_512_on_12_gib(fv, caplog):
   assert settings.micro_batch_size * settings.num_accumulation_steps == 32
   assert settings.precision == "fp32"
   assert (settings.micro_batch_size, settings.num_accumulation_steps,
-          settings.gradient_checkpointing) == tuple(memory_plan.plan(
+          settings.gradient_checkpointing) == tuple(memory_model.plan(
               LARGE, 512, 32, 12 * GIB, precisions=("fp32",))[:2]) + (True,)
-  assert memory_plan.estimate_bytes(
+  assert memory_model.estimate_bytes(
       LARGE, 512, settings.micro_batch_size, "fp32", True,
       settings.num_accumulation_steps)["total"] <= 12 * GIB
   lines = [r.getMessage() for r in caplog.records
@@ -216,10 +216,10 @@ def test_auto_fits_bert_large_512_on_12_gib(fv, caplog):
 
 
 def test_auto_keeps_precision_and_explicit_no_checkpointing(fv):
-  half = memory_flags.resolve(
+  half = memory_settings.resolve(
       fv("--micro_batch_size=auto", "--max_seq_length=512",
          "--device_memory_gb=12", "--precision=bf16"), LARGE, True)
-  full = memory_flags.resolve(
+  full = memory_settings.resolve(
       fv("--micro_batch_size=auto", "--max_seq_length=512",
          "--device_memory_gb=12"), LARGE, True)
   assert half.precision == "bf16"
@@ -227,12 +227,12 @@ def test_auto_keeps_precision_and_explicit_no_checkpointing(fv):
   assert half.micro_batch_size >= full.micro_batch_size
   with pytest.raises(ValueError, match=r"not even one example .* fits "
                      r"12.00 GiB .* in --precision=fp32\. Lower"):
-    memory_flags.resolve(
+    memory_settings.resolve(
         fv("--micro_batch_size=auto", "--max_seq_length=512",
            "--device_memory_gb=12", "--nogradient_checkpointing"), LARGE,
         True)
   # Predict-only runs do not plan.
-  settings = memory_flags.resolve(
+  settings = memory_settings.resolve(
       fv("--micro_batch_size=auto", "--device_memory_gb=1"), LARGE, False)
   assert settings.num_accumulation_steps == 1
 
@@ -256,19 +256,19 @@ TWO_WORKERS = _Strategy(2, ["/job:worker/replica:0/task:0/device:CPU:0"])
 
 
 def test_replicas_of_strategies():
-  replicas = memory_flags.Replicas
-  assert memory_flags.replicas_of(None) == replicas(1, 1, 1)
-  assert memory_flags.replicas_of(FOUR_GPUS) == replicas(4, 4, 1)
-  assert memory_flags.replicas_of(TWO_CPUS) == replicas(2, 2, 2)
-  assert memory_flags.replicas_of(TWO_WORKERS) == replicas(2, 1, 1)
+  replicas = memory_settings.Replicas
+  assert memory_settings.replicas_of(None) == replicas(1, 1, 1)
+  assert memory_settings.replicas_of(FOUR_GPUS) == replicas(4, 4, 1)
+  assert memory_settings.replicas_of(TWO_CPUS) == replicas(2, 2, 2)
+  assert memory_settings.replicas_of(TWO_WORKERS) == replicas(2, 1, 1)
 
 
 def test_auto_on_cpu_workers_needs_the_same_memory_on_each(fv):
   with pytest.raises(ValueError, match=r"multi_worker on CPUs needs "
                      r"--device_memory_gb, the same on every worker"):
-    memory_flags.resolve(fv("--micro_batch_size=auto"), BASE, True,
+    memory_settings.resolve(fv("--micro_batch_size=auto"), BASE, True,
                          TWO_WORKERS)
-  settings = memory_flags.resolve(
+  settings = memory_settings.resolve(
       fv("--micro_batch_size=auto", "--device_memory_gb=16"), BASE, True,
       TWO_WORKERS)
   # Each machine has its own 16 GiB and 16 examples of every batch.
@@ -280,17 +280,17 @@ def test_auto_plans_each_gpu_for_its_share(fv, caplog):
   caplog.set_level(std_logging.INFO)
   values = fv("--micro_batch_size=auto", "--max_seq_length=512",
               "--device_memory_gb=12")
-  one = memory_flags.resolve(values, LARGE, True)
-  four = memory_flags.resolve(values, LARGE, True, FOUR_GPUS)
+  one = memory_settings.resolve(values, LARGE, True)
+  four = memory_settings.resolve(values, LARGE, True, FOUR_GPUS)
   # Each of the 4 GPUs holds a whole model and 32 / 4 = 8 examples of the
   # batch, so its plan is one GPU's plan for a batch of 8.
-  alone = memory_plan.plan(LARGE, 512, 8, 12 * GIB, precisions=("fp32",))
+  alone = memory_model.plan(LARGE, 512, 8, 12 * GIB, precisions=("fp32",))
   assert four.micro_batch_size == 4 * alone.micro_batch
   assert four.replica_micro_batch_size == alone.micro_batch
   assert four.num_accumulation_steps == alone.accumulation_steps
   assert four.micro_batch_size * four.num_accumulation_steps == 32
   assert four.num_accumulation_steps < one.num_accumulation_steps
-  assert memory_plan.estimate_bytes(
+  assert memory_model.estimate_bytes(
       LARGE, 512, alone.micro_batch, "fp32", four.gradient_checkpointing,
       four.num_accumulation_steps)["total"] <= 12 * GIB
   line = [r.getMessage() for r in caplog.records
@@ -303,12 +303,12 @@ def test_auto_plans_each_gpu_for_its_share(fv, caplog):
 
 def test_auto_splits_ram_between_cpu_replicas(fv, caplog):
   caplog.set_level(std_logging.INFO)
-  settings = memory_flags.resolve(
+  settings = memory_settings.resolve(
       fv("--micro_batch_size=auto", "--max_seq_length=512",
          "--device_memory_gb=24"), LARGE, True, TWO_CPUS)
   # Two CPU replicas in one process: two copies of the weights, gradients
   # and slots in the same 24 GiB, 16 examples of the batch each.
-  alone = memory_plan.plan(LARGE, 512, 16, 12 * GIB, precisions=("fp32",))
+  alone = memory_model.plan(LARGE, 512, 16, 12 * GIB, precisions=("fp32",))
   assert (settings.replica_micro_batch_size,
           settings.num_accumulation_steps) == tuple(alone[:2])
   assert settings.replica_memory_bytes == 12 * GIB
@@ -320,19 +320,19 @@ def test_auto_refuses_a_batch_the_replicas_cannot_split(fv):
   with pytest.raises(ValueError, match=r"--train_batch_size=30 does not "
                      r"split evenly over the 4 replicas of --distribution; "
                      r"choose a multiple of 4\."):
-    memory_flags.resolve(fv("--micro_batch_size=auto", "--train_batch_size=30",
+    memory_settings.resolve(fv("--micro_batch_size=auto", "--train_batch_size=30",
                             "--device_memory_gb=12"), LARGE, True, FOUR_GPUS)
 
 
 def test_oom_message_with_replicas_plans_per_replica(fv):
   values = fv("--max_seq_length=512", "--device_memory_gb=12",
               "--train_batch_size=64", "--gradient_checkpointing")
-  settings = memory_flags.resolve(values, LARGE, True, FOUR_GPUS)
+  settings = memory_settings.resolve(values, LARGE, True, FOUR_GPUS)
   assert settings.replica_micro_batch_size == 16
-  message = memory_flags.oom_message(LARGE, values, settings, _oom_error())
-  estimate = memory_plan.estimate_bytes(LARGE, 512, 16, "fp32",
+  message = memory_settings.oom_message(LARGE, values, settings, _oom_error())
+  estimate = memory_model.estimate_bytes(LARGE, 512, 16, "fp32",
                                         True)["total"] / GIB
-  fit = memory_plan.plan(LARGE, 512, 16, 12 * GIB, precisions=("fp32",))
+  fit = memory_model.plan(LARGE, 512, 16, 12 * GIB, precisions=("fp32",))
   # A smaller micro-batch, not just checkpointing, is what fits.
   assert fit.gradient_checkpointing and fit.accumulation_steps > 1
   for part in ("micro-batch 64 (16 per replica on 4 replicas) x 1 "
@@ -354,10 +354,10 @@ def _oom_error(text="OOM when allocating tensor with shape[32,16,512,512]"):
 
 def test_oom_message_names_setting_estimate_and_fitting_flags(fv):
   values = fv("--max_seq_length=512", "--device_memory_gb=13")
-  settings = memory_flags.resolve(values, LARGE, True)
-  message = memory_flags.oom_message_fn(LARGE, values, settings)(
+  settings = memory_settings.resolve(values, LARGE, True)
+  message = memory_settings.oom_message_fn(LARGE, values, settings)(
       _oom_error())
-  estimate = memory_plan.estimate_bytes(LARGE, 512, 32)["total"] / GIB
+  estimate = memory_model.estimate_bytes(LARGE, 512, 32)["total"] / GIB
   for part in ("24 layers", "hidden size 1024", LARGE_PARAMS,
                "--max_seq_length=512", "--train_batch_size=32",
                "micro-batch 32 x 1 accumulation step,", "--precision=fp32",
@@ -379,8 +379,8 @@ def test_oom_message_when_the_estimate_fits_plans_for_less(fv):
   # BERT-Base at 128 with batch 32 is estimated at 10.9 GiB, under 12 GiB:
   # the OOM proves the estimate low here, so the advice must be smaller.
   values = fv("--device_memory_gb=12")
-  settings = memory_flags.resolve(values, BASE, True)
-  message = memory_flags.oom_message(BASE, values, settings, _oom_error())
+  settings = memory_settings.resolve(values, BASE, True)
+  message = memory_settings.oom_message(BASE, values, settings, _oom_error())
   assert "something else holds memory" in message
   assert "--micro_batch_size=16 (accumulation 2)" in message
   assert "--precision=bf16 (or fp16)." in message
@@ -388,8 +388,8 @@ def test_oom_message_when_the_estimate_fits_plans_for_less(fv):
 
 def test_oom_message_without_device_memory(fv):
   values = fv()
-  settings = memory_flags.resolve(values, BASE, True)._replace(device=None)
-  message = memory_flags.oom_message(BASE, values, settings, _oom_error())
+  settings = memory_settings.resolve(values, BASE, True)._replace(device=None)
+  message = memory_settings.oom_message(BASE, values, settings, _oom_error())
   assert "pass --device_memory_gb" in message
   assert "Flags that fit" not in message
 
@@ -412,10 +412,10 @@ def _oom_model_fn(features, labels, mode, params):
 def test_runner_out_of_memory_error_carries_the_message(fv, tmp_path, capsys):
   values = fv("--output_dir=%s" % tmp_path, "--train_batch_size=4",
               "--max_seq_length=512", "--device_memory_gb=12")
-  settings = memory_flags.resolve(values, LARGE, True)
-  config = run_setup.make_run_config(
+  settings = memory_settings.resolve(values, LARGE, True)
+  config = startup.make_run_config(
       values, settings,
-      oom_message_fn=memory_flags.oom_message_fn(LARGE, values, settings))
+      oom_message_fn=memory_settings.oom_message_fn(LARGE, values, settings))
   est = estimator.Estimator(_oom_model_fn, config, train_batch_size=4)
 
   def input_fn(params):
@@ -429,7 +429,7 @@ def test_runner_out_of_memory_error_carries_the_message(fv, tmp_path, capsys):
   assert "micro-batch 4 x 1 accumulation step," in message
   assert "Flags that fit 12.00 GiB:" in message
   assert "simulated: cannot allocate" in message
-  # The command line ends with the advice alone (cli.py).
+  # The command line ends with the advice alone (userio/cli.py).
   with pytest.raises(SystemExit) as stop:
     cli.call(_raise, info.value)
   assert stop.value.code == cli.FAILURE_STATUS
@@ -543,9 +543,9 @@ def test_auto_accumulates_with_the_updates_of_one_big_batch(
   # A device that holds the fixed memory and 2.5 examples, but not 4: auto
   # must split each batch of 4 into 2 micro-batches of 2.
   config = modeling.BertConfig.from_json_file(mrpc_files["config_file"])
-  fixed = memory_plan.estimate_bytes(config, SEQ_LENGTH, 0, "fp16",
+  fixed = memory_model.estimate_bytes(config, SEQ_LENGTH, 0, "fp16",
                                      num_accumulation_steps=2)["total"]
-  per_example = memory_plan.estimate_bytes(config, SEQ_LENGTH, 1,
+  per_example = memory_model.estimate_bytes(config, SEQ_LENGTH, 1,
                                            "fp16")["activations"]
   device_gb = (fixed + 2.5 * per_example) / GIB
 
@@ -553,9 +553,9 @@ def test_auto_accumulates_with_the_updates_of_one_big_batch(
   _run_main(monkeypatch, _args(mrpc_files, plain_dir))
   plain_progress = _last_progress(caplog)
   caplog.clear()
-  # run_setup refuses fp16 without a GPU (it is slow on CPUs); what this run
+  # startup refuses fp16 without a GPU (it is slow on CPUs); what this run
   # checks, accumulation and loss scaling, does not depend on the device.
-  monkeypatch.setattr(run_setup.tf_internals, "gpu_memory_limits",
+  monkeypatch.setattr(startup.tf_internals, "gpu_memory_limits",
                       lambda: {"/device:GPU:0": 16 * GIB})
   auto_dir = str(tmp_path / "auto")
   _run_main(monkeypatch, _args(

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import memory_plan as mp
+from runner import memory_model as mp
 
 GIB = 2**30
 

@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import dropout_masks
-import lean_gradients
+from engine import dropout_masks
+from engine import lean_gradients
 import modeling
 import rounding
 import optimization
-import xla_kernels
+from engine import xla_kernels
 
 TINY = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2,
             num_attention_heads=4, intermediate_size=37,

@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 import conftest
-import estimator
+from runner import estimator
 import modeling
 import run_classifier
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import cli
+from userio import cli
 import conftest
 import predictor
 import run_classifier

@@ -22,16 +22,16 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 
 import reproduce  # pylint: disable=g-import-not-at-top
-import reproduce_plan  # pylint: disable=g-import-not-at-top
-import reproduce_report  # pylint: disable=g-import-not-at-top
-import reproduce_runner  # pylint: disable=g-import-not-at-top
+from reproduction import plan  # pylint: disable=g-import-not-at-top
+from reproduction import report  # pylint: disable=g-import-not-at-top
+from reproduction import scheduler  # pylint: disable=g-import-not-at-top
 
 TIMEOUT = 600
 
 
 @pytest.fixture(scope="module")
 def references():
-  return reproduce_plan.load_references()
+  return plan.load_references()
 
 
 # ---------------------------------------------------------- reference data
@@ -62,9 +62,9 @@ def test_paper_table_1_average_by_hand(references):
 
 
 def test_reference_entries_are_well_formed(references):
-  metrics = {m for spec in reproduce_plan.TASKS.values()
+  metrics = {m for spec in plan.TASKS.values()
              for m in spec.metrics}
-  tasks = set(reproduce_plan.TASKS) | {"MNLI-m", "MNLI-mm"}
+  tasks = set(plan.TASKS) | {"MNLI-m", "MNLI-mm"}
   keys = set()
   for entry in references["results"] + [dict(r, range=True)
                                         for r in references["ranges"]]:
@@ -82,8 +82,8 @@ def test_reference_entries_are_well_formed(references):
 
 
 def test_presets_are_the_published_grids(references):
-  def grid(task, preset, overrides=reproduce_plan.NO_GRID):
-    return reproduce_plan.grid_for(task, preset, overrides, references)
+  def grid(task, preset, overrides=plan.NO_GRID):
+    return plan.grid_for(task, preset, overrides, references)
   # Paper Section 4.1, Appendix A.3, Google README (smaller models), and
   # Sections 4.2 / 4.3 for SQuAD.
   assert grid("MRPC", "paper") == ((32,), (5e-5, 4e-5, 3e-5, 2e-5), (3.0,))
@@ -93,19 +93,19 @@ def test_presets_are_the_published_grids(references):
                                            (3e-4, 1e-4, 5e-5, 3e-5), (4.0,))
   assert grid("SQuAD1.1", "appendix") == ((32,), (5e-5,), (3.0,))
   assert grid("SQuAD2.0", "paper") == ((48,), (5e-5,), (2.0,))
-  assert grid("MRPC", "paper", reproduce_plan.Grid((), (2e-5,), ())) == (
+  assert grid("MRPC", "paper", plan.Grid((), (2e-5,), ())) == (
       (32,), (2e-5,), (3.0,))
   assert grid("MRPC", "custom") == ((), (), ())
 
 
 def test_reference_model_from_config(references):
-  assert reproduce_report.reference_model_for(
+  assert report.reference_model_for(
       references, {"num_hidden_layers": 12, "hidden_size": 768}) == (
           "BERT-Base")
-  assert reproduce_report.reference_model_for(
+  assert report.reference_model_for(
       references, {"num_hidden_layers": 4, "hidden_size": 256}) == (
           "BERT-Mini")
-  assert reproduce_report.reference_model_for(
+  assert report.reference_model_for(
       references, {"num_hidden_layers": 6, "hidden_size": 384}) is None
 
 
@@ -121,7 +121,7 @@ def test_casing_from_model_folder_names():
 
 
 def _cells(lrs, seeds, task="MRPC"):
-  return [reproduce_plan.Cell(task, 32, lr, 3.0, "shuffled", seed)
+  return [plan.Cell(task, 32, lr, 3.0, "shuffled", seed)
           for lr in lrs for seed in seeds]
 
 
@@ -131,7 +131,7 @@ def test_selection_is_the_best_run_on_dev_and_stats_its_restarts():
   accuracy = [70.0, 76.0, 73.0, 81.0, 69.0, 75.0, 78.0, 80.0, 79.0]
   metrics = {c.name: {"f1": f, "accuracy": a}
              for c, f, a in zip(cells, f1, accuracy)}
-  summary = reproduce_report.summarize_task("MRPC", cells, metrics)
+  summary = report.summarize_task("MRPC", cells, metrics)
   # F1 (the paper's MRPC metric) selects: 88.5 is lr 3e-5, seed 1.
   assert summary["selected_cell"] == "MRPC/bs32_lr3e-05_ep3_shuffled_seed1"
   chosen_f1 = np.array([88.5, 79.0, 84.0])
@@ -153,24 +153,24 @@ def test_selection_is_the_best_run_on_dev_and_stats_its_restarts():
 def test_selection_ignores_failed_cells_and_breaks_ties_in_grid_order():
   cells = _cells((5e-5, 2e-5), (1,), task="CoLA")
   metrics = {cells[0].name: {"mcc": 40.0}, cells[1].name: {"mcc": 40.0}}
-  summary = reproduce_report.summarize_task("CoLA", cells, metrics)
+  summary = report.summarize_task("CoLA", cells, metrics)
   assert summary["selected_cell"] == cells[0].name
   assert summary["metrics"]["mcc"]["std"] is None
   del metrics[cells[0].name]
-  summary = reproduce_report.summarize_task("CoLA", cells, metrics)
+  summary = report.summarize_task("CoLA", cells, metrics)
   assert summary["selected_cell"] == cells[1].name
-  assert reproduce_report.summarize_task("CoLA", cells, {})[
+  assert report.summarize_task("CoLA", cells, {})[
       "selected_cell"] is None
 
 
 def test_restarts_only_on_small_tasks_by_default():
-  small = reproduce_plan.cells_for(
-      "MRPC", reproduce_plan.Grid((32,), (2e-5, 3e-5), (3.0,)), (1, 2, 3),
+  small = plan.cells_for(
+      "MRPC", plan.Grid((32,), (2e-5, 3e-5), (3.0,)), (1, 2, 3),
       ("shuffled", "file"))
   assert len(small) == 12
   assert len({c.name for c in small}) == 12
-  squad = reproduce_plan.cells_for(
-      "SQuAD1.1", reproduce_plan.Grid((32,), (5e-5,), (3.0,)), (1,),
+  squad = plan.cells_for(
+      "SQuAD1.1", plan.Grid((32,), (5e-5,), (3.0,)), (1,),
       ("shuffled", "file"))
   assert [c.order for c in squad] == ["shuffled"]
 
@@ -217,7 +217,7 @@ def fake(tmp_path):
 
   def make(name, *extra):
     output_dir = str(tmp_path / "cells" / name)
-    return reproduce_plan.Step(name, (str(script), output_dir, name) + extra,
+    return plan.Step(name, (str(script), output_dir, name) + extra,
                                output_dir, ("metrics.txt",))
   return make
 
@@ -240,7 +240,7 @@ def _wait_for(path, timeout=TIMEOUT):
 def test_failing_step_does_not_stop_the_others(fake):
   steps = [fake("ok1"), fake("fail1"), fake("ok2")]
   lines = []
-  outcomes = reproduce_runner.run_steps(steps, sys.executable, ["cpu"],
+  outcomes = scheduler.run_steps(steps, sys.executable, ["cpu"],
                                         log=lines.append)
   assert [outcomes[s.name].status for s in steps] == ["done", "failed",
                                                       "done"]
@@ -251,7 +251,7 @@ def test_failing_step_does_not_stop_the_others(fake):
   assert "cells 3/3 finished (0 skipped as done, 1 failed, 0 running)" in (
       lines[-1])
   # Run again: the finished steps are skipped, the failed one retried.
-  outcomes = reproduce_runner.run_steps(steps, sys.executable, ["cpu"],
+  outcomes = scheduler.run_steps(steps, sys.executable, ["cpu"],
                                         log=lines.append)
   assert outcomes["ok1"].status == "skipped"
   assert [_runs(s) for s in steps] == [1, 2, 1]
@@ -261,7 +261,7 @@ def test_killed_step_resumes_and_finished_steps_are_skipped(fake):
   steps = [fake("ok1"), fake("hang1"), fake("ok2")]
   results = {}
   thread = threading.Thread(target=lambda: results.update(
-      reproduce_runner.run_steps(steps, sys.executable, ["cpu"],
+      scheduler.run_steps(steps, sys.executable, ["cpu"],
                                  log=lambda line: None)))
   thread.start()
   pid_file = os.path.join(steps[1].output_dir, "pid")
@@ -271,37 +271,37 @@ def test_killed_step_resumes_and_finished_steps_are_skipped(fake):
   thread.join(TIMEOUT)
   assert results["hang1"].status == "failed"
   assert results["hang1"].exit_status == -signal.SIGKILL
-  record = reproduce_runner.read_record(steps[1])
+  record = scheduler.read_record(steps[1])
   assert record["attempts"][0]["exit_status"] == -signal.SIGKILL
-  outcomes = reproduce_runner.run_steps(steps, sys.executable, ["cpu"],
+  outcomes = scheduler.run_steps(steps, sys.executable, ["cpu"],
                                         log=lambda line: None)
   assert outcomes["ok1"].status == outcomes["ok2"].status == "skipped"
   assert outcomes["hang1"].status == "done"
   # The second attempt found the first one's checkpoint in the folder.
   assert os.path.exists(os.path.join(steps[1].output_dir, "resumed"))
   assert [_runs(s) for s in steps] == [1, 2, 1]
-  assert len(reproduce_runner.read_record(steps[1])["attempts"]) == 2
+  assert len(scheduler.read_record(steps[1])["attempts"]) == 2
 
 
 def test_changed_command_starts_over_in_an_empty_folder(fake):
   step = fake("ok1")
-  reproduce_runner.run_steps([step], sys.executable, ["cpu"],
+  scheduler.run_steps([step], sys.executable, ["cpu"],
                              log=lambda line: None)
-  changed = reproduce_plan.Step(step.name, step.args + ("--lr=1",),
+  changed = plan.Step(step.name, step.args + ("--lr=1",),
                                 step.output_dir, step.done_files)
-  assert not reproduce_runner.is_done(changed)
-  outcomes = reproduce_runner.run_steps([changed], sys.executable, ["cpu"],
+  assert not scheduler.is_done(changed)
+  outcomes = scheduler.run_steps([changed], sys.executable, ["cpu"],
                                         log=lambda line: None)
   assert outcomes["ok1"].status == "done"
   assert _runs(changed) == 1  # runs.txt of the first command is gone.
-  assert reproduce_runner.read_record(changed)["command"] == list(
+  assert scheduler.read_record(changed)["command"] == list(
       changed.args)
 
 
 def test_devices_run_steps_at_once_each_on_its_own_gpu(fake):
   # Each "pair" step finishes only once the other has started.
   steps = [fake("pair_a", "pair_b"), fake("pair_b", "pair_a")]
-  outcomes = reproduce_runner.run_steps(steps, sys.executable, ["0", "1"],
+  outcomes = scheduler.run_steps(steps, sys.executable, ["0", "1"],
                                         log=lambda line: None)
   assert {o.status for o in outcomes.values()} == {"done"}
   devices = []
@@ -313,7 +313,7 @@ def test_devices_run_steps_at_once_each_on_its_own_gpu(fake):
 
 def test_progress_line_estimates_time_left_from_finished_cells():
   now = [100.0]
-  progress = reproduce_runner.Progress(10, 2, clock=lambda: now[0])
+  progress = scheduler.Progress(10, 2, clock=lambda: now[0])
   assert "time left known once one finishes" in progress.line()
   progress.done = 2
   progress.skipped = 2
@@ -323,7 +323,7 @@ def test_progress_line_estimates_time_left_from_finished_cells():
   assert progress.line() == (
       "cells 4/10 finished (2 skipped as done, 0 failed, 0 running), "
       "4m00s elapsed, about 6m00s left")
-  predictions = reproduce_runner.Progress(3, 1, clock=lambda: now[0],
+  predictions = scheduler.Progress(3, 1, clock=lambda: now[0],
                                           what="test predictions")
   assert predictions.line().startswith(
       "test predictions 0/3 finished (0 skipped as done, 0 failed, "
@@ -331,11 +331,11 @@ def test_progress_line_estimates_time_left_from_finished_cells():
 
 
 def test_detect_devices():
-  assert reproduce_runner.detect_devices({"CUDA_VISIBLE_DEVICES": "2,3"}) == [
+  assert scheduler.detect_devices({"CUDA_VISIBLE_DEVICES": "2,3"}) == [
       "2", "3"]
-  assert reproduce_runner.detect_devices({"CUDA_VISIBLE_DEVICES": ""}) == [
+  assert scheduler.detect_devices({"CUDA_VISIBLE_DEVICES": ""}) == [
       "cpu"]
-  assert reproduce_runner.detect_devices({}, which=lambda name: None) == [
+  assert scheduler.detect_devices({}, which=lambda name: None) == [
       "cpu"]
 
   def fake_smi(command, **kwargs):
@@ -343,7 +343,7 @@ def test_detect_devices():
     assert command == ["nvidia-smi", "-L"]
     return subprocess.CompletedProcess(command, 0, stdout=(
         "GPU 0: NVIDIA A100 (UUID: GPU-1)\nGPU 1: NVIDIA A100 (UUID: GPU-2)\n"))
-  assert reproduce_runner.detect_devices(
+  assert scheduler.detect_devices(
       {}, which=lambda name: "/usr/bin/" + name, run=fake_smi) == ["0", "1"]
 
 
@@ -358,7 +358,7 @@ def test_glue_subset_keeps_header_and_draws_rows_in_file_order(tmp_path):
   (source / "train.tsv").write_text("".join(rows), encoding="utf-8")
   (source / "dev.tsv").write_text("dev\n")
   target = tmp_path / "subset"
-  reproduce_plan.subset_glue_dir(str(source), str(target), "train.tsv",
+  plan.subset_glue_dir(str(source), str(target), "train.tsv",
                                  True, 10)
   lines = (target / "train.tsv").read_text(encoding="utf-8").splitlines(
       keepends=True)
@@ -368,7 +368,7 @@ def test_glue_subset_keeps_header_and_draws_rows_in_file_order(tmp_path):
   assert os.path.realpath(str(target / "dev.tsv")) == str(source / "dev.tsv")
   before = os.stat(str(target / "train.tsv")).st_mtime_ns
   time.sleep(0.01)
-  reproduce_plan.subset_glue_dir(str(source), str(target), "train.tsv",
+  plan.subset_glue_dir(str(source), str(target), "train.tsv",
                                  True, 10)
   assert os.stat(str(target / "train.tsv")).st_mtime_ns == before
 
@@ -382,17 +382,17 @@ def test_squad_article_split_and_question_cut():
   dataset = {"version": "1.1", "data": [article("a", [2, 3]),
                                         article("b", [4]),
                                         article("c", [1])]}
-  train, held_out = reproduce_plan.split_squad_articles(dataset, 2)
+  train, held_out = plan.split_squad_articles(dataset, 2)
   assert [a["title"] for a in train["data"]] == ["a", "b"]
   assert [a["title"] for a in held_out["data"]] == ["c"]
   assert held_out["version"] == "1.1"
   with pytest.raises(ValueError, match="between 1 and 2"):
-    reproduce_plan.split_squad_articles(dataset, 3)
-  cut = reproduce_plan.first_squad_questions(dataset, 4)
+    plan.split_squad_articles(dataset, 3)
+  cut = plan.first_squad_questions(dataset, 4)
   ids = [q["id"] for a in cut["data"] for p in a["paragraphs"]
          for q in p["qas"]]
   assert ids == ["a00", "a01", "a10", "a11"]
-  assert reproduce_plan.count_squad_questions(dataset) == 10
+  assert plan.count_squad_questions(dataset) == 10
 
 
 # -------------------------------------------------------------- submission
@@ -407,7 +407,7 @@ def test_submission_zip_holds_the_files_flat_with_glue_headers(tmp_path):
     path.write_text("index\tprediction\n" + "\n".join(rows) + "\n")
     files[name] = str(path)
   zip_path = str(tmp_path / "glue_submission.zip")
-  reproduce_report.write_submission_zip(zip_path, files)
+  report.write_submission_zip(zip_path, files)
   with zipfile.ZipFile(zip_path) as archive:
     assert sorted(archive.namelist()) == ["MRPC.tsv", "STS-B.tsv"]
     text = archive.read("STS-B.tsv").decode("utf-8")
@@ -415,7 +415,7 @@ def test_submission_zip_holds_the_files_flat_with_glue_headers(tmp_path):
   bad = tmp_path / "CoLA.tsv"
   bad.write_text("id\tlabel\n0\t1\n")
   with pytest.raises(ValueError, match="CoLA.tsv starts with"):
-    reproduce_report.write_submission_zip(zip_path, {"CoLA.tsv": str(bad)})
+    report.write_submission_zip(zip_path, {"CoLA.tsv": str(bad)})
 
 
 # ------------------------------------------------ results from a hand tree
@@ -438,16 +438,16 @@ def _hand_tree(tmp_path, values):
   """Cells with step.json and eval_results.txt written by hand."""
   root = str(tmp_path)
   data_dir = _mrpc_dir(root)
-  model = reproduce_plan.Model(
+  model = plan.Model(
       os.path.join(REPO_ROOT, "sample_data", "tiny_bert_config.json"),
       os.path.abspath(os.path.join(REPO_ROOT, "..", "shared", "assets",
                                    "bert_vocab", "uncased", "vocab.txt")),
       "", True)
-  setup = reproduce_plan.Setup(REPO_ROOT, model, {"MRPC": data_dir},
+  setup = plan.Setup(REPO_ROOT, model, {"MRPC": data_dir},
                                os.path.join(root, "out"), 128, 384, ())
   for (lr, seed), (accuracy, f1) in values.items():
-    cell = reproduce_plan.Cell("MRPC", 32, lr, 3.0, "shuffled", seed)
-    step = reproduce_plan.cell_step(setup, cell)
+    cell = plan.Cell("MRPC", 32, lr, 3.0, "shuffled", seed)
+    step = plan.cell_step(setup, cell)
     os.makedirs(step.output_dir)
     with open(os.path.join(step.output_dir, "step.json"), "w") as f:
       json.dump({"command": list(step.args), "attempts": [
@@ -503,9 +503,9 @@ def test_results_from_a_hand_made_tree(tmp_path, references, run_script):
                           _reproduce_args(setup, "--noglue_submission"))
   assert result.returncode == 0, result.stderr[-3000:]
   with open(os.path.join(setup.output_dir, "results.json")) as f:
-    report = json.load(f)
-  assert {c["status"] for c in report["cells"]} == {"skipped"}
-  mrpc = report["tasks"]["MRPC"]
+    results = json.load(f)
+  assert {c["status"] for c in results["cells"]} == {"skipped"}
+  mrpc = results["tasks"]["MRPC"]
   # F1 selects lr 3e-5, seed 2 (0.90); its restarts: F1 86 and 90.
   assert mrpc["selected_cell"] == "MRPC/bs32_lr3e-05_ep3_shuffled_seed2"
   f1 = mrpc["metrics"]["f1"]
@@ -516,8 +516,8 @@ def test_results_from_a_hand_made_tree(tmp_path, references, run_script):
   assert accuracy["selected"] == pytest.approx(84.0)
   assert accuracy["mean"] == pytest.approx(82.0)
   # Tiny config (L=2, H=64) is no published model: compared with BERT-Base.
-  assert report["reference_model"] == "BERT-Base"
-  rows = {(r["task"], r["metric"]): r for r in report["comparison"]}
+  assert results["reference_model"] == "BERT-Base"
+  rows = {(r["task"], r["metric"]): r for r in results["comparison"]}
   # MRPC F1: only the paper's test number (Table 1) exists for BERT-Base.
   f1_row = rows[("MRPC", "f1")]
   assert f1_row["difference"]["against"]["value"] == 88.9
@@ -528,7 +528,7 @@ def test_results_from_a_hand_made_tree(tmp_path, references, run_script):
   assert accuracy_row["difference"]["value"] == pytest.approx(82.0 - 86.7)
   assert [(r["low"], r["high"]) for r in accuracy_row["ranges"]] == [
       (84.0, 88.0)]
-  assert sorted(c["wall_seconds"] for c in report["cells"]) == [
+  assert sorted(c["wall_seconds"] for c in results["cells"]) == [
       10.0, 10.0, 20.0, 20.0]
   with open(os.path.join(setup.output_dir, "results.md")) as f:
     markdown = f.read()
@@ -547,17 +547,17 @@ def test_results_from_a_hand_made_tree(tmp_path, references, run_script):
 
 
 def test_results_markdown_says_what_the_submission_holds():
-  report = {"generated": "now", "command": "reproduce.py", "reduced": [],
+  results = {"generated": "now", "command": "reproduce.py", "reduced": [],
             "model": {"description": "tiny"}, "reference_model": None,
             "preset": "paper", "comparison": [], "tasks": {}, "cells": []}
   # SQuAD alone: no GLUE task, no submission section.
-  assert "submission" not in reproduce_report.results_markdown(
-      dict(report, submission=None))
-  failed = reproduce_report.results_markdown(dict(report, submission={
+  assert "submission" not in report.results_markdown(
+      dict(results, submission=None))
+  failed = report.results_markdown(dict(results, submission={
       "zip": None, "files": [], "missing": ["CoLA.tsv", "MRPC.tsv"]}))
   assert ("Not written: no test-set prediction finished.\n"
           "Missing for a complete submission: CoLA.tsv, MRPC.tsv.\n") in failed
-  written = reproduce_report.results_markdown(dict(report, submission={
+  written = report.results_markdown(dict(results, submission={
       "zip": "/out/glue_submission.zip", "files": ["MRPC.tsv"],
       "missing": ["CoLA.tsv"]}))
   assert "`/out/glue_submission.zip`: MRPC.tsv.\n" in written
@@ -572,12 +572,12 @@ def test_squad_alone_writes_no_glue_submission(tmp_path, run_script):
   for name in ("train-v1.1.json", "dev-v1.1.json"):
     (squad_dir / name).write_text(json.dumps({"data": [article]}))
   model = _hand_tree(tmp_path, {}).model
-  setup = reproduce_plan.Setup(
+  setup = plan.Setup(
       REPO_ROOT, model, {"SQuAD1.1": (str(squad_dir / "train-v1.1.json"),
                                       str(squad_dir / "dev-v1.1.json"))},
       str(tmp_path / "out"), 128, 384, ())
-  step = reproduce_plan.cell_step(
-      setup, reproduce_plan.Cell("SQuAD1.1", 32, 5e-5, 3.0, "shuffled", 1))
+  step = plan.cell_step(
+      setup, plan.Cell("SQuAD1.1", 32, 5e-5, 3.0, "shuffled", 1))
   os.makedirs(step.output_dir)
   with open(os.path.join(step.output_dir, "step.json"), "w") as f:
     json.dump({"command": list(step.args), "attempts": [
@@ -661,16 +661,16 @@ def test_metric_files_are_read_in_percent(tmp_path):
   (tmp_path / "eval_results.txt").write_text(
       "eval_loss = 0.61\neval_mcc = 0.4321\neval_pearson = 0.8\n"
       "eval_spearman = 0.79\nglobal_step = 10\nloss = 0.61\n")
-  assert reproduce_report.read_classifier_metrics(str(tmp_path)) == {
+  assert report.read_classifier_metrics(str(tmp_path)) == {
       "mcc": pytest.approx(43.21), "pearson": pytest.approx(80.0),
       "spearman": pytest.approx(79.0)}
   (tmp_path / "eval_results.json").write_text(json.dumps({
       "exact": 70.0, "f1": 73.0, "total": 10, "best_exact": 72.0,
       "best_exact_thresh": -1.5, "best_f1": 75.5, "best_f1_thresh": -2.0}))
   # SQuAD 2.0: the scores at the no-answer threshold best on dev.
-  assert reproduce_report.read_squad_metrics(str(tmp_path), True) == {
+  assert report.read_squad_metrics(str(tmp_path), True) == {
       "f1": 75.5, "exact_match": 72.0, "null_threshold": -2.0}
   (tmp_path / "eval_results.json").write_text(json.dumps({
       "exact_match": 81.0, "f1": 88.0}))
-  assert reproduce_report.read_squad_metrics(str(tmp_path), False) == {
+  assert report.read_squad_metrics(str(tmp_path), False) == {
       "f1": 88.0, "exact_match": 81.0}

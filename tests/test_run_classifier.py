@@ -755,7 +755,7 @@ def test_exported_model_serves_shorter_requests_and_stands_alone(mrpc_run):
 
 
 def test_export_without_a_checkpoint_names_the_fix(tmp_path):
-  import estimator  # pylint: disable=import-outside-toplevel
+  from runner import estimator  # pylint: disable=import-outside-toplevel
   est = estimator.Estimator(lambda *args: None,
                             estimator.RunConfig(str(tmp_path / "empty")))
   with pytest.raises(ValueError, match="no checkpoint in .*Train first"):

@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import checkpoint_checks
-import cli
+from checkpoints import checkpoint_checks
+from userio import cli
 import conftest
-import estimator
-import memory_flags
-import memory_plan
+from runner import estimator
+from runner import memory_settings
+from runner import memory_model
 import modeling
 import pretraining_records
 import run_pretraining
@@ -347,17 +347,17 @@ def test_heads_may_be_missing_from_a_checkpoint_but_not_misshapen(caplog):
 
 def test_memory_model_counts_the_masked_lm_head():
   """The planner's hook: BertMemory with max_predictions_per_seq estimates
-  memory_plan's pretraining terms and plans a smaller micro-batch."""
-  large = modeling.BertConfig.from_dict(memory_plan.BERT_LARGE)
-  plain = memory_flags.BertMemory(large, 512)
-  heads = memory_flags.BertMemory(large, 512, max_predictions_per_seq=80)
+  memory_model's pretraining terms and plans a smaller micro-batch."""
+  large = modeling.BertConfig.from_dict(memory_model.BERT_LARGE)
+  plain = memory_settings.BertMemory(large, 512)
+  heads = memory_settings.BertMemory(large, 512, max_predictions_per_seq=80)
   assert heads.estimate_bytes(4, "fp32", False, 2) == pytest.approx(
-      memory_plan.estimate_bytes(large, 512, 4, num_accumulation_steps=2,
+      memory_model.estimate_bytes(large, 512, 4, num_accumulation_steps=2,
                                  max_predictions_per_seq=80)["total"])
   assert heads.estimate_bytes(4, "fp32", False, 2) > plain.estimate_bytes(
       4, "fp32", False, 2)
   budget = 8 * 2**30
-  assert heads.plan(256, budget, "bf16", True) == memory_plan.plan(
+  assert heads.plan(256, budget, "bf16", True) == memory_model.plan(
       large, 512, 256, budget, precisions=("bf16",),
       max_predictions_per_seq=80)
   assert "--max_predictions_per_seq=80" in heads.describe()
@@ -780,9 +780,9 @@ def test_planned_bf16_lamb_run(reference_run, tmp_path, run_script):
       "--log_step_count_steps=1", "--precision=bf16", "--optimizer=lamb",
       "--micro_batch_size=auto", "--device_memory_gb=0.5009"],
              str(tmp_path / "bf16.log"))
-  expected = memory_plan.plan(CONFIG, 16, 4, 0.5009 * 2**30,
+  expected = memory_model.plan(CONFIG, 16, 4, 0.5009 * 2**30,
                               precisions=("bf16",), max_predictions_per_seq=4)
-  without_head = memory_plan.plan(CONFIG, 16, 4, 0.5009 * 2**30,
+  without_head = memory_model.plan(CONFIG, 16, 4, 0.5009 * 2**30,
                                   precisions=("bf16",))
   assert expected != without_head
   planned = [line for line in log.splitlines()

@@ -1,4 +1,4 @@
-"""Tests for run_record.py (what made an output_dir) and checkpoint_checks.py
+"""Tests for checkpoints/run_info.py (what made an output_dir) and checkpoints/checkpoint_checks.py
 (a checkpoint is complete and fits the config)."""
 import json
 import os
@@ -7,10 +7,10 @@ import shutil
 import pytest
 import tensorflow as tf
 
-import checkpoint_checks
-import cli
+from checkpoints import checkpoint_checks
+from userio import cli
 import modeling
-import run_record
+from checkpoints import run_info
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY_CONFIG = os.path.join(REPO_ROOT, "sample_data", "tiny_bert_config.json")
@@ -28,14 +28,14 @@ def _record(vocab, **changes):
                 max_seq_length=32, bert_config_file=TINY_CONFIG,
                 vocab_file=vocab)
   values.update(changes)
-  return run_record.make_record(**values)
+  return run_info.make_record(**values)
 
 
 def test_record_fields_and_copies(tmp_path, vocab):
   out = str(tmp_path / "out")
   os.makedirs(out)
   record = _record(vocab)
-  run_record.write(out, record, TINY_CONFIG, vocab)
+  run_info.write(out, record, TINY_CONFIG, vocab)
   with open(os.path.join(out, "run_info.json")) as f:
     stored = json.load(f)
   # Keys other tools read (a Hugging Face converter reads the first three).
@@ -49,7 +49,7 @@ def test_record_fields_and_copies(tmp_path, vocab):
     with open(os.path.join(out, name), "rb") as copy, open(
         TINY_CONFIG if name == "bert_config.json" else vocab, "rb") as orig:
       assert copy.read() == orig.read()
-  assert sorted(run_record.assets(out)) == ["bert_config.json",
+  assert sorted(run_info.assets(out)) == ["bert_config.json",
                                             "run_info.json", "vocab.txt"]
 
 
@@ -62,9 +62,9 @@ def test_record_fields_and_copies(tmp_path, vocab):
 def test_a_mismatching_resume_is_refused_naming_the_field(tmp_path, vocab,
                                                           changes, field):
   out = str(tmp_path)
-  run_record.write(out, _record(vocab), TINY_CONFIG, vocab)
+  run_info.write(out, _record(vocab), TINY_CONFIG, vocab)
   with pytest.raises(cli.UserError) as error:
-    run_record.check(out, _record(vocab, **changes), has_checkpoint=True,
+    run_info.check(out, _record(vocab, **changes), has_checkpoint=True,
                      do_train=True)
   message = str(error.value)
   assert "%s=" % field in message and "run_info.json" in message
@@ -72,24 +72,24 @@ def test_a_mismatching_resume_is_refused_naming_the_field(tmp_path, vocab,
 
 
 def test_evaluating_at_another_length_is_allowed(tmp_path, vocab):
-  run_record.write(str(tmp_path), _record(vocab), TINY_CONFIG, vocab)
-  run_record.check(str(tmp_path), _record(vocab, max_seq_length=64),
+  run_info.write(str(tmp_path), _record(vocab), TINY_CONFIG, vocab)
+  run_info.check(str(tmp_path), _record(vocab, max_seq_length=64),
                    has_checkpoint=True, do_train=False)
 
 
 def test_a_run_without_checkpoint_is_replaced_not_called_another_task(
     tmp_path, vocab):
-  run_record.write(str(tmp_path), _record(vocab, task="sst-2"), TINY_CONFIG,
+  run_info.write(str(tmp_path), _record(vocab, task="sst-2"), TINY_CONFIG,
                    vocab)
   # It crashed before its first checkpoint: nothing to resume or protect.
-  run_record.check(str(tmp_path), _record(vocab), has_checkpoint=False,
+  run_info.check(str(tmp_path), _record(vocab), has_checkpoint=False,
                    do_train=True)
 
 
 def test_a_damaged_record_is_named(tmp_path, vocab):
   (tmp_path / "run_info.json").write_text("{\"task\": ")
   with pytest.raises(cli.UserError, match="run_info.json is not valid JSON"):
-    run_record.check(str(tmp_path), _record(vocab), has_checkpoint=True,
+    run_info.check(str(tmp_path), _record(vocab), has_checkpoint=True,
                      do_train=True)
 
 
@@ -134,15 +134,15 @@ def test_record_without_vocabulary(tmp_path):
   ids), and the masked positions, compared only when training goes on."""
   out = str(tmp_path / "out")
   os.makedirs(out)
-  record = run_record.make_record("pretraining", None, None, 128,
+  record = run_info.make_record("pretraining", None, None, 128,
                                   TINY_CONFIG, None,
                                   max_predictions_per_seq=20)
   assert "vocab_file" not in record and "do_lower_case" not in record
-  run_record.write(out, record, TINY_CONFIG, None)
+  run_info.write(out, record, TINY_CONFIG, None)
   assert sorted(os.listdir(out)) == ["bert_config.json", "run_info.json"]
-  assert sorted(run_record.assets(out)) == ["bert_config.json",
+  assert sorted(run_info.assets(out)) == ["bert_config.json",
                                             "run_info.json"]
   longer = dict(record, max_predictions_per_seq=80)
-  run_record.check(out, longer, has_checkpoint=True, do_train=False)
+  run_info.check(out, longer, has_checkpoint=True, do_train=False)
   with pytest.raises(cli.UserError, match="max_predictions_per_seq=20"):
-    run_record.check(out, longer, has_checkpoint=True, do_train=True)
+    run_info.check(out, longer, has_checkpoint=True, do_train=True)

@@ -1,4 +1,4 @@
-"""Tests for runner_flags.py (definitions) and run_setup.py (what the flags
+"""Tests for runner/shared_flags.py (definitions) and runner/startup.py (what the flags
 make of a run: checks, strategy, memory settings, RunConfig)."""
 import json
 import logging as std_logging
@@ -8,13 +8,13 @@ from absl import flags
 import pytest
 import tensorflow as tf
 
-import cli
-import memory_flags
-import memory_plan
+from userio import cli
+from runner import memory_settings
+from runner import memory_model
 import modeling
-import run_setup
-import runner_flags
-import tf_internals
+from runner import startup
+from runner import shared_flags
+from engine import tf_internals
 
 TINY_CONFIG = os.path.join(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))), "sample_data", "tiny_bert_config.json")
@@ -23,7 +23,7 @@ TINY_CONFIG = os.path.join(os.path.dirname(os.path.dirname(
 @pytest.fixture
 def fv():
   values = flags.FlagValues()
-  runner_flags.define_common_flags(128, flag_values=values)
+  shared_flags.define_common_flags(128, flag_values=values)
   return values
 
 
@@ -45,12 +45,12 @@ def test_flag_defaults(fv):
 
 def test_check_tpu_flags(fv):
   fv(["prog"])
-  run_setup.check_tpu_flags(fv)
+  startup.check_tpu_flags(fv)
   for argv in (["--use_tpu"], ["--tpu_name=grpc://10.0.0.2"]):
     fv.unparse_flags()
     fv(["prog"] + argv)
     with pytest.raises(ValueError) as info:
-      run_setup.check_tpu_flags(fv)
+      startup.check_tpu_flags(fv)
     assert str(info.value) == ("--use_tpu/--tpu_name: no TPU support in "
                                "this build; run on CPU/GPU without them")
 
@@ -58,19 +58,19 @@ def test_check_tpu_flags(fv):
 def test_num_train_and_warmup_steps(fv):
   # MRPC: 3668 training examples, batch 32, 3 epochs -> 343 steps, 34 warmup.
   fv(["prog"])
-  assert run_setup.num_train_and_warmup_steps(3668, fv) == (343, 34)
+  assert startup.num_train_and_warmup_steps(3668, fv) == (343, 34)
   fv.unparse_flags()
   fv(["prog", "--train_batch_size=24", "--num_train_epochs=2.0",
       "--warmup_proportion=0.25"])
   # int(100 / 24 * 2) = int(8.33) = 8; int(8 * 0.25) = 2.
-  assert run_setup.num_train_and_warmup_steps(100, fv) == (8, 2)
+  assert startup.num_train_and_warmup_steps(100, fv) == (8, 2)
 
 
 def test_make_run_config(fv, tmp_path):
   fv(["prog", "--output_dir=%s" % tmp_path, "--seed=3",
       "--num_accumulation_steps=4", "--save_checkpoints_steps=50",
       "--keep_checkpoint_max=2", "--log_step_count_steps=10"])
-  config = run_setup.make_run_config(fv)
+  config = startup.make_run_config(fv)
   assert config.model_dir == str(tmp_path)
   assert (config.tf_random_seed, config.num_accumulation_steps) == (3, 4)
   assert (config.save_checkpoints_steps, config.keep_checkpoint_max,
@@ -82,8 +82,8 @@ def test_check_required_files(fv, tmp_path, minilm_dir):
           "--bert_config_file=%s/bert_config.json" % minilm_dir,
           "--output_dir=%s" % tmp_path]
   fv(good + ["--init_checkpoint=%s/bert_model.ckpt" % minilm_dir])
-  run_setup.check_required_files(fv, do_train=True)
-  run_setup.check_required_files(fv, do_train=False)
+  startup.check_required_files(fv, do_train=True)
+  startup.check_required_files(fv, do_train=False)
 
   cases = [
       (["--vocab_file=%s/nope.txt" % minilm_dir], "--vocab_file=.*not found"),
@@ -95,12 +95,12 @@ def test_check_required_files(fv, tmp_path, minilm_dir):
     fv.unparse_flags()
     fv(good + extra)
     with pytest.raises(ValueError, match=pattern):
-      run_setup.check_required_files(fv, do_train=True)
+      startup.check_required_files(fv, do_train=True)
   fv.unparse_flags()
   fv(good)
-  run_setup.check_required_files(fv, do_train=True)
+  startup.check_required_files(fv, do_train=True)
   with pytest.raises(ValueError, match="--output_dir=.*no checkpoint"):
-    run_setup.check_required_files(fv, do_train=False)
+    startup.check_required_files(fv, do_train=False)
 
 
 # ---------------------------------------------------- the shared set-up
@@ -108,7 +108,7 @@ def test_check_required_files(fv, tmp_path, minilm_dir):
 
 def _parsed(*argv):
   values = flags.FlagValues()
-  runner_flags.define_common_flags(128, flag_values=values)
+  shared_flags.define_common_flags(128, flag_values=values)
   values(["prog"] + list(argv))
   return values
 
@@ -121,8 +121,8 @@ def _parsed(*argv):
     (32, 8, None, 2, 4),
 ])
 def test_accumulation_steps_derived(batch, micro, steps, replicas, expected):
-  found = memory_flags.accumulation_steps(
-      batch, micro, steps, memory_flags.Replicas(replicas, replicas, 1))
+  found = memory_settings.accumulation_steps(
+      batch, micro, steps, memory_settings.Replicas(replicas, replicas, 1))
   assert found == expected
   assert batch % found == 0
 
@@ -140,13 +140,13 @@ def test_accumulation_steps_derived(batch, micro, steps, replicas, expected):
 ])
 def test_accumulation_steps_refused(batch, micro, steps, replicas, pattern):
   with pytest.raises(cli.UserError, match=pattern):
-    memory_flags.accumulation_steps(
-        batch, micro, steps, memory_flags.Replicas(replicas, replicas, 1))
+    memory_settings.accumulation_steps(
+        batch, micro, steps, memory_settings.Replicas(replicas, replicas, 1))
 
 
 def test_compatibility_flags_are_named_once(caplog):
   caplog.set_level(std_logging.INFO)
-  run_setup.check_tpu_flags(_parsed("--master=grpc://x", "--tpu_zone=z",
+  startup.check_tpu_flags(_parsed("--master=grpc://x", "--tpu_zone=z",
                                     "--iterations_per_loop=7"))
   lines = [r.getMessage() for r in caplog.records
            if "compatibility" in r.getMessage()]
@@ -154,7 +154,7 @@ def test_compatibility_flags_are_named_once(caplog):
                    "accepted for compatibility with Google's commands; "
                    "without effect on CPU/GPU."]
   caplog.clear()
-  run_setup.check_tpu_flags(_parsed())
+  startup.check_tpu_flags(_parsed())
   assert not [r for r in caplog.records if "compatibility" in r.getMessage()]
 
 
@@ -171,17 +171,17 @@ def test_compatibility_flags_are_named_once(caplog):
 ])
 def test_check_flags_refuses(argv, pattern):
   with pytest.raises(cli.UserError, match=pattern):
-    run_setup.check_flags(_parsed(*argv), do_train=True)
+    startup.check_flags(_parsed(*argv), do_train=True)
 
 
 def test_fp16_needs_a_gpu():
   values = _parsed("--precision=fp16")
   if tf_internals.gpu_memory_limits() == {}:
     with pytest.raises(cli.UserError, match="--precision=bf16"):
-      run_setup.check_flags(values, do_train=True)
+      startup.check_flags(values, do_train=True)
   else:
-    run_setup.check_flags(values, do_train=True)
-  run_setup.check_flags(_parsed("--precision=bf16"), do_train=True)
+    startup.check_flags(values, do_train=True)
+  startup.check_flags(_parsed("--precision=bf16"), do_train=True)
 
 
 def test_set_up_makes_one_consistent_object(tmp_path):
@@ -189,7 +189,7 @@ def test_set_up_makes_one_consistent_object(tmp_path):
                    "--micro_batch_size=6", "--precision=bf16", "--seed=5",
                    "--gradient_checkpointing", "--device_memory_gb=4")
   config = modeling.BertConfig.from_json_file(TINY_CONFIG)
-  setup = run_setup.set_up(values, config, do_train=True)
+  setup = startup.set_up(values, config, do_train=True)
   assert setup.distribution is None
   assert (setup.memory.micro_batch_size, setup.num_accumulation_steps) == (
       6, 4)
@@ -210,13 +210,13 @@ def test_set_up_takes_a_script_s_own_memory_model(tmp_path):
   config = modeling.BertConfig.from_json_file(TINY_CONFIG)
   values = _parsed("--output_dir=%s" % tmp_path, "--micro_batch_size=auto",
                    "--device_memory_gb=0.7", "--train_batch_size=32")
-  plain = run_setup.set_up(values, config, do_train=True)
+  plain = startup.set_up(values, config, do_train=True)
   wider = modeling.BertConfig.from_dict(dict(
       config.to_dict(), hidden_size=128, intermediate_size=512))
-  own = run_setup.set_up(values, config, do_train=True,
-                         memory_model=memory_flags.BertMemory(wider, 128))
-  expected = memory_plan.plan(wider, 128, 32, 0.7 * 2**30)
-  assert plain.memory.micro_batch_size == memory_plan.plan(
+  own = startup.set_up(values, config, do_train=True,
+                         memory_model=memory_settings.BertMemory(wider, 128))
+  expected = memory_model.plan(wider, 128, 32, 0.7 * 2**30)
+  assert plain.memory.micro_batch_size == memory_model.plan(
       config, 128, 32, 0.7 * 2**30).micro_batch
   assert (own.memory.micro_batch_size, own.num_accumulation_steps) == (
       expected.micro_batch, expected.accumulation_steps)

@@ -1,4 +1,4 @@
-"""The private TensorFlow internals of tf_internals.py, and their fallbacks."""
+"""The private TensorFlow internals of engine/tf_internals.py, and their fallbacks."""
 import subprocess
 import sys
 
@@ -6,15 +6,15 @@ import numpy as np
 import tensorflow as tf
 
 import conftest
-import tf_internals
+from engine import tf_internals
 
 
 def test_this_tensorflow_has_every_internal_used():
   missing = tf_internals.check()
   assert not missing, (
-      "TensorFlow %s lacks %s; tf_internals.py falls back to public APIs "
+      "TensorFlow %s lacks %s; engine/tf_internals.py falls back to public APIs "
       "(slower first steps, --device_memory_gb needed on GPUs, or sessions "
-      "that keep the whole graph): update tf_internals.py for this "
+      "that keep the whole graph): update engine/tf_internals.py for this "
       "version." % (tf.__version__, ", ".join(missing)))
 
 
@@ -60,7 +60,8 @@ import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(
     cpu, [tf.config.LogicalDeviceConfiguration()] * 3)
-import estimator, tf_internals
+from runner import estimator
+from engine import tf_internals
 config = tf_internals.default_session_config()
 assert config.device_count["CPU"] == 3, config
 runner = estimator.Estimator(lambda *args: None, estimator.RunConfig("unused"))

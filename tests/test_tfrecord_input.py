@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import tfrecord_input
+from runner import tfrecord_input
 
 FEATURES = {"input_ids": tf.io.FixedLenFeature([4], tf.int64),
             "score": tf.io.FixedLenFeature([], tf.float32)}

@@ -60,7 +60,7 @@ def _summary_loss(model_dir):
 def _run(model_dir, use_xla, gradient_checkpointing=False, predict=True):
   """Trains 3 updates and (if `predict`) predicts; returns a dict of
   arrays."""
-  import estimator  # pylint: disable=import-outside-toplevel
+  from runner import estimator  # pylint: disable=import-outside-toplevel
   import modeling  # pylint: disable=import-outside-toplevel
   import optimization  # pylint: disable=import-outside-toplevel
   bert_config = modeling.BertConfig(
@@ -157,7 +157,7 @@ def test_variables_set_up_ops_are_not_compiled():
   """Under --use_xla's jit scope, the ops get_variable adds (initializer,
   initial assignment, the read the Saver fetches) stay TensorFlow kernels;
   the model's math is compiled."""
-  import estimator  # pylint: disable=import-outside-toplevel
+  from runner import estimator  # pylint: disable=import-outside-toplevel
   with tf.Graph().as_default() as graph:
     with tf.xla.experimental.jit_scope(compile_ops=estimator._xla_compiles):  # pylint: disable=protected-access
       kernel = tf.compat.v1.get_variable(

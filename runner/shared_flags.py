@@ -5,7 +5,7 @@ The original scripts each defined these flags; here they are defined once,
 in groups a script picks from (run_classifier.py and run_squad.py take all
 of them through `define_common_flags`). Nothing is parsed at import time.
 What the flags mean for a run (strategy, memory plan, RunConfig, checks)
-is worked out in run_setup.py.
+is worked out in runner/startup.py.
 """
 
 from __future__ import absolute_import
@@ -14,7 +14,7 @@ from __future__ import print_function
 
 from absl import flags
 
-import memory_plan
+from runner import memory_model
 
 OPTIMIZERS = ("adamw", "lamb")
 DISTRIBUTIONS = ("none", "mirrored", "multi_worker")
@@ -156,7 +156,7 @@ def define_tpu_flags(fv=flags.FLAGS):
 def define_memory_flags(fv=flags.FLAGS):
   """--precision, --gradient_checkpointing, --micro_batch_size, ..."""
   flags.DEFINE_enum(
-      "precision", "fp32", list(memory_plan.PRECISIONS),
+      "precision", "fp32", list(memory_model.PRECISIONS),
       "Activation precision: fp32, or fp16 / bf16 (half the activation "
       "memory; weights, optimizer state and checkpoints stay float32). fp16 "
       "uses dynamic loss scaling.", flag_values=fv)

@@ -11,7 +11,7 @@ attention ignores padding), and a longer one is refused.
 
 import tensorflow as tf
 
-import estimator
+from runner import estimator
 
 MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids")
 

@@ -29,9 +29,9 @@ import math
 
 import tensorflow as tf
 
-import dropout_masks
-import graph_order
-import xla_kernels
+from engine import dropout_masks
+from engine import graph_order
+from engine import xla_kernels
 
 LAYER_NORM_EPSILON = 1e-12
 
@@ -125,7 +125,7 @@ class BackwardPolicy(collections.namedtuple(
 def tanh_gelu(x):
   """Google's tanh-approximated GELU; its gradient needs `x` alone.
 
-  Both passes are compiled elementwise kernels (xla_kernels.py).
+  Both passes are compiled elementwise kernels (engine/xla_kernels.py).
   """
   def grad_fn(output_grad):
     return xla_kernels.gelu_backward(x, output_grad)

@@ -25,8 +25,8 @@ import os
 from absl import logging
 import tensorflow as tf
 
-import cli
-import output_files
+from userio import cli
+from userio import output_files
 
 RECORD_FILE = "run_info.json"
 CONFIG_FILE = "bert_config.json"

@@ -12,7 +12,7 @@ import glob
 from absl import logging
 import tensorflow as tf
 
-import cli
+from userio import cli
 
 
 def bert_variable_shapes(bert_config):

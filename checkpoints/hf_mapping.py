@@ -17,8 +17,8 @@ import re
 from absl import logging
 import numpy as np
 
-import checkpoint_checks
-import cli
+from checkpoints import checkpoint_checks
+from userio import cli
 import modeling
 
 # How the tensors of one module are stored.

@@ -8,7 +8,7 @@ A script hands its `main` to `run` (absl scripts) or `call` (argparse ones):
     `<script>: error: <message>`, and exit status 2. The message names the
     flag, file or line and says how to fix it; no traceback.
   * Known failures of a run (out of memory, a loss that is no longer finite,
-    a failed worker; estimator.py raises them with their advice) end with
+    a failed worker; runner/estimator.py raises them with their advice) end with
     "Training stopped. <advice>" (or "Evaluation stopped.", "Prediction
     stopped." when those run out of memory) and status 1.
   * A full disk, a read-only file system or a missing permission ends with
@@ -43,7 +43,7 @@ INTERRUPTED_STATUS = 130
 
 _HELP_ARGS = ("--help", "-help", "--helpshort", "-helpshort", "-?", "-h")
 _HELPFULL_ARGS = ("--helpfull", "-helpfull")
-# The runner's exceptions whose message is the advice (estimator.py).
+# The runner's exceptions whose message is the advice (runner/estimator.py).
 _TRAINING_FAILURES = ("NonFiniteLossError", "OutOfMemoryError",
                       "WorkerFailedError")
 _ENVIRONMENT_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES,
@@ -105,11 +105,11 @@ def error_line(message):
 def _training_failure(error):
   """The advice of a known training failure, or None.
 
-  Only estimator.py raises these, so an exception can be one only when that
+  Only runner/estimator.py raises these, so an exception can be one only when that
   module was imported; looking it up in sys.modules keeps this module free
   of TensorFlow.
   """
-  estimator = sys.modules.get("estimator")
+  estimator = sys.modules.get("runner.estimator")
   if estimator is None:
     return None
   kinds = tuple(getattr(estimator, name) for name in _TRAINING_FAILURES
@@ -122,7 +122,7 @@ def _training_failure(error):
 
 def _training_interrupted(error):
   """The signal number of an estimator.TrainingInterrupted, or None."""
-  estimator = sys.modules.get("estimator")
+  estimator = sys.modules.get("runner.estimator")
   kind = getattr(estimator, "TrainingInterrupted", None)
   return error.signum if kind is not None and isinstance(error, kind) else None
 

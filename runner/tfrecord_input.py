@@ -7,7 +7,7 @@ Records are batched first and then parsed with one vectorized
 `tf.io.parse_example` per batch, several batches in parallel with their
 order kept, so the input pipeline costs a few ops per step rather than
 several per example and never starves the step (the runner prefetches the
-batches, see estimator.py). `first_record` reads a file's first record in
+batches, see runner/estimator.py). `first_record` reads a file's first record in
 plain Python, for checks that must not start TensorFlow's runtime.
 """
 

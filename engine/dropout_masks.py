@@ -8,7 +8,7 @@ A mask is drawn by a compiled counter-based generator
     within the graph (a second call at the same site, such as a second tower
     sharing the first one's variables, or another replica of a
     tf.distribute strategy, gets a site of its own),
-  * the step: `global_step` and `micro_step` (graph_keys.py), so every
+  * the step: `global_step` and `micro_step` (engine/graph_keys.py), so every
     micro-batch and every update draws new masks.
 Because a mask is a function of its seed, it can be drawn again instead of
 kept: a backward pass that needs it redraws it, and a layer recomputed for
@@ -26,9 +26,9 @@ import zlib
 
 import tensorflow as tf
 
-import graph_keys
-import graph_order
-import xla_kernels
+from engine import graph_keys
+from engine import graph_order
+from engine import xla_kernels
 
 
 def check_prob(dropout_prob):

@@ -43,11 +43,11 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-import cli
-import graph_keys
-import host_memory
-import progress
-import tf_internals
+from userio import cli
+from engine import graph_keys
+from engine import host_memory
+from userio import progress
+from engine import tf_internals
 
 # Resource variables give well-defined read/write ordering under control
 # dependencies, which the step counters and `recompute_grad` rely on.
@@ -326,7 +326,7 @@ def make_step_callable(sess, step_op, fetches):
 
   `sess.run` builds the executors of a set of fetches (graph optimization,
   kernels) inside its first run; a callable builds them here, and the heap
-  memory that construction freed goes back to the system (host_memory.py)
+  memory that construction freed goes back to the system (engine/host_memory.py)
   before the first step allocates its tensors. (What the first runs free
   later, e.g. compiling XLA kernels, the train op of
   optimization.create_optimizer hands back itself.)

@@ -1,14 +1,14 @@
 # coding=utf-8
 """Precision, checkpointing and micro-batch of a training run, and its advice.
 
-`resolve` turns the flags that runner_flags.py defines (--precision,
+`resolve` turns the flags that runner/shared_flags.py defines (--precision,
 --gradient_checkpointing, --micro_batch_size, --device_memory_gb,
 --num_accumulation_steps) into the `MemorySettings` a run uses, asking the
 model's memory estimate (`BertMemory`, memory_plan.py's term model) when
 --micro_batch_size=auto; `accumulation_steps` is the one place where the
 accumulation steps are derived and checked. `oom_message_fn` words the
-out-of-memory advice the runner raises. run_setup.py calls these; ending
-the program is cli.py's business, not this module's.
+out-of-memory advice the runner raises. runner/startup.py calls these; ending
+the program is userio/cli.py's business, not this module's.
 """
 
 import collections
@@ -17,13 +17,13 @@ import math
 from absl import logging
 import tensorflow as tf
 
-import cli
-import estimator
-import memory_plan
-import tf_internals
+from userio import cli
+from runner import estimator
+from runner import memory_model
+from engine import tf_internals
 
 AUTO = "auto"
-GIB = memory_plan.GIB
+GIB = memory_model.GIB
 MEMINFO = "/proc/meminfo"
 _COMPUTE_DTYPES = {"fp32": tf.float32, "fp16": tf.float16,
                    "bf16": tf.bfloat16}
@@ -147,10 +147,10 @@ class BertMemory(object):
     """E.g. "BERT with 24 layers, hidden size 1024 (335.1M parameters) at
     --max_seq_length=512"; pretraining adds the masked positions."""
     config = self.bert_config
-    params = memory_plan.num_params(config)
+    params = memory_model.num_params(config)
     heads = ""
     if self.max_predictions_per_seq:
-      params += memory_plan.masked_lm_params(config)
+      params += memory_model.masked_lm_params(config)
       heads = (" and the pretraining heads at --max_predictions_per_seq=%d"
                % self.max_predictions_per_seq)
     return ("BERT with %d layers, hidden size %d (%.1fM parameters) at "
@@ -161,16 +161,16 @@ class BertMemory(object):
   def estimate_bytes(self, micro_batch, precision, gradient_checkpointing,
                      num_accumulation_steps):
     """The planner's peak bytes for one replica running `micro_batch`."""
-    return memory_plan.estimate_bytes(
+    return memory_model.estimate_bytes(
         self.bert_config, self.seq_length, micro_batch, precision,
         gradient_checkpointing, num_accumulation_steps,
         self.optimizer,
         max_predictions_per_seq=self.max_predictions_per_seq)["total"]
 
   def plan(self, batch_size, memory_bytes, precision, allow_checkpointing):
-    """memory_plan.Plan for `batch_size` examples per update on one replica
+    """memory_model.Plan for `batch_size` examples per update on one replica
     with `memory_bytes`, or None when not even one example fits."""
-    return memory_plan.plan(
+    return memory_model.plan(
         self.bert_config, self.seq_length, batch_size, memory_bytes,
         precisions=(precision,), allow_checkpointing=allow_checkpointing,
         optimizer=self.optimizer,
@@ -405,7 +405,7 @@ def resolve(flag_obj, bert_config, do_train, distribution=None,
     bert_config: modeling.BertConfig of the model.
     do_train: whether the run trains (--micro_batch_size=auto plans only
       then).
-    distribution: the run's tf.distribute strategy (run_setup.
+    distribution: the run's tf.distribute strategy (startup.
       make_distribution), or None for one device.
     memory_model: what a training step keeps (see BertMemory, the default).
 

@@ -4,9 +4,9 @@
 Two int64 counters drive a training graph: `global_step` (optimizer updates,
 TensorFlow's own) and `micro_step` (runs of the train op, i.e. micro-batches,
 several per update with gradient accumulation). Dropout masks are a function
-of both (dropout_masks.py), the optimizer's accumulation reads and advances
+of both (engine/dropout_masks.py), the optimizer's accumulation reads and advances
 `micro_step` (optimization.py), and the runner skips `micro_step` batches
-when it resumes (estimator.py). Both are created here, at the graph's root
+when it resumes (runner/estimator.py). Both are created here, at the graph's root
 whatever variable scope the caller is in, so their checkpoint names are
 always "global_step" and "micro_step".
 """
@@ -25,7 +25,7 @@ LOSS_SCALE = "loss_scale"
 # The op that only accumulates a micro-batch when the train op cannot choose
 # between accumulating and applying (multi-worker; see optimization.py).
 ACCUMULATE_ONLY = "accumulate_only_train_op"
-# The graph's registry of dropout sites (dropout_masks.py).
+# The graph's registry of dropout sites (engine/dropout_masks.py).
 DROPOUT_SITES = "dropout_sites"
 
 

@@ -2,14 +2,14 @@
 """From the parsed flags to what a training script runs with, in one place.
 
 A training script (run_classifier.py, run_squad.py, run_pretraining.py)
-defines its flags with runner_flags.py and its `main` does:
+defines its flags with runner/shared_flags.py and its `main` does:
 
-    bert_config, tokenizer = run_setup.start(FLAGS, do_train=FLAGS.do_train,
+    bert_config, tokenizer = startup.start(FLAGS, do_train=FLAGS.do_train,
                                              min_seq_length=...)
-    record = run_record.make_record(...)
-    run_setup.check_output_dir(FLAGS, record, do_train=FLAGS.do_train)
+    record = run_info.make_record(...)
+    startup.check_output_dir(FLAGS, record, do_train=FLAGS.do_train)
     ... read and check the script's own data files ...
-    setup = run_setup.set_up(FLAGS, bert_config, do_train=FLAGS.do_train,
+    setup = startup.set_up(FLAGS, bert_config, do_train=FLAGS.do_train,
                              record=...)
     estimator = estimator_lib.Estimator(model_fn, config=setup.run_config,
                                         ...)
@@ -35,15 +35,15 @@ import tempfile
 from absl import logging
 import tensorflow as tf
 
-import checkpoint_checks
-import cli
-import convert_checkpoint
-import estimator
-import memory_flags
+from checkpoints import checkpoint_checks
+from userio import cli
+from checkpoints import conversion
+from runner import estimator
+from runner import memory_settings
 import modeling
-import run_record
-import runner_flags
-import tf_internals
+from checkpoints import run_info
+from runner import shared_flags
+from engine import tf_internals
 import tokenization
 
 _TF_CONFIG_EXAMPLE = (
@@ -59,7 +59,7 @@ class RunSetup(collections.namedtuple(
 
   Fields:
     distribution: the tf.distribute strategy, or None for one device.
-    memory: memory_flags.MemorySettings (precision, micro_batch_size,
+    memory: memory_settings.MemorySettings (precision, micro_batch_size,
       num_accumulation_steps, gradient_checkpointing, device, replicas).
     run_config: the estimator.RunConfig.
     oom_message_fn: callable(ResourceExhaustedError) -> the out-of-memory
@@ -94,7 +94,7 @@ def check_tpu_flags(flag_obj):
     raise cli.UserError("--use_tpu/--tpu_name: no TPU support in this build; "
                         "run on CPU/GPU without them")
   ignored = ["--%s=%s" % (name, flag_obj[name].value)
-             for name in runner_flags.COMPATIBILITY_FLAGS
+             for name in shared_flags.COMPATIBILITY_FLAGS
              if name in flag_obj and
              flag_obj[name].value != flag_obj[name].default]
   if ignored:
@@ -189,13 +189,13 @@ def check_flags(flag_obj, *, do_train, min_seq_length=MIN_SEQ_LENGTH):
         flag_obj.do_lower_case, _flag(flag_obj, "init_checkpoint"))
   gb = _flag(flag_obj, "device_memory_gb")
   if gb is not None:
-    memory_flags.device_memory(gb)
-  micro = memory_flags.parse_micro_batch_size(
+    memory_settings.device_memory(gb)
+  micro = memory_settings.parse_micro_batch_size(
       _flag(flag_obj, "micro_batch_size"))
   if do_train and "train_batch_size" in flag_obj:
-    memory_flags.accumulation_steps(
+    memory_settings.accumulation_steps(
         flag_obj.train_batch_size, micro if isinstance(micro, int) else None,
-        memory_flags.explicit_steps(flag_obj))
+        memory_settings.explicit_steps(flag_obj))
   _check_precision(flag_obj)
   if "distribution" in flag_obj:
     check_distribution_flags(flag_obj)
@@ -247,7 +247,7 @@ def check_required_files(flag_obj, do_train):
 def use_hf_init_checkpoint(flag_obj, work_dir):
   """Lets --init_checkpoint name a Hugging Face model folder.
 
-  The folder is converted once into `work_dir` (convert_checkpoint's
+  The folder is converted once into `work_dir` (conversion.s
   resolve_init_checkpoint caches it by content) and --init_checkpoint is
   pointed at the converted checkpoint. --bert_config_file and --vocab_file,
   when not given, become the converted ones; --do_lower_case, when not given
@@ -258,16 +258,16 @@ def use_hf_init_checkpoint(flag_obj, work_dir):
   if not path or not _is_hf_folder(path):
     return
   prepare_output_dir(work_dir)
-  prefix = convert_checkpoint.resolve_init_checkpoint(path, work_dir)
+  prefix = conversion.resolve_init_checkpoint(path, work_dir)
   folder = os.path.dirname(prefix)
   flag_obj.init_checkpoint = prefix
   if not _flag(flag_obj, "bert_config_file"):
-    flag_obj.bert_config_file = os.path.join(folder, run_record.CONFIG_FILE)
+    flag_obj.bert_config_file = os.path.join(folder, run_info.CONFIG_FILE)
   if "vocab_file" in flag_obj and not (
       flag_obj.vocab_file or _flag(flag_obj, "spm_model_file")):
-    flag_obj.vocab_file = os.path.join(folder, convert_checkpoint.VOCAB_FILE)
+    flag_obj.vocab_file = os.path.join(folder, conversion.VOCAB_FILE)
   if "do_lower_case" in flag_obj and not flag_obj["do_lower_case"].present:
-    flag_obj.do_lower_case = run_record.read(folder)["do_lower_case"]
+    flag_obj.do_lower_case = run_info.read(folder)["do_lower_case"]
   logging.info("--init_checkpoint=%s is a Hugging Face model: using its "
                "conversion %s.", path, prefix)
 
@@ -275,7 +275,7 @@ def use_hf_init_checkpoint(flag_obj, work_dir):
 def _is_hf_folder(path):
   try:
     return os.path.isdir(path) and (
-        convert_checkpoint.detect_layout(path) == convert_checkpoint.HF)
+        conversion.detect_layout(path) == conversion.HF)
   except cli.UserError:
     return False  # check_checkpoint_prefix explains what is expected.
 
@@ -439,8 +439,8 @@ def check_checkpoints(flag_obj, bert_config, *, do_train, heads=()):
 def check_output_dir(flag_obj, record, *, do_train):
   """Refuses to continue a run in --output_dir that `record` contradicts
   (another task, labels, casing, config, vocabulary; or, when training,
-  another --max_seq_length). See run_record.py."""
-  run_record.check(
+  another --max_seq_length). See checkpoints/run_info.py."""
+  run_info.check(
       flag_obj.output_dir, record,
       has_checkpoint=bool(estimator.latest_checkpoint(flag_obj.output_dir)),
       do_train=do_train)
@@ -594,13 +594,13 @@ def make_run_config(flag_obj, memory=None, distribution=None,
 
   Args:
     flag_obj: parsed flags.
-    memory: memory_flags.MemorySettings; default: --num_accumulation_steps
-      checked by memory_flags.accumulation_steps.
+    memory: memory_settings.MemorySettings; default: --num_accumulation_steps
+      checked by memory_settings.accumulation_steps.
     distribution: the strategy of `make_distribution` (None: one device).
     oom_message_fn: callable(ResourceExhaustedError) -> str, or None.
   """
   if memory is None:
-    steps = memory_flags.accumulation_steps(
+    steps = memory_settings.accumulation_steps(
         flag_obj.train_batch_size, None, flag_obj.num_accumulation_steps)
   else:
     steps = memory.num_accumulation_steps
@@ -625,12 +625,12 @@ def set_up(flag_obj, bert_config, *, do_train, record=None,
     flag_obj: parsed flags, checked by `start`.
     bert_config: modeling.BertConfig of the model.
     do_train: whether the run trains.
-    record: the run_info.json of this run (run_record.make_record), which
+    record: the run_info.json of this run (run_info.make_record), which
       `check_output_dir` compared with the stored one; a training run
       writes it (with copies of the config and the vocabulary). None: no
       record.
     memory_model: what a training step keeps in memory (default:
-      memory_flags.BertMemory of the config); a script whose model adds
+      memory_settings.BertMemory of the config); a script whose model adds
       heads passes its own.
     heads: (name, shape) of the variables the script's model adds to BERT
       that --init_checkpoint may lack (they then start fresh, which is
@@ -645,13 +645,13 @@ def set_up(flag_obj, bert_config, *, do_train, record=None,
   check_checkpoints(flag_obj, bert_config, do_train=do_train, heads=heads)
   prepare_output_dir(output_dir)
   distribution = make_distribution(flag_obj)
-  memory = memory_flags.resolve(flag_obj, bert_config, do_train,
+  memory = memory_settings.resolve(flag_obj, bert_config, do_train,
                                 distribution, memory_model)
-  oom_message_fn = memory_flags.oom_message_fn(bert_config, flag_obj, memory,
+  oom_message_fn = memory_settings.oom_message_fn(bert_config, flag_obj, memory,
                                                memory_model)
   run_config = make_run_config(flag_obj, memory, distribution, oom_message_fn)
   if do_train and record is not None:
-    run_record.write(output_dir, record, flag_obj.bert_config_file,
+    run_info.write(output_dir, record, flag_obj.bert_config_file,
                      _flag(flag_obj, "vocab_file"),
                      _flag(flag_obj, "spm_model_file"))
   return RunSetup(distribution, memory, run_config, oom_message_fn)

@@ -16,7 +16,7 @@ the layout.
 
 import tensorflow as tf
 
-import dropout_masks
+from engine import dropout_masks
 
 
 def _width(rows):

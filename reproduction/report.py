@@ -20,7 +20,7 @@ import shutil
 import statistics
 import zipfile
 
-import reproduce_plan
+from reproduction import plan
 
 # Key in eval_results.txt (run_classifier.py, fractions) -> metric (percent).
 _CLASSIFIER_KEYS = {"eval_accuracy": "accuracy", "eval_f1": "f1",
@@ -67,7 +67,7 @@ def read_squad_metrics(output_dir, version_2):
 
 
 def read_cell_metrics(cell, output_dir):
-  if reproduce_plan.TASKS[cell.task].kind == "glue":
+  if plan.TASKS[cell.task].kind == "glue":
     return read_classifier_metrics(output_dir)
   return read_squad_metrics(output_dir, cell.task == "SQuAD2.0")
 
@@ -98,7 +98,7 @@ def summarize_task(task, cells, metrics):
     stats), metrics (per metric: the selected config's stats and the
     selected cell's value as "selected").
   """
-  names = reproduce_plan.TASKS[task].metrics
+  names = plan.TASKS[task].metrics
   selection = names[0]
   finished = [cell for cell in cells if cell.name in metrics]
   by_config = collections.OrderedDict()
@@ -367,7 +367,7 @@ def write_hparams_summaries(logdir, cells, metrics):
   finished = [cell for cell in cells if cell.name in metrics]
   metric_names = sorted({name for cell in finished
                          for name in metrics[cell.name]})
-  hparam_names = list(reproduce_plan.Cell.__dataclass_fields__)
+  hparam_names = list(plan.Cell.__dataclass_fields__)
   with tf.summary.create_file_writer(temporary).as_default():
     hp.hparams_config(
         hparams=[hp.HParam(name) for name in hparam_names],

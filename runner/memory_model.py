@@ -1,0 +1,482 @@
+# coding=utf-8
+"""Plans GPU memory for training BERT: largest micro-batch, accumulation.
+
+Google's README lists the largest batch that fits a 12 GB GPU for each
+sequence length. This module predicts that number for any BertConfig, GPU
+size, precision and gradient-checkpointing setting, and turns a wanted
+`--train_batch_size` into micro-batch x accumulation steps:
+
+    python memory_plan.py --bert_config_file=$BERT/bert_config.json \
+        --max_seq_length=128,256,384,512 --gpu_memory_gb=12 \
+        --train_batch_size=32 --precision=all --gradient_checkpointing=auto
+
+(add --max_predictions_per_seq=20 to plan for pretraining's heads at 128
+tokens, 80 at 512).
+
+The estimate is a sum of terms (weights, gradients, optimizer slots,
+accumulators, per-example activations, pretraining's masked-LM head, a
+fixed workspace) scaled by the factors of a `Calibration`: the default one is
+fitted to Google's table, `CPU_MEASURED` to allocator peaks measured on CPU.
+docs/memory.md states every term and how the factors were fitted.
+"""
+
+import collections
+import dataclasses
+
+GIB = 2**30
+PRECISIONS = ("fp32", "fp16", "bf16")
+OPTIMIZERS = ("adamw", "lamb")
+
+# Bytes per parameter of each term.
+WEIGHT_BYTES = 4
+CAST_BYTES = 2
+GRADIENT_BYTES = 4
+CLIPPED_GRADIENT_BYTES = 4
+SLOT_BYTES = 2 * 4
+UPDATE_TEMPORARY_BYTES = 4
+ACCUMULATION_BYTES = 4
+
+# Shapes of the activation tensors, per example.
+HIDDEN = "hidden"              # [S, H]
+INTERMEDIATE = "intermediate"  # [S, I]
+ATTENTION = "attention"        # [A, S, S]
+
+Tensors = collections.namedtuple("Tensors", ["name", "shape", "count", "mask"])
+
+LAYER_TENSORS = (
+    Tensors("query, key, value projections", HIDDEN, 3, False),
+    Tensors("attention scores", ATTENTION, 1, False),
+    Tensors("attention probabilities", ATTENTION, 1, False),
+    Tensors("dropout mask on the probabilities", ATTENTION, 1, True),
+    Tensors("dropped-out probabilities", ATTENTION, 1, False),
+    Tensors("context", HIDDEN, 1, False),
+    Tensors("attention output dense", HIDDEN, 1, False),
+    Tensors("attention output dropout mask", HIDDEN, 1, True),
+    Tensors("attention residual sum", HIDDEN, 1, False),
+    Tensors("attention LayerNorm normalized", HIDDEN, 1, False),
+    Tensors("attention LayerNorm output", HIDDEN, 1, False),
+    Tensors("intermediate dense (pre-GELU)", INTERMEDIATE, 1, False),
+    Tensors("GELU tanh and cdf", INTERMEDIATE, 2, False),
+    Tensors("intermediate output (post-GELU)", INTERMEDIATE, 1, False),
+    Tensors("output dense", HIDDEN, 1, False),
+    Tensors("output dropout mask", HIDDEN, 1, True),
+    Tensors("output residual sum", HIDDEN, 1, False),
+    Tensors("output LayerNorm normalized", HIDDEN, 1, False),
+    Tensors("layer output", HIDDEN, 1, False),
+)
+
+EMBEDDING_TENSORS = (
+    Tensors("embedding sum", HIDDEN, 1, False),
+    Tensors("embedding LayerNorm normalized", HIDDEN, 1, False),
+    Tensors("embedding LayerNorm output", HIDDEN, 1, False),
+    Tensors("embedding dropout mask", HIDDEN, 1, True),
+    Tensors("dropped embeddings", HIDDEN, 1, False),
+)
+
+BACKWARD_TENSORS = (
+    Tensors("gradients of probabilities and softmax", ATTENTION, 2, False),
+    Tensors("gradients of intermediate activations", INTERMEDIATE, 2, False),
+    Tensors("gradients of hidden states", HIDDEN, 2, False),
+)
+
+# Pretraining's masked-LM head, per example and masked position: shapes
+# [V] ("vocabulary", the logits of one position) and [H] ("hidden", one
+# gathered row), counted as float32 at their exact size (no calibration
+# factor): exact in fp32, an upper bound in bf16/fp16, where the logits and
+# most rows are 2-byte. See docs/memory.md.
+VOCABULARY = "vocabulary"
+HEAD_BYTES = 4
+MASKED_LM_TENSORS = (
+    Tensors("logits, which the cross-entropy keeps for its gradient",
+            VOCABULARY, 1, False),
+    Tensors("gradient of the logits", VOCABULARY, 1, False),
+    Tensors("gathered rows, transform before and after its activation, "
+            "LayerNorm normalized and output", HIDDEN, 5, False),
+)
+
+# Kept per layer under gradient checkpointing: where its recomputation
+# starts, the sum the previous layer's last LayerNorm normalizes.
+CHECKPOINT_TENSORS = (
+    Tensors("sum entering the layer's recomputation", HIDDEN, 1, False),
+)
+
+_BERT_COMMON = {
+    "vocab_size": 30522,
+    "max_position_embeddings": 512,
+    "type_vocab_size": 2,
+    "hidden_act": "gelu",
+    "hidden_dropout_prob": 0.1,
+    "attention_probs_dropout_prob": 0.1,
+    "initializer_range": 0.02,
+}
+BERT_BASE = dict(_BERT_COMMON, hidden_size=768, num_hidden_layers=12,
+                 num_attention_heads=12, intermediate_size=3072)
+BERT_LARGE = dict(_BERT_COMMON, hidden_size=1024, num_hidden_layers=24,
+                  num_attention_heads=16, intermediate_size=4096)
+
+_CONFIG_KEYS = ("vocab_size", "hidden_size", "num_hidden_layers",
+                "num_attention_heads", "intermediate_size",
+                "max_position_embeddings", "type_vocab_size")
+
+Plan = collections.namedtuple(
+    "Plan", ["micro_batch", "accumulation_steps", "precision",
+             "gradient_checkpointing"])
+
+
+@dataclasses.dataclass(frozen=True)
+class Calibration:
+  """Adjustable factors of the term model (see the module docstring).
+
+  Attributes:
+    state_factor: multiplies every per-parameter term.
+    linear_factor: multiplies the [S, H] and [S, I] activation counts.
+    quadratic_factor: multiplies the [A, S, S] activation counts.
+    workspace_gb: fixed margin in GiB for the CUDA context, cuBLAS workspace
+      and allocator slack.
+    boolean_dropout_mask: True when dropout keeps a 1-byte boolean mask,
+      False when it keeps a mask of the activation dtype (Google's code).
+  """
+  # Fitted to Google's 12 GB table: TensorFlow keeps about 10% more than the
+  # per-parameter count (allocator slack) and 65% more [S, H] / [S, I] data
+  # than the enumeration (reshape / transpose copies, LayerNorm and dropout
+  # internals), and frees some attention scores early.
+  state_factor: float = 1.1
+  linear_factor: float = 1.65
+  quadratic_factor: float = 0.85
+  workspace_gb: float = 0.5
+  boolean_dropout_mask: bool = True
+
+
+# Fitted to bench/memory.py's allocator peaks on CPU (26 runs: BERT-Large at
+# 512 tokens with batch 2 and 8, BERT-Base at 512 and 128, 4- and 6-layer
+# models; fp32 and bf16; with and without checkpointing) by
+# bench/fit_memory_calibration.py: every estimate within 12.4%, and within
+# 12.5% for those and 8 runs at 384 tokens (docs/memory.md; refitted after a
+# recomputed layer's attention stopped holding four [A, S, S] tensors).
+CPU_MEASURED = Calibration(state_factor=0.58, linear_factor=0.39,
+                           quadratic_factor=0.1, workspace_gb=0.05)
+
+
+def _dims(config):
+  """The sizes the model needs, from a BertConfig or a dict."""
+  get = config.get if isinstance(config, dict) else (
+      lambda key: getattr(config, key, None))
+  missing = [key for key in _CONFIG_KEYS if get(key) is None]
+  if missing:
+    raise ValueError("The BERT config lacks %s; a bert_config.json holds all "
+                     "of %s." % (", ".join(missing), ", ".join(_CONFIG_KEYS)))
+  return {key: int(get(key)) for key in _CONFIG_KEYS}
+
+
+def num_params(config, num_labels=2):
+  """Number of trainable parameters of BERT plus a classifier head.
+
+  Args:
+    config: a modeling.BertConfig or a dict with the bert_config.json keys.
+    num_labels: classes of the head (2*H+2 parameters for 2); 0 counts only
+      the variables under bert/ (what a pretrained checkpoint holds).
+
+  Returns:
+    int, the exact count.
+  """
+  d = _dims(config)
+  h, i = d["hidden_size"], d["intermediate_size"]
+  embeddings = (d["vocab_size"] + d["max_position_embeddings"] +
+                d["type_vocab_size"]) * h + 2 * h
+  attention = 4 * (h * h + h) + 2 * h
+  feed_forward = (h * i + i) + (i * h + h) + 2 * h
+  pooler = h * h + h
+  head = num_labels * h + num_labels
+  return (embeddings + d["num_hidden_layers"] * (attention + feed_forward) +
+          pooler + head)
+
+
+def masked_lm_params(config):
+  """Parameters of pretraining's masked-LM head beyond BERT's own: the
+  transform's dense layer (H*H + H) and LayerNorm (2H) and the output bias
+  (V); its output projection is the word embedding table."""
+  d = _dims(config)
+  h = d["hidden_size"]
+  return h * h + h + 2 * h + d["vocab_size"]
+
+
+def masked_lm_bytes_per_example(config, max_predictions_per_seq):
+  """Bytes pretraining's masked-LM head adds per example at the peak of the
+  backward pass (0 for max_predictions_per_seq=0, a fine-tuning head)."""
+  d = _dims(config)
+  if max_predictions_per_seq < 0:
+    raise ValueError("--max_predictions_per_seq=%d must be >= 0 (0: no "
+                     "masked-LM head)." % max_predictions_per_seq)
+  width = {VOCABULARY: d["vocab_size"], HIDDEN: d["hidden_size"]}
+  return sum(HEAD_BYTES * max_predictions_per_seq * t.count * width[t.shape]
+             for t in MASKED_LM_TENSORS)
+
+
+def _check_choice(name, value, choices):
+  if value not in choices:
+    raise ValueError("%s=%r is not one of %s." %
+                     (name, value, ", ".join(choices)))
+
+
+def _activation_bytes(precision):
+  _check_choice("precision", precision, PRECISIONS)
+  return 4 if precision == "fp32" else 2
+
+
+def _tensor_bytes(tensors, d, seq_length, b, cal):
+  """Bytes of one example's `tensors` at sequence length `seq_length`."""
+  s = seq_length
+  elements = {HIDDEN: s * d["hidden_size"],
+              INTERMEDIATE: s * d["intermediate_size"],
+              ATTENTION: d["num_attention_heads"] * s * s}
+  factor = {HIDDEN: cal.linear_factor, INTERMEDIATE: cal.linear_factor,
+            ATTENTION: cal.quadratic_factor}
+  mask_bytes = 1 if cal.boolean_dropout_mask else b
+  total = 0.0
+  for t in tensors:
+    size = mask_bytes if t.mask else b
+    total += factor[t.shape] * t.count * elements[t.shape] * size
+  return total
+
+
+def activation_bytes_per_example(config, seq_length, precision="fp32",
+                                 gradient_checkpointing=False,
+                                 calibration=None):
+  """Activation bytes one example adds at the peak of the backward pass."""
+  cal = calibration or Calibration()
+  d = _dims(config)
+  _check_seq_length(d, seq_length)
+  b = _activation_bytes(precision)
+  one_layer = _tensor_bytes(LAYER_TENSORS, d, seq_length, b, cal)
+  once = (_tensor_bytes(EMBEDDING_TENSORS, d, seq_length, b, cal) +
+          _tensor_bytes(BACKWARD_TENSORS, d, seq_length, b, cal))
+  layers = d["num_hidden_layers"]
+  if gradient_checkpointing:
+    inputs = _tensor_bytes(CHECKPOINT_TENSORS, d, seq_length, b, cal)
+    return layers * inputs + one_layer + once
+  return layers * one_layer + once
+
+
+def _check_seq_length(d, seq_length):
+  if not 1 <= seq_length <= d["max_position_embeddings"]:
+    raise ValueError(
+        "--max_seq_length=%d must be in [1, %d], the max_position_embeddings "
+        "of the BERT config." % (seq_length, d["max_position_embeddings"]))
+
+
+def estimate_bytes(config, seq_length, micro_batch, precision="fp32",
+                   gradient_checkpointing=False, num_accumulation_steps=1,
+                   optimizer="adamw", calibration=None,
+                   max_predictions_per_seq=0):
+  """Peak training memory, as a breakdown of the terms in the docstring.
+
+  Args:
+    config: a modeling.BertConfig or a dict with the bert_config.json keys.
+    seq_length: int S.
+    micro_batch: int N, examples per session.run of the train op.
+    precision: "fp32", "fp16" or "bf16" (activation dtype; master weights,
+      gradients and slots stay float32).
+    gradient_checkpointing: bool, recompute each layer in the backward pass.
+    num_accumulation_steps: int; > 1 adds the accumulators.
+    optimizer: "adamw" or "lamb" (both keep two slots per parameter).
+    calibration: a Calibration, default `Calibration()`.
+    max_predictions_per_seq: 0 for a fine-tuning head; M > 0 for
+      pretraining's heads with M masked positions per example (its
+      parameters and `masked_lm_bytes_per_example`).
+
+  Returns:
+    dict of bytes (floats): weights, gradients, optimizer, accumulation,
+    activations, masked_lm_head, workspace, total.
+  """
+  cal = calibration or Calibration()
+  _check_choice("optimizer", optimizer, OPTIMIZERS)
+  if micro_batch < 0 or num_accumulation_steps < 1:
+    raise ValueError("micro_batch=%r must be >= 0 and num_accumulation_steps"
+                     "=%r >= 1." % (micro_batch, num_accumulation_steps))
+  b = _activation_bytes(precision)
+  if max_predictions_per_seq > seq_length:
+    raise ValueError("--max_predictions_per_seq=%d cannot exceed "
+                     "--max_seq_length=%d." % (max_predictions_per_seq,
+                                               seq_length))
+  params = num_params(config)
+  if max_predictions_per_seq:
+    params += masked_lm_params(config)
+  p = params * cal.state_factor
+  cast = CAST_BYTES if b == 2 else 0
+  accumulation = ACCUMULATION_BYTES if num_accumulation_steps > 1 else 0
+  breakdown = {
+      "weights": p * (WEIGHT_BYTES + cast),
+      "gradients": p * (GRADIENT_BYTES + CLIPPED_GRADIENT_BYTES),
+      "optimizer": p * (SLOT_BYTES + UPDATE_TEMPORARY_BYTES),
+      "accumulation": p * accumulation,
+      "activations": micro_batch * activation_bytes_per_example(
+          config, seq_length, precision, gradient_checkpointing, cal),
+      "masked_lm_head": micro_batch * masked_lm_bytes_per_example(
+          config, max_predictions_per_seq),
+      "workspace": cal.workspace_gb * GIB,
+  }
+  breakdown["total"] = sum(breakdown.values())
+  return breakdown
+
+
+def max_micro_batch(config, seq_length, memory_bytes, precision="fp32",
+                    gradient_checkpointing=False, num_accumulation_steps=1,
+                    optimizer="adamw", calibration=None,
+                    max_predictions_per_seq=0):
+  """Largest micro-batch whose estimate fits `memory_bytes`; 0 if none."""
+  args = (config, seq_length)
+  kwargs = dict(precision=precision,
+                gradient_checkpointing=gradient_checkpointing,
+                num_accumulation_steps=num_accumulation_steps,
+                optimizer=optimizer, calibration=calibration,
+                max_predictions_per_seq=max_predictions_per_seq)
+  fixed = estimate_bytes(*args, micro_batch=0, **kwargs)["total"]
+  per_example = estimate_bytes(*args, micro_batch=1, **kwargs)["total"] - fixed
+  return max(0, int((memory_bytes - fixed) // per_example))
+
+
+def _largest_divisor_at_most(n, limit):
+  return max(d for d in range(1, min(n, limit) + 1) if n % d == 0)
+
+
+def _candidate(config, seq_length, train_batch_size, memory_bytes, precision,
+               checkpointing, optimizer, calibration,
+               max_predictions_per_seq):
+  """Best (micro, accumulation) for one setting, or None if nothing fits."""
+  kwargs = dict(precision=precision, gradient_checkpointing=checkpointing,
+                optimizer=optimizer, calibration=calibration,
+                max_predictions_per_seq=max_predictions_per_seq)
+  whole = max_micro_batch(config, seq_length, memory_bytes, **kwargs)
+  if whole >= train_batch_size:
+    return Plan(train_batch_size, 1, precision, checkpointing)
+  # Smaller micro-batches need the accumulators, which take memory too.
+  limit = max_micro_batch(config, seq_length, memory_bytes,
+                          num_accumulation_steps=2, **kwargs)
+  if limit < 1:
+    return None
+  micro = _largest_divisor_at_most(train_batch_size, limit)
+  return Plan(micro, train_batch_size // micro, precision, checkpointing)
+
+
+def _best_plan(config, seq_length, train_batch_size, memory_bytes,
+               precisions, checkpointing_options, optimizer, calibration,
+               max_predictions_per_seq=0):
+  """Like `plan`, choosing among the given checkpointing settings."""
+  if train_batch_size < 1:
+    raise ValueError("--train_batch_size=%d must be >= 1." % train_batch_size)
+  candidates = []
+  for rank, precision in enumerate(precisions):
+    for checkpointing in checkpointing_options:
+      found = _candidate(config, seq_length, train_batch_size, memory_bytes,
+                         precision, checkpointing, optimizer, calibration,
+                         max_predictions_per_seq)
+      if found:
+        candidates.append(((checkpointing, found.accumulation_steps, rank),
+                           found))
+  if not candidates:
+    return None
+  return min(candidates, key=lambda c: c[0])[1]
+
+
+def plan(config, seq_length, train_batch_size, memory_bytes,
+         precisions=("fp32",), allow_checkpointing=True, optimizer="adamw",
+         calibration=None, max_predictions_per_seq=0):
+  """Micro-batch x accumulation steps for `train_batch_size` examples/update.
+
+  The micro-batch is the largest that fits and divides the batch. Preference
+  order: no checkpointing when anything fits without it (recomputation costs
+  20-30% more step time), then the fewest accumulation steps, then the order
+  of `precisions`. `max_predictions_per_seq` > 0 plans for pretraining's
+  heads (see `estimate_bytes`).
+
+  Returns:
+    Plan(micro_batch, accumulation_steps, precision, gradient_checkpointing)
+    with micro_batch * accumulation_steps == train_batch_size, or None when
+    not even one example fits.
+  """
+  options = (False, True) if allow_checkpointing else (False,)
+  return _best_plan(config, seq_length, train_batch_size, memory_bytes,
+                    precisions, options, optimizer, calibration,
+                    max_predictions_per_seq)
+
+
+def _precision_columns(precisions):
+  """Distinct activation sizes to show; fp16 and bf16 share a column."""
+  columns = []
+  low = [p for p in PRECISIONS[1:] if p in precisions]
+  if "fp32" in precisions:
+    columns.append(("fp32", "fp32"))
+  if low:
+    columns.append((low[0], "/".join(low)))
+  return columns
+
+
+def _describe(found, precisions):
+  if found is None:
+    return "does not fit, even one example per micro-batch"
+  steps = found.accumulation_steps
+  return "micro-batch %d x %d accumulation step%s (%s, %s)" % (
+      found.micro_batch, steps, "" if steps == 1 else "s",
+      dict(_precision_columns(precisions))[found.precision],
+      "gradient checkpointing" if found.gradient_checkpointing
+      else "no checkpointing")
+
+
+def format_table(config, seq_lengths, memory_bytes, precisions=PRECISIONS,
+                 checkpointing_options=(False, True), train_batch_size=None,
+                 optimizer="adamw", calibration=None, name="model",
+                 max_predictions_per_seq=0):
+  """Markdown table of the largest micro-batch, plus a plan per length.
+
+  Args:
+    config: a modeling.BertConfig or a dict.
+    seq_lengths: list of int sequence lengths (rows).
+    memory_bytes: device memory in bytes.
+    precisions: precisions to show; fp16 and bf16 share one column.
+    checkpointing_options: tuple of bools, columns without / with
+      checkpointing.
+    train_batch_size: int or None; when given, a plan line per length.
+    optimizer: "adamw" or "lamb".
+    calibration: a Calibration, default `Calibration()`.
+    name: model name for the title line.
+    max_predictions_per_seq: > 0 plans for pretraining's heads with that
+      many masked positions per sequence (see `estimate_bytes`).
+
+  Returns:
+    str, the table and plan lines, newline-terminated.
+  """
+  cal = calibration or Calibration()
+  params = num_params(config)
+  if max_predictions_per_seq:
+    params += masked_lm_params(config)
+    name += (" with the pretraining heads (%d masked positions per "
+             "sequence)" % max_predictions_per_seq)
+  heads = dict(max_predictions_per_seq=max_predictions_per_seq)
+  columns = [(precision, label, ckpt)
+             for precision, label in _precision_columns(precisions)
+             for ckpt in checkpointing_options]
+  lines = ["Largest micro-batch for %s on a %.4g GiB GPU (%s, workspace "
+           "margin %.4g GiB, %d parameters):" % (
+               name, memory_bytes / GIB, optimizer, cal.workspace_gb,
+               params), ""]
+  header = ["seq length"] + ["%s%s" % (label, " + checkpointing" if ckpt
+                                       else "")
+                             for _, label, ckpt in columns]
+  lines.append("| " + " | ".join(header) + " |")
+  lines.append("|" + "|".join("---:" for _ in header) + "|")
+  for seq_length in seq_lengths:
+    cells = [str(max_micro_batch(config, seq_length, memory_bytes, precision,
+                                 ckpt, optimizer=optimizer, calibration=cal,
+                                 **heads))
+             for precision, _, ckpt in columns]
+    lines.append("| " + " | ".join([str(seq_length)] + cells) + " |")
+  if train_batch_size:
+    lines.append("")
+    chosen = [p for p, _ in _precision_columns(precisions)]
+    for seq_length in seq_lengths:
+      found = _best_plan(config, seq_length, train_batch_size, memory_bytes,
+                         chosen, checkpointing_options, optimizer, cal,
+                         **heads)
+      lines.append("train_batch_size=%d at seq length %d: %s" % (
+          train_batch_size, seq_length, _describe(found, precisions)))
+  return "\n".join(lines) + "\n"

@@ -1,0 +1,2 @@
+"""What the task scripts share: the official metrics of GLUE.
+"""
