@@ -1,2 +1,36 @@
 """Benchmarks; run each from the project's root as `python -m bench.<name>`.
+
+Started that way, Python puts the working folder (the root) first on its
+module search path, so a benchmark imports the project's packages and
+Google's modules as the project's commands do, in the project's
+environment or in bench/.venv (bench/setup_bench_env.sh); neither has the
+project installed. A benchmark that runs parts of itself in new
+processes starts them the same way (`child_command`).
 """
+
+import os
+import sys
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def child_command(name, args):
+  """The argv that runs bench.<name> with `args` in this interpreter.
+
+  Start it with cwd=REPO_ROOT: `-m` puts that folder first on the child's
+  module search path, which is how the child finds the project.
+
+  Args:
+    name: the benchmark's module name within bench (e.g. "memory").
+    args: list of str, its command-line arguments.
+
+  Returns:
+    list of str: [sys.executable, "-m", "bench.<name>", *args].
+  """
+  return [sys.executable, "-m", "bench." + name] + list(args)
+
+
+def typed_command(name, args):
+  """The command a user types to run bench.<name> with `args`, one line
+  (what a benchmark records of how it was run)."""
+  return " ".join(["python", "-m", "bench." + name] + list(args))

@@ -27,9 +27,9 @@ corpora mix all sources alike:
 
 The output depends only on the package versions (listed in MANIFEST.txt).
 
-    python bench/build_pretraining_corpus.py            # fetch and build
-    python bench/build_pretraining_corpus.py --size_mb=4   # a small pair
-    python bench/build_pretraining_corpus.py --extended    # 400 MB distinct
+    python -m bench.build_pretraining_corpus            # fetch and build
+    python -m bench.build_pretraining_corpus --size_mb=4   # a small pair
+    python -m bench.build_pretraining_corpus --extended    # 400 MB distinct
 """
 
 import collections
@@ -39,17 +39,16 @@ import html.parser
 import os
 import re
 import subprocess
-import sys
 
 from absl import app
 from absl import flags
 from absl import logging
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import bench
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string(
-    "output_dir", os.path.join(REPO_ROOT, "bench", "out",
+    "output_dir", os.path.join(bench.REPO_ROOT, "bench", "out",
                                "pretraining_corpus"),
     "Where the packages are unpacked and the corpora written.")
 flags.DEFINE_float("size_mb", 100.0,

@@ -13,7 +13,7 @@ gradient. The new vocabulary keeps, in the source vocabulary's order (so
   * then the pieces the corpus uses most under the source vocabulary,
     until --size pieces.
 
-    python bench/corpus_vocab.py --vocab_file=.../uncased/vocab.txt \\
+    python -m bench.corpus_vocab --vocab_file=.../uncased/vocab.txt \\
       --input_file=/tmp/pt3/train.txt --output_file=/tmp/pt3/vocab8k.txt \\
       --size=8192
 
@@ -22,19 +22,15 @@ A model's config then needs "vocab_size": --size.
 
 import collections
 import os
-import sys
 
 from absl import flags
 from absl import logging
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_ROOT)
-
-from userio import cli  # pylint: disable=g-import-not-at-top,wrong-import-position
-import create_pretraining_data  # pylint: disable=g-import-not-at-top,wrong-import-position
-from userio import output_files  # pylint: disable=g-import-not-at-top,wrong-import-position
-from userio import progress  # pylint: disable=g-import-not-at-top,wrong-import-position
-from runner import startup  # pylint: disable=g-import-not-at-top,wrong-import-position
+import create_pretraining_data
+from runner import startup
+from userio import cli
+from userio import output_files
+from userio import progress
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("vocab_file", None, "The WordPiece vocabulary to cut.")

@@ -5,7 +5,7 @@ the `state_factor`, `linear_factor` and `quadratic_factor` that minimize the
 largest relative error of the planner's estimate against the measured
 allocator peak, and prints the factors and a Markdown table of every run.
 
-    python bench/fit_memory_calibration.py bench/out/large.json bench/out/small.json
+    python -m bench.fit_memory_calibration bench/out/large.json bench/out/small.json
 
 The estimate is linear in the three factors (each multiplies its own sum of
 terms), so each run's estimate is computed once per factor and the grid
@@ -15,15 +15,12 @@ search is a matrix product. `workspace_gb` stays that of
 
 import dataclasses
 import json
-import os
-import sys
 
 from absl import app
 from absl import flags
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from runner import memory_model  # pylint: disable=g-import-not-at-top,wrong-import-position
+from runner import memory_model
 
 FLAGS = flags.FLAGS
 flags.DEFINE_bool("check", False, "Only report the errors of "
@@ -45,7 +42,8 @@ def load_runs(paths):
           runs.append(run)
   if not runs:
     raise app.UsageError("No run with an allocator peak in %s (measure with "
-                         "bench/memory.py --allocator=bfc)." % ", ".join(paths))
+                         "python -m bench.memory --allocator=bfc)." %
+                         ", ".join(paths))
   return runs
 
 

@@ -2,9 +2,10 @@
 """Checks models converted by convert_checkpoint.py against transformers.
 
 Run in the benchmark environment (bash bench/setup_bench_env.sh), which has
-PyTorch and Hugging Face transformers beside TensorFlow:
+PyTorch and Hugging Face transformers beside TensorFlow, from the project's
+root:
 
-  bench/.venv/bin/python bench/interop_check.py
+  bench/.venv/bin/python -m bench.interop_check
 
 On real MRPC dev pairs (tokenized with tokenization.FullTokenizer) it
 compares, each to --tolerance:
@@ -37,14 +38,10 @@ from absl import app
 from absl import flags
 import numpy as np
 
-BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
-REPO_DIR = os.path.dirname(BENCH_DIR)
-sys.path.insert(0, REPO_DIR)
-
-# pylint: disable=g-import-not-at-top,wrong-import-position
-from userio import quiet_tensorflow  # pylint: disable=unused-import
+from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
 import tensorflow as tf
 
+import bench
 from checkpoints import conversion
 from checkpoints import hf_mapping
 import modeling
@@ -54,7 +51,8 @@ import tokenization
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("assets_dir",
-                    os.path.join(os.path.dirname(REPO_DIR), "shared", "assets"),
+                    os.path.join(os.path.dirname(bench.REPO_ROOT), "shared",
+                                 "assets"),
                     "The shared assets folder (MiniLM, GLUE MRPC).")
 flags.DEFINE_integer("num_pairs", 16, "MRPC dev pairs to compare on.")
 flags.DEFINE_integer("max_seq_length", 64, "Sequence length of the inputs.")
@@ -198,7 +196,7 @@ def fine_tune_mrpc(work_dir, config_file):
   """A short run_classifier.py run on MRPC from MiniLM; its output_dir."""
   output_dir = os.path.join(work_dir, "mrpc")
   command = [
-      sys.executable, os.path.join(REPO_DIR, "run_classifier.py"),
+      sys.executable, os.path.join(bench.REPO_ROOT, "run_classifier.py"),
       "--task_name=MRPC", "--do_train",
       "--data_dir=%s" % os.path.join(FLAGS.assets_dir, "glue", "MRPC"),
       "--vocab_file=%s" % _minilm("vocab.txt"),

@@ -31,7 +31,7 @@ and the activation memory peak - (init + gradients), from RSS and from the
 allocator, where gradients are 4 bytes per parameter: init already holds the
 weights and both Adam slots (RSS also the baseline).
 
-    python bench/memory.py --configs=base:128,base:512,large:512 --batch=2 \
+    python -m bench.memory --configs=base:128,base:512,large:512 --batch=2 \
         --precisions=fp32,bf16 --checkpointing=false,true --steps=4
 
 A config is MODEL:SEQ[:BATCH], MODEL one of base, large or LnHm (n layers,
@@ -56,11 +56,9 @@ from absl import flags
 from absl import logging
 import numpy as np
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_ROOT)
-
-from engine import host_memory  # pylint: disable=g-import-not-at-top,wrong-import-position
-from runner import memory_model  # pylint: disable=g-import-not-at-top,wrong-import-position
+import bench
+from engine import host_memory
+from runner import memory_model
 
 GIB = 2**30
 CPU_DEVICE = "CPU:0"
@@ -105,10 +103,11 @@ flags.DEFINE_list("child_env", [],
                   "NAME=VALUE pairs added to the children's environment, "
                   "e.g. MALLOC_ARENA_MAX=2.")
 flags.DEFINE_string("output_json",
-                    os.path.join(REPO_ROOT, "bench", "out", "memory.json"),
+                    os.path.join(bench.REPO_ROOT, "bench", "out",
+                                 "memory.json"),
                     "Where to write the results as JSON.")
 flags.DEFINE_string("output_md",
-                    os.path.join(REPO_ROOT, "bench", "out", "memory.md"),
+                    os.path.join(bench.REPO_ROOT, "bench", "out", "memory.md"),
                     "Where to write the Markdown table.")
 flags.DEFINE_float("min_free_gb", 1.0,
                    "Kill a child when MemAvailable falls below this (GiB).")
@@ -382,10 +381,10 @@ def run_parent(run, calibration):
   if not _wait_for_memory(estimate + FLAGS.min_free_gb * GIB):
     record["error"] = "skipped: not enough free memory"
     return record
-  cmd = [sys.executable, os.path.abspath(__file__), "--child=" +
-         json.dumps(run)]
+  cmd = bench.child_command("memory", ["--child=" + json.dumps(run)])
   with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                        text=True, env=_child_env(), cwd=REPO_ROOT) as proc:
+                        text=True, env=_child_env(),
+                        cwd=bench.REPO_ROOT) as proc:
     # The child prints little; reading after exit cannot block on a pipe.
     killed = _watch(proc)
     stdout, stderr = proc.communicate()
@@ -474,7 +473,7 @@ def main(argv):
     records.append(run_parent(run, calibration))
     logging.info("%s", json.dumps({k: v for k, v in records[-1].items()
                                    if k != "bert"}))
-  command = " ".join(["python", "bench/memory.py"] + sys.argv[1:])
+  command = bench.typed_command("memory", sys.argv[1:])
   _write(FLAGS.output_json, json.dumps(
       {"command": command, "runs": records}, indent=1) + "\n")
   _write(FLAGS.output_md, markdown(records))

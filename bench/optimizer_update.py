@@ -15,30 +15,26 @@ and prints one JSON line: median and fastest update seconds over `--steps`
 timed steps (after 2 untimed ones, which include any XLA compilation), and
 the process's peak RSS (ru_maxrss). One variant per process:
 
-    python bench/optimizer_update.py --model=base --update=library
-    python bench/optimizer_update.py --model=base --update=ops
+    python -m bench.optimizer_update --model=base --update=library
+    python -m bench.optimizer_update --model=base --update=ops
 
-Run it from another checkout to time that checkout's `library` update.
+Run it from another checkout's root to time that checkout's `library`
+update.
 """
 
 import json
-import os
 import resource
 import statistics
-import sys
 import time
 
 from absl import app
 from absl import flags
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_ROOT)
+import tensorflow as tf
 
-import tensorflow as tf  # pylint: disable=g-import-not-at-top,wrong-import-position
-
-from runner import memory_model  # pylint: disable=g-import-not-at-top,wrong-import-position
-import modeling  # pylint: disable=g-import-not-at-top,wrong-import-position
-import optimization  # pylint: disable=g-import-not-at-top,wrong-import-position
+import modeling
+import optimization
+from runner import memory_model
 
 FLAGS = flags.FLAGS
 flags.DEFINE_enum("model", "base", ["base", "large"], "BERT size.")

@@ -13,25 +13,15 @@ run) is printed beside the replayed one as a check.
 A few layers of a model's shape show the same per-layer working set as the
 whole model in seconds rather than minutes:
 
-    python bench/peak_breakdown.py --model=large --layers=2 --batch=8 \
+    python -m bench.peak_breakdown --model=large --layers=2 --batch=8 \
         --checkpointing=true
 """
 
 import argparse
 import collections
 import os
-import sys
 
-# The CPU allocator is chosen when TensorFlow starts: set it before import.
-# (bench/memory.py uses the same switch; importing it would define its absl
-# flags a second time in a process that already loaded it.)
-os.environ["TF_CPU_ALLOCATOR_USE_BFC"] = "true"
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "bench"))
-
-import process_memory  # pylint: disable=wrong-import-position
+from bench import process_memory
 
 MIB = 2**20
 CPU_DEVICE = "CPU:0"
@@ -104,6 +94,12 @@ def main():
                       default=25,
                       help="ops to list, largest first")
   args = parser.parse_args()
+  # The CPU allocator is chosen when TensorFlow starts: set it before
+  # _traced_step imports it. (bench/memory.py uses the same switch;
+  # importing it would define its absl flags a second time in a process
+  # that already loaded it.) Set here rather than on import, so that
+  # importing this module, as the tests do, leaves the environment alone.
+  os.environ["TF_CPU_ALLOCATOR_USE_BFC"] = "true"
   step_stats, allocator_peak = _traced_step(args)
   peak, at_peak, live = live_at_peak(step_stats)
   print("model %s, %d layers, %d tokens, batch %d, checkpointing %s" % (

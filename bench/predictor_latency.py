@@ -1,7 +1,7 @@
 # coding=utf-8
 """Latency and throughput of predictor.py against the bare SavedModel call.
 
-    python bench/predictor_latency.py \\
+    python -m bench.predictor_latency \\
       --mrpc_export=bench/out/mrpc_minilm_export \\
       --squad_export=bench/out/squad_minilm_export
 
@@ -35,25 +35,21 @@ import datetime
 import json
 import os
 import platform
-import sys
 import time
 
 from absl import app
 from absl import flags
 import numpy as np
 
-BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
-REPO_DIR = os.path.dirname(BENCH_DIR)
-ASSETS_DIR = os.path.join(os.path.dirname(REPO_DIR), "shared", "assets")
-sys.path.insert(0, REPO_DIR)
-
-# pylint: disable=g-import-not-at-top,wrong-import-position
-from userio import quiet_tensorflow  # pylint: disable=unused-import
+from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
 import tensorflow as tf
 
+import bench
 import predictor
 from runner import serving_input
-# pylint: enable=g-import-not-at-top,wrong-import-position
+
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+ASSETS_DIR = os.path.join(os.path.dirname(bench.REPO_ROOT), "shared", "assets")
 
 FLAGS = flags.FLAGS
 

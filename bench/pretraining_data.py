@@ -22,8 +22,8 @@ and checks the targets: the scalable mode's instances/s at least
 peak on the largest corpus within --max_growth of that on the smallest.
 A run whose tree RSS passes --max_rss_gb is killed and reported as such.
 
-    python bench/build_pretraining_corpus.py   # bench/out/pretraining_corpus
-    python bench/pretraining_data.py --dupe_factor=5
+    python -m bench.build_pretraining_corpus   # bench/out/pretraining_corpus
+    python -m bench.pretraining_data --dupe_factor=5
 
 Results: a Markdown table and JSON under bench/out/ (--output_prefix).
 """
@@ -41,15 +41,18 @@ from absl import app
 from absl import flags
 from absl import logging
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CORPUS_DIR = os.path.join(REPO_ROOT, "bench", "out", "pretraining_corpus")
+import bench
+
+CORPUS_DIR = os.path.join(bench.REPO_ROOT, "bench", "out",
+                          "pretraining_corpus")
 GIB = 2**30
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list(
     "corpora", [os.path.join(CORPUS_DIR, "corpus_1x.txt"),
                 os.path.join(CORPUS_DIR, "corpus_4x.txt")],
-    "Corpus files, smallest first (bench/build_pretraining_corpus.py).")
+    "Corpus files, smallest first (python -m "
+    "bench.build_pretraining_corpus).")
 flags.DEFINE_multi_enum("modes", ["faithful", "scalable"],
                         ["faithful", "scalable"], "Modes to run.")
 flags.DEFINE_integer("num_workers", 2, "--num_workers of the scalable mode.")
@@ -62,8 +65,9 @@ flags.DEFINE_integer(
     "default 10 makes the faithful runs on big corpora long).")
 flags.DEFINE_string(
     "vocab_file",
-    os.path.join(os.path.dirname(REPO_ROOT), "shared", "assets", "bert_vocab",
-                 "uncased", "vocab.txt"), "Vocabulary of every run.")
+    os.path.join(os.path.dirname(bench.REPO_ROOT), "shared", "assets",
+                 "bert_vocab", "uncased", "vocab.txt"),
+    "Vocabulary of every run.")
 flags.DEFINE_float("max_rss_gb", 20.0,
                    "Kill a run whose tree RSS passes this many GiB.")
 flags.DEFINE_float("min_speedup", 1.8,
@@ -72,7 +76,8 @@ flags.DEFINE_float("max_growth", 0.2,
                    "Target: growth of the scalable mode's tree PSS peak from "
                    "the first corpus to the last.")
 flags.DEFINE_string("output_prefix",
-                    os.path.join(REPO_ROOT, "bench", "out", "pretraining_data"),
+                    os.path.join(bench.REPO_ROOT, "bench", "out",
+                                 "pretraining_data"),
                     "Results go to PREFIX.json and PREFIX.md.")
 
 _SAMPLE_SECONDS = 0.2
@@ -156,7 +161,7 @@ def run_once(corpus, mode, output_dir):
   """One timed run; returns its record."""
   output = os.path.join(output_dir, "records")
   command = ["/usr/bin/time", "-v", sys.executable,
-             os.path.join(REPO_ROOT, "create_pretraining_data.py"),
+             os.path.join(bench.REPO_ROOT, "create_pretraining_data.py"),
              "--input_file=" + corpus, "--output_file=" + output,
              "--vocab_file=" + FLAGS.vocab_file, "--max_seq_length=128",
              "--max_predictions_per_seq=20",
@@ -169,7 +174,7 @@ def run_once(corpus, mode, output_dir):
   start = time.time()
   with tempfile.TemporaryFile("w+") as log:
     proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                            cwd=REPO_ROOT,
+                            cwd=bench.REPO_ROOT,
                             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     sampler = TreeSampler(proc.pid, FLAGS.max_rss_gb * GIB)
     proc.wait()
@@ -246,8 +251,8 @@ def main(argv):
   del argv
   for corpus in FLAGS.corpora:
     if not os.path.exists(corpus):
-      raise app.UsageError("%s not found; build it with "
-                           "bench/build_pretraining_corpus.py." % corpus)
+      raise app.UsageError("%s not found; build it with python -m "
+                           "bench.build_pretraining_corpus." % corpus)
   os.makedirs(os.path.dirname(FLAGS.output_prefix), exist_ok=True)
   records = []
   with tempfile.TemporaryDirectory(dir=os.path.dirname(

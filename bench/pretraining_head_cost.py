@@ -18,23 +18,17 @@ encoder's, the masked-LM head costs no more than its FLOPs. The step runs
 with one inter-op thread, so ops run one after another and their times add
 up to the step's.
 
-  python bench/pretraining_head_cost.py --model=small --dtype=fp32
+  python -m bench.pretraining_head_cost --model=small --dtype=fp32
 """
 
 import collections
-import os
 import statistics
-import sys
 import time
 
 from absl import app
 from absl import flags
 
-BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, BENCH_DIR)
-sys.path.insert(0, os.path.dirname(BENCH_DIR))
-
-import throughput  # pylint: disable=g-import-not-at-top,wrong-import-position
+from bench import throughput
 
 FLAGS = flags.FLAGS
 

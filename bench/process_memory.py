@@ -14,9 +14,9 @@ clipping at 1.0, a fixed random batch.
   transformers  BertForSequenceClassification (PyTorch, CPU) + AdamW; with
                 --checkpointing its gradient_checkpointing_enable()
 
-    python bench/process_memory.py --impl=ours --model=large --seq=512 \
+    python -m bench.process_memory --impl=ours --model=large --seq=512 \
         --batch=2 --checkpointing=false,true
-    bench/.venv/bin/python bench/process_memory.py --impl=transformers ...
+    bench/.venv/bin/python -m bench.process_memory --impl=transformers ...
 
 The batch is a graph constant (and BertModel makes the input mask) unless
 --inputs=fed (ours), which feeds the batch and an input mask of ones
@@ -33,14 +33,11 @@ transformers needs bench/.venv (bash bench/setup_bench_env.sh).
 
 import argparse
 import json
-import os
 import re
 import subprocess
-import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+import bench
 
 MODELS = {"base": (12, 768), "large": (24, 1024)}
 MAX_POSITIONS = 512
@@ -198,16 +195,17 @@ def _max_rss_gib(time_output):
 
 def _measure(args, checkpointing):
   """(peak GiB, elapsed text, losses, phases) of one child process."""
-  command = ["/usr/bin/time", "-v", sys.executable, os.path.abspath(__file__),
-             "--child", "--impl=%s" % args.impl, "--model=%s" % args.model,
-             "--seq=%d" % args.seq, "--batch=%d" % args.batch,
-             "--steps=%d" % args.steps, "--checkpointing=%s" % checkpointing]
+  command = ["/usr/bin/time", "-v"] + bench.child_command("process_memory", [
+      "--child", "--impl=%s" % args.impl, "--model=%s" % args.model,
+      "--seq=%d" % args.seq, "--batch=%d" % args.batch,
+      "--steps=%d" % args.steps, "--checkpointing=%s" % checkpointing])
   if args.forward_first:
     command.append("--forward_first")
   if args.inputs != "constant":
     command.append("--inputs=%s" % args.inputs)
   done = subprocess.run(command, capture_output=True, text=True,
-                        timeout=TIMEOUT_SECONDS, check=False)
+                        cwd=bench.REPO_ROOT, timeout=TIMEOUT_SECONDS,
+                        check=False)
   if done.returncode != 0:
     raise SystemExit("child failed (%d): %s" % (done.returncode,
                                                  done.stderr[-2000:]))

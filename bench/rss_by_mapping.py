@@ -10,8 +10,8 @@ glibc's thread arenas and large malloc blocks, thread stacks). With
 its log, so the anonymous part splits into TensorFlow's tensors, that
 allocator's chunk table (a 32nd of what it reserved) and the rest.
 
-    python bench/rss_by_mapping.py --allocator_pages -- \
-        python bench/process_memory.py --child --impl=ours --batch=2 \
+    python -m bench.rss_by_mapping --allocator_pages -- \
+        python -m bench.process_memory --child --impl=ours --batch=2 \
         --checkpointing=true --inputs=fed
 
 --timeline=FILE also writes every sample (seconds since the start, the

@@ -1,6 +1,6 @@
 """Splits a SQuAD file by article, for real runs when only a dev set is at hand.
 
-    python bench/split_squad.py --input=../shared/assets/squad/v1.1/dev-v1.1.json \
+    python -m bench.split_squad --input=../shared/assets/squad/v1.1/dev-v1.1.json \
       --num_train_articles=38 --output_dir=/tmp/squad_split
 
 writes `train.json` (the first N articles) and `eval.json` (the rest), each a
@@ -9,14 +9,11 @@ complete SQuAD file with the input's "version".
 
 import json
 import os
-import sys
 
 from absl import app
 from absl import flags
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
-from reproduction import plan  # pylint: disable=wrong-import-position
+from reproduction import plan
 
 flags.DEFINE_string("input", None, "SQuAD json file to split.")
 flags.DEFINE_integer("num_train_articles", 38,
@@ -29,8 +26,7 @@ def main(_):
   with open(FLAGS.input, encoding="utf-8") as f:
     dataset = json.load(f)
   try:
-    parts = plan.split_squad_articles(dataset,
-                                                FLAGS.num_train_articles)
+    parts = plan.split_squad_articles(dataset, FLAGS.num_train_articles)
   except ValueError as e:
     raise app.UsageError("--num_train_articles=%d: %s" % (
         FLAGS.num_train_articles, e)) from e

@@ -12,10 +12,11 @@ next-sentence heads (the `*-pretrain` configs: MFU of a pretraining step
 next to a fine-tuning step of the same model and length),
 each configuration in its own subprocess so memory and thread pools never
 leak from one to the next, round-robin over the implementations for several
-rounds. Run it in the benchmark environment (bench/setup_bench_env.sh):
+rounds. Run it in the benchmark environment (bench/setup_bench_env.sh),
+from the project's root:
 
-  bench/.venv/bin/python bench/throughput.py            # default grid
-  bench/.venv/bin/python bench/throughput.py --quick    # ~2 min smoke run
+  bench/.venv/bin/python -m bench.throughput            # default grid
+  bench/.venv/bin/python -m bench.throughput --quick    # ~2 min smoke run
 
 Prints a markdown table and writes bench/out/throughput-<date>.json. MFU
 counts the model FLOPs of the inputs' real tokens (each example at its
@@ -30,7 +31,6 @@ input pipeline work is timed.
 import datetime
 import itertools
 import json
-import math
 import os
 import platform
 import re
@@ -43,8 +43,9 @@ from absl import app
 from absl import flags
 from absl import logging
 
+import bench
+
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
-REPO_DIR = os.path.dirname(BENCH_DIR)
 
 FLAGS = flags.FLAGS
 
@@ -275,7 +276,6 @@ def _ours_loss(spec, config, batch, compute_dtype):
 def _ours_step_fn(spec):
   """Builds our graph for `spec`; returns a function running one step."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  sys.path.insert(0, REPO_DIR)
   import modeling  # pylint: disable=g-import-not-at-top
   import optimization  # pylint: disable=g-import-not-at-top
 
@@ -502,7 +502,6 @@ def _worker_env(spec):
   """Environment of a run's subprocess."""
   env = dict(os.environ)
   env["OMP_NUM_THREADS"] = str(spec["threads"])
-  env["PYTHONPATH"] = REPO_DIR
   # XLA compile messages are INFO logs; the driver looks for them.
   env["TF_CPP_MIN_LOG_LEVEL"] = "0"
   if spec.get("xla") and spec["impl"] == "ours":
@@ -516,12 +515,12 @@ def _launch(spec):
 
   A failed run returns the spec with "error" (the tail of its stderr).
   """
-  cmd = [sys.executable, os.path.abspath(__file__),
-         "--worker=" + json.dumps(spec, sort_keys=True)]
+  cmd = bench.child_command(
+      "throughput", ["--worker=" + json.dumps(spec, sort_keys=True)])
   try:
     proc = subprocess.run(cmd, capture_output=True, text=True,
-                          env=_worker_env(spec), timeout=FLAGS.run_timeout,
-                          check=False)
+                          env=_worker_env(spec), cwd=bench.REPO_ROOT,
+                          timeout=FLAGS.run_timeout, check=False)
   except subprocess.TimeoutExpired:
     return dict(spec, error="timed out after %d s (--run_timeout)" %
                 FLAGS.run_timeout)
@@ -749,7 +748,8 @@ def drive():
   path = os.path.join(FLAGS.out_dir, "throughput-%s.json" %
                       datetime.datetime.now().strftime("%Y%m%d-%H%M%S"))
   with open(path, "w") as f:
-    json.dump(dict(command=" ".join(sys.argv), machine=machine_info(),
+    json.dump(dict(command=bench.typed_command("throughput", sys.argv[1:]),
+                   machine=machine_info(),
                    versions=_versions(), load_average=os.getloadavg(),
                    peaks_gflops=peaks, rows=rows, runs=results), f, indent=1)
   logging.info("wrote %s", path)

@@ -1,25 +1,17 @@
 """bench/peak_breakdown.py: the replay of allocation records against
 hand-made traces, and a tiny real run against the allocator's own peak."""
 
-import os
 import re
 import subprocess
 import sys
 
 from tensorflow.core.framework import step_stats_pb2
 
+from bench import peak_breakdown
 import conftest
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_PATH = os.path.join(_ROOT, "bench", "peak_breakdown.py")
-
-
-def _module():
-  """The script as a module. Importing it sets an environment variable
-  (which TensorFlow, already started here, no longer reads) and puts bench/
-  first on sys.path; both are put back."""
-  return conftest.load_bench_script(
-      "peak_breakdown", restore_env=("TF_CPU_ALLOCATOR_USE_BFC",))
+# The benchmark as its users run it, from the repository's root.
+_COMMAND = [sys.executable, "-m", "bench.peak_breakdown"]
 
 
 def _step_stats(records):
@@ -39,7 +31,7 @@ def test_peak_and_what_is_alive_there():
   # Live: t1 100, t2 150, t3 100, t4 180 (peak: a and c), t5 80, t6 0.
   stats = _step_stats({"a": [(1, 100), (5, -100)], "b": [(2, 50), (3, -50)],
                        "c": [(4, 80), (6, -80)]})
-  peak, at_peak, live = _module().live_at_peak(stats)
+  peak, at_peak, live = peak_breakdown.live_at_peak(stats)
   assert peak == 180
   assert at_peak == "c"
   assert live == [("a", 100), ("c", 80)]
@@ -50,21 +42,23 @@ def test_a_free_at_the_same_time_comes_before_the_allocation():
   # a, b and c (230).
   stats = _step_stats({"a": [(1, 100)], "b": [(2, 50), (3, -50)],
                        "c": [(3, 80)]})
-  peak, at_peak, live = _module().live_at_peak(stats)
+  peak, at_peak, live = peak_breakdown.live_at_peak(stats)
   assert peak == 180
   assert at_peak == "c"
   assert live == [("a", 100), ("c", 80)]
 
 
 def test_empty_trace():
-  assert _module().live_at_peak(step_stats_pb2.StepStats()) == (0, None, [])
+  assert peak_breakdown.live_at_peak(step_stats_pb2.StepStats()) == (
+      0, None, [])
 
 
 def test_tiny_run_replays_no_more_than_the_allocator_counted():
   done = subprocess.run(
-      [sys.executable, _PATH, "--model=base", "--layers=2", "--seq=64",
-       "--batch=4", "--checkpointing=true", "--top=5"],
-      capture_output=True, text=True, timeout=600, check=False)
+      _COMMAND + ["--model=base", "--layers=2", "--seq=64", "--batch=4",
+                  "--checkpointing=true", "--top=5"],
+      cwd=conftest.REPO_ROOT, capture_output=True, text=True, timeout=600,
+      check=False)
   assert done.returncode == 0, done.stderr[-3000:]
   replayed, counted = map(float, re.search(
       r"peak of the step's tensors: ([\d.]+) MiB replayed from the trace, "
@@ -80,7 +74,7 @@ def test_tiny_run_replays_no_more_than_the_allocator_counted():
 
 
 def test_a_bad_flag_ends_in_one_line_naming_it():
-  done = subprocess.run([sys.executable, _PATH, "--seq=600"],
+  done = subprocess.run(_COMMAND + ["--seq=600"], cwd=conftest.REPO_ROOT,
                         capture_output=True, text=True, timeout=120,
                         check=False)
   assert done.returncode == 2

@@ -6,9 +6,11 @@ import os
 import subprocess
 import sys
 
+from bench import rss_by_mapping
 import conftest
 
-_PATH = os.path.join(conftest.REPO_ROOT, "bench", "rss_by_mapping.py")
+# The tool as its users run it, from the repository's root.
+_COMMAND = [sys.executable, "-m", "bench.rss_by_mapping"]
 
 # Three mappings as /proc/PID/smaps lists them: a library, the heap and an
 # anonymous 128 MiB one (the Rss lines are what counts).
@@ -30,8 +32,7 @@ Rss:                  12 kB
 
 
 def test_resident_bytes_by_kind_of_mapping():
-  totals = conftest.load_bench_script("rss_by_mapping").resident_by_kind(
-      _SMAPS)
+  totals = rss_by_mapping.resident_by_kind(_SMAPS)
   assert totals == {"shared libraries": 1024 * 1024,
                     "C heap": 3000 * 1024,
                     "anonymous, 64 MiB or more": 65536 * 1024,
@@ -49,8 +50,7 @@ def test_pages_handed_out_count_each_page_once():
       "I bfc_allocator.cc:695] [mem-debug] DeallocateRaw,mklcpu,5000,0x11000,",
       "I bfc_allocator.cc:329] [mem-debug] AllocateRaw,mklcpu,100,0x12010,",
   ]
-  handed_out, regions, reserved = conftest.load_bench_script(
-      "rss_by_mapping").pages_handed_out(log)
+  handed_out, regions, reserved = rss_by_mapping.pages_handed_out(log)
   assert (handed_out, regions, reserved) == (3 * 4096, 1, 0x10000)
 
 
@@ -58,9 +58,10 @@ def test_a_real_command_peaks_above_what_it_allocates(tmp_path):
   code = "import time; x = bytearray(96 << 20); time.sleep(0.6)"
   timeline = tmp_path / "timeline.jsonl"
   done = subprocess.run(
-      [sys.executable, _PATH, "--interval=0.05", "--timeline=%s" % timeline,
-       "--", sys.executable, "-c", code],
-      capture_output=True, text=True, timeout=120, check=True)
+      _COMMAND + ["--interval=0.05", "--timeline=%s" % timeline, "--",
+                  sys.executable, "-c", code],
+      cwd=conftest.REPO_ROOT, capture_output=True, text=True, timeout=120,
+      check=True)
   result = json.loads(done.stdout)
   assert result["anonymous, 64 MiB or more"] >= 96 / 1024
   assert result["total"] >= result["anonymous, 64 MiB or more"]
@@ -73,7 +74,7 @@ def test_a_real_command_peaks_above_what_it_allocates(tmp_path):
 
 def test_a_command_that_cannot_start_is_one_line():
   done = subprocess.run(
-      [sys.executable, _PATH, "--", "/nonexistent/command"],
+      _COMMAND + ["--", "/nonexistent/command"], cwd=conftest.REPO_ROOT,
       capture_output=True, text=True, timeout=60, check=False)
   assert done.returncode != 0
   assert "Traceback" not in done.stderr
@@ -100,9 +101,11 @@ def test_a_timeline_that_cannot_be_written_stops_the_command():
   # line naming the file and stop (and reap) the command it started.
   token = "rss_by_mapping_test_%d" % os.getpid()
   done = subprocess.run(
-      [sys.executable, _PATH, "--interval=0.05", "--timeline=/dev/full",
-       "--", sys.executable, "-c", "import time; time.sleep(600)  # " + token],
-      capture_output=True, text=True, timeout=120, check=False)
+      _COMMAND + ["--interval=0.05", "--timeline=/dev/full", "--",
+                  sys.executable, "-c",
+                  "import time; time.sleep(600)  # " + token],
+      cwd=conftest.REPO_ROOT, capture_output=True, text=True, timeout=120,
+      check=False)
   assert done.returncode == 2
   assert "Traceback" not in done.stderr
   assert done.stderr.strip().splitlines()[-1] == (
