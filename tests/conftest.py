@@ -2,9 +2,8 @@
 that expensive fixtures build once for all xdist workers."""
 import atexit
 import fcntl
-import importlib.util
+import importlib
 import os
-import sys
 import shutil
 import tempfile
 import time
@@ -54,25 +53,10 @@ ASSETS_DIR = os.path.join(os.path.dirname(REPO_ROOT), "shared", "assets")
 MINILM_DIR = os.path.join(ASSETS_DIR, "models", "minilm-l6-h384-uncased")
 
 
-def load_bench_script(name, restore_env=()):
-  """bench/<name>.py as a module ("bench_<name>"). What importing it changes
-  in sys.path, and in the environment variables named in `restore_env`, is
-  put back afterwards."""
-  saved_path = list(sys.path)
-  saved_env = {key: os.environ.get(key) for key in restore_env}
-  spec = importlib.util.spec_from_file_location(
-      "bench_" + name, os.path.join(REPO_ROOT, "bench", name + ".py"))
-  module = importlib.util.module_from_spec(spec)
-  try:
-    spec.loader.exec_module(module)
-  finally:
-    sys.path[:] = saved_path
-    for key, value in saved_env.items():
-      if value is None:
-        os.environ.pop(key, None)
-      else:
-        os.environ[key] = value
-  return module
+def load_bench_script(name):
+  """The module bench.<name>, imported as any module (the repository's root
+  is on the tests' module search path, see pytest.ini)."""
+  return importlib.import_module("bench." + name)
 
 
 def pytest_collection_modifyitems(items):

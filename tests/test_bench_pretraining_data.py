@@ -13,10 +13,8 @@ import subprocess
 import sys
 import time
 
-import conftest
-
-corpus = conftest.load_bench_script("build_pretraining_corpus")
-bench = conftest.load_bench_script("pretraining_data")
+from bench import build_pretraining_corpus as corpus
+from bench import pretraining_data
 
 
 def test_sentences_split_at_ends_but_not_abbreviations():
@@ -97,21 +95,23 @@ def test_tree_memory_counts_the_children(tmp_path):
                            stdout=subprocess.PIPE, text=True)
   try:
     assert child.stdout.readline().strip() == "ready"
-    tree = bench.process_tree(child.pid)
+    tree = pretraining_data.process_tree(child.pid)
     assert len(tree) == 2 and tree[0] == child.pid
-    rss, pss = bench.tree_memory(child.pid)
+    rss, pss = pretraining_data.tree_memory(child.pid)
     assert rss >= 200 * 2**20 and pss >= 200 * 2**20
     assert rss < 400 * 2**20
     # The sampler kills the whole tree past its limit.
-    sampler = bench.TreeSampler(child.pid, max_rss_bytes=100 * 2**20)
+    sampler = pretraining_data.TreeSampler(child.pid,
+                                           max_rss_bytes=100 * 2**20)
     child.wait(timeout=60)
     sampler.stop()
     assert sampler.killed and sampler.peak_rss >= 200 * 2**20
     deadline = time.time() + 30
-    while len(bench.process_tree(child.pid)) > 1 and time.time() < deadline:
+    while (len(pretraining_data.process_tree(child.pid)) > 1 and
+           time.time() < deadline):
       time.sleep(0.1)
   finally:
-    for pid in bench.process_tree(child.pid):
+    for pid in pretraining_data.process_tree(child.pid):
       try:
         os.kill(pid, 9)
       except OSError:

@@ -3,7 +3,7 @@ itself touches."""
 
 import numpy as np
 
-import conftest
+from bench import process_memory
 
 
 def test_phases_see_memory_that_is_touched_and_freed():
@@ -12,7 +12,7 @@ def test_phases_see_memory_that_is_touched_and_freed():
   by as much: an earlier test in this process may have set it higher);
   freed, the high-water mark stays (the kernel's per-thread counters lag
   by up to a few hundred KiB)."""
-  phases = conftest.load_bench_script("process_memory").Phases()
+  phases = process_memory.Phases()
   phases.mark("before")
   block = np.ones(2**25, np.float64)  # 256 MiB, every page written.
   phases.mark("touched")

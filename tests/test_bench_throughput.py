@@ -5,9 +5,7 @@ Pure arithmetic; nothing is timed.
 
 import pytest
 
-import conftest
-
-throughput = conftest.load_bench_script("throughput")
+from bench import throughput
 
 BASE = throughput.MODELS["base"]
 
