@@ -5,7 +5,7 @@ Builds float32 variables with the names and shapes of BERT-Base or
 BERT-Large (`--model`), gradients read from variables of the same shapes
 (times 1.0, so each step makes fresh gradient tensors), and one update:
 
-  library  what optimization.py does (`optimization._update`: the global-norm
+  library  what optimization.py does (`training_step.update`: the global-norm
            clip's factor and AdamWeightDecay, Google's hyperparameters)
   ops      Google's original formulation: tf.clip_by_global_norm, then for
            each variable next_m, next_v, the update and the new value as
@@ -36,6 +36,7 @@ sys.path.insert(0, REPO_ROOT)
 
 import tensorflow as tf  # pylint: disable=g-import-not-at-top,wrong-import-position
 
+from engine import training_step  # pylint: disable=g-import-not-at-top,wrong-import-position
 from runner import memory_model  # pylint: disable=g-import-not-at-top,wrong-import-position
 import modeling  # pylint: disable=g-import-not-at-top,wrong-import-position
 import optimization  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -93,7 +94,7 @@ def _build(shapes, update):
   opt.create_slots(tvars)
   if update == "ops":
     return _ops_update(opt, grads, tvars, global_step)
-  return optimization._update(opt, grads, tvars, global_step, 1.0, None)  # pylint: disable=protected-access
+  return training_step.update(opt, grads, tvars, global_step, 1.0, None)
 
 
 def main(argv):
