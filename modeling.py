@@ -13,16 +13,17 @@ scores), so Google's checkpoints load unchanged:
 
 Abilities beyond the original are keyword arguments with defaults
 (gradient checkpointing, float16 / bfloat16 compute, skipping padding, how
-much the backward pass keeps). The machinery behind them lives in small
-modules: engine/lean_gradients.py (hand-written backward passes, recomputation),
-engine/dropout_masks.py (stateless masks), engine/padding_layout.py (real-token rows),
-engine/xla_kernels.py (compiled elementwise kernels) and engine/config_checks.py (the
-config's keys and values).
+much the backward pass keeps). `transformer_model` runs its layer loop as
+Google's does; the machinery behind those abilities sits in engine/ behind
+small named calls: layer_stack (gradient checkpointing across layers, the
+last layer's first-token pass), lean_gradients (hand-written backward
+passes and what each keeps), dropout_masks (stateless masks),
+padding_layout (real-token rows), xla_kernels (compiled elementwise
+kernels) and config_checks (the config's keys and values).
 """
 
 import collections
 import copy
-import functools
 import json
 import re
 
@@ -30,6 +31,7 @@ import tensorflow as tf
 
 from engine import config_checks
 from engine import dropout_masks
+from engine import layer_stack
 from engine import lean_gradients
 from engine import padding_layout
 
@@ -41,10 +43,6 @@ _COMPUTE_DTYPES = (tf.float32, tf.float16, tf.bfloat16)
 # Added to the attention scores of masked positions before the softmax;
 # exp() of it is exactly 0 in float32.
 _MASK_ADDER = -10000.0
-
-# Sequences up to this many tokens keep attention's probabilities and the
-# GELU output for the backward pass (lean_gradients.BackwardPolicy).
-DEFAULT_KEEP_ACTIVATIONS_UP_TO = 384
 
 class BertConfig(object):
   """The sizes and hyperparameters of a `BertModel` (bert_config.json)."""
@@ -171,7 +169,8 @@ class BertModel(object):
                gradient_checkpointing=False,
                compute_dtype=tf.float32,
                skip_padding=False,
-               keep_activations_up_to=DEFAULT_KEEP_ACTIVATIONS_UP_TO):
+               keep_activations_up_to=(
+                   lean_gradients.DEFAULT_KEEP_ACTIVATIONS_UP_TO)):
     """Builds the model's graph in variable scope `scope` ("bert").
 
     Args:
@@ -802,7 +801,8 @@ def transformer_model(input_tensor,
                       gradient_checkpointing=False,
                       skip_padding_mask=None,
                       return_first_token=False,
-                      keep_activations_up_to=DEFAULT_KEEP_ACTIVATIONS_UP_TO):
+                      keep_activations_up_to=(
+                          lean_gradients.DEFAULT_KEEP_ACTIVATIONS_UP_TO)):
   """The Transformer encoder: a stack of self-attention + feed-forward
   layers, each part with a residual connection and LayerNorm.
 
@@ -816,9 +816,7 @@ def transformer_model(input_tensor,
     intermediate_act_fn: the feed-forward activation (a function).
     do_return_all_layers: return every layer's output, not only the last.
     gradient_checkpointing: recompute every layer but the last in the
-      backward pass (lean_gradients.recompute_grad). The last layer's
-      backward pass comes first, right after the head's, so recomputing it
-      would save nothing.
+      backward pass (layer_stack.LayerStack).
     skip_padding_mask: (optional) int Tensor [batch_size, seq_length]; the
       feed-forward layers, LayerNorms and dropout then run on its real
       tokens only (padding_layout.RealTokens), and the outputs are 0 at
@@ -850,11 +848,7 @@ def transformer_model(input_tensor,
     raise ValueError("input_tensor is %d wide; the residual connections "
                      "need hidden_size (%d)." % (input_width, hidden_size))
 
-  if skip_padding_mask is None:
-    layout = padding_layout.AllPositions(batch_size, seq_length)
-  else:
-    layout = padding_layout.RealTokens(skip_padding_mask, batch_size,
-                                       seq_length)
+  layout = padding_layout.of_mask(skip_padding_mask, batch_size, seq_length)
   policy = lean_gradients.BackwardPolicy(keep_activations_up_to)
   # Made once for all layers: a recomputed layer would otherwise make its
   # own copy under its gradient's control dependencies, and when the mask
@@ -862,11 +856,6 @@ def transformer_model(input_tensor,
   # that the session keeps (8 MiB per layer at batch 8, 512 tokens).
   attention_bias = (None if attention_mask is None
                     else attention_bias_from_mask(attention_mask))
-  if gradient_checkpointing and (hidden_dropout_prob or
-                                 attention_probs_dropout_prob):
-    # Recomputed layers read the step counters inside a custom gradient,
-    # where they must not be created.
-    dropout_masks.ensure_counters()
 
   def layer(layer_input, recomputing=False, first_token_only=False):
     """One layer up to the sum that its last LayerNorm normalizes."""
@@ -876,53 +865,30 @@ def transformer_model(input_tensor,
         attention_probs_dropout_prob, initializer_range,
         policy._replace(in_recomputation=recomputing), first_token_only)
 
-  # Recomputation enters each layer's variable scope again.
-  reuse = tf.compat.v1.AUTO_REUSE if gradient_checkpointing else None
-  layer_rows = layout.pack(reshape_to_matrix(input_tensor))
-  all_layer_rows = []
-  # A recomputed layer runs from the previous layer's sum through its last
-  # LayerNorm (one kept [rows, hidden] tensor between layers, not two) up
-  # to its own sum (the output matmul, which no gradient reads, never runs).
-  unit_input, previous_norm = layer_rows, None
+  layers = layer_stack.LayerStack(
+      layer, layer_norm, "output", gradient_checkpointing,
+      bool(hidden_dropout_prob or attention_probs_dropout_prob))
+  prev_output = layout.pack(reshape_to_matrix(input_tensor))
+  all_layer_outputs = []
   for layer_idx in range(num_hidden_layers):
-    last = layer_idx == num_hidden_layers - 1
-    last_input = layer_rows
-    with tf.compat.v1.variable_scope("layer_%d" % layer_idx, reuse=reuse):
-      with dropout_masks.recording_sites() as last_sites:
-        if last or not gradient_checkpointing:
-          residual_sum = layer(layer_rows)
-        else:
-          residual_sum = lean_gradients.recompute_grad(
-              functools.partial(_normalized_layer, layer, previous_norm))(
-                  unit_input)
-      with tf.compat.v1.variable_scope("output") as previous_norm:
-        layer_rows = layer_norm(residual_sum)
-    unit_input = residual_sum
-    all_layer_rows.append(layer_rows)
+    with tf.compat.v1.variable_scope("layer_%d" % layer_idx,
+                                     reuse=layers.reuse):
+      residual_sum = layers.residual_sum(
+          prev_output, recompute=layer_idx < num_hidden_layers - 1)
+      prev_output = layers.output(residual_sum)
+    all_layer_outputs.append(prev_output)
 
-  all_layer_outputs = [reshape_from_matrix(layout.unpack(rows), input_shape)
-                       for rows in all_layer_rows]
-  outputs = all_layer_outputs if do_return_all_layers else all_layer_outputs[-1]
+  final_outputs = [reshape_from_matrix(layout.unpack(rows), input_shape)
+                   for rows in all_layer_outputs]
+  outputs = final_outputs if do_return_all_layers else final_outputs[-1]
   if not return_first_token:
     return outputs
   with tf.compat.v1.variable_scope("layer_%d" % (num_hidden_layers - 1),
-                                   reuse=True), \
-      dropout_masks.replaying_sites(last_sites):
-    residual_sum = layer(last_input, first_token_only=True)
-    with tf.compat.v1.variable_scope("output"):
-      return outputs, layer_norm(residual_sum)
+                                   reuse=True):
+    return outputs, layers.first_token_output()
 
 
-def _normalized_layer(layer, norm_scope, rows, recomputing):
-  """layer(layer_norm(rows) in `norm_scope`, recomputing); no LayerNorm
-  when `norm_scope` is None (the first layer's input is normalized)."""
-  if norm_scope is not None:
-    with tf.compat.v1.variable_scope(norm_scope, reuse=True):
-      rows = layer_norm(rows)
-  return layer(rows, recomputing)
-
-
-def _transformer_layer(layer_rows, layout, attention_bias, hidden_size,
+def _transformer_layer(layer_input, layout, attention_bias, hidden_size,
                        num_attention_heads, intermediate_size,
                        intermediate_act_fn, hidden_dropout_prob,
                        attention_probs_dropout_prob, initializer_range, policy,
@@ -930,7 +896,7 @@ def _transformer_layer(layer_rows, layout, attention_bias, hidden_size,
   """One encoder layer but its last LayerNorm.
 
   Args:
-    layer_rows: Tensor [rows, hidden_size], the layer's input at the
+    layer_input: Tensor [rows, hidden_size], the layer's input at the
       positions of `layout`.
     layout: padding_layout.AllPositions or RealTokens.
     attention_bias: (optional) float32 Tensor [batch_size, 1, seq_length,
@@ -945,83 +911,94 @@ def _transformer_layer(layer_rows, layout, attention_bias, hidden_size,
     `first_token_only`): the feed-forward output plus its residual, which
     the caller normalizes in variable scope "output".
   """
-  batch_size, seq_length = layout.batch_size, layout.seq_length
   initializer = create_initializer(initializer_range)
-  query_input, query_length, query_layout = layer_rows, seq_length, layout
-  if first_token_only:
-    query_input, query_length = layout.first_rows(layer_rows), 1
-    query_layout = padding_layout.FirstPositions(batch_size, seq_length)
-    if attention_bias is not None:
-      attention_bias = attention_bias[:, :, 0:1, :]
-
+  queries = _queries(layer_input, layout, attention_bias, first_token_only)
   with tf.compat.v1.variable_scope("attention"):
     with tf.compat.v1.variable_scope("self"):
       attention_output = attention_layer(
-          from_tensor=query_input,
-          to_tensor=layer_rows,
+          from_tensor=queries.rows,
+          to_tensor=layer_input,
           num_attention_heads=num_attention_heads,
           size_per_head=hidden_size // num_attention_heads,
           attention_probs_dropout_prob=attention_probs_dropout_prob,
           initializer_range=initializer_range,
           do_return_2d_tensor=True,
-          batch_size=batch_size,
-          from_seq_length=query_length,
-          to_seq_length=seq_length,
-          dropout_from_seq_length=seq_length if first_token_only else None,
-          from_layout=None if first_token_only else layout,
+          batch_size=layout.batch_size,
+          from_seq_length=queries.seq_length,
+          to_seq_length=layout.seq_length,
+          dropout_from_seq_length=queries.drawn_seq_length,
+          from_layout=queries.packed_layout,
           to_layout=layout,
           backward_policy=policy,
-          attention_bias=attention_bias)
+          attention_bias=queries.attention_bias)
     with tf.compat.v1.variable_scope("output"):
       attention_output = dense(attention_output, hidden_size, "dense",
                                kernel_initializer=initializer)
-      attention_output = query_layout.dropout(attention_output,
-                                              hidden_dropout_prob)
-      attention_output = layer_norm(attention_output + query_input)
+      attention_output = queries.layout.dropout(attention_output,
+                                                hidden_dropout_prob)
+      attention_output = layer_norm(attention_output + queries.rows)
 
-  row_groups = policy.row_groups(
-      seq_length, lean_gradients.rows_if_known(batch_size, seq_length))
-  if row_groups > 1:
-    layer_output = _feed_forward_in_row_groups(
-        attention_output, intermediate_size, intermediate_act_fn,
-        initializer, row_groups)
-  else:
-    # Where the backward pass computes the activation again, it is applied
-    # in the output layer's matmul (which then keeps only its input);
-    # elsewhere in the intermediate layer, where grappler fuses it with the
-    # matmul.
-    activation_in_output = (
-        intermediate_act_fn not in (None, _fusable_gelu) and
-        policy.computes_again(seq_length))
-    with tf.compat.v1.variable_scope("intermediate"):
-      intermediate_output = dense(
-          attention_output, intermediate_size, "dense",
-          activation=None if activation_in_output else intermediate_act_fn,
-          kernel_initializer=initializer)
-    with tf.compat.v1.variable_scope("output"):
-      layer_output = dense(
-          intermediate_output, hidden_size, "dense",
-          kernel_initializer=initializer,
-          input_activation=(intermediate_act_fn if activation_in_output
-                            else None))
+  layer_output = _feed_forward(attention_output, intermediate_size,
+                               intermediate_act_fn, initializer, layout,
+                               policy)
   with tf.compat.v1.variable_scope("output"):
-    layer_output = query_layout.dropout(layer_output, hidden_dropout_prob)
+    layer_output = queries.layout.dropout(layer_output, hidden_dropout_prob)
   return layer_output + attention_output
 
 
-def _feed_forward_in_row_groups(rows, intermediate_size, activation,
-                                initializer, groups):
-  """The "intermediate" and "output" dense layers over [rows, width] in
-  `groups` runs of rows (lean_gradients.feed_forward_in_row_groups)."""
+_Queries = collections.namedtuple("_Queries", [
+    "rows", "seq_length", "layout", "packed_layout", "drawn_seq_length",
+    "attention_bias"])
+
+
+def _queries(layer_input, layout, attention_bias, first_token_only):
+  """The positions a layer's attention computes outputs for, as a _Queries:
+  the rows of `layout`, or with `first_token_only` each example's first
+  position alone, [batch_size, width] (for the pooler), whose attention
+  dropout mask is the first row of the whole sequence's (drawn for
+  `drawn_seq_length` queries)."""
+  if not first_token_only:
+    return _Queries(layer_input, layout.seq_length, layout, layout, None,
+                    attention_bias)
+  return _Queries(
+      layout.first_rows(layer_input), 1,
+      padding_layout.FirstPositions(layout.batch_size, layout.seq_length),
+      None, layout.seq_length,
+      None if attention_bias is None else attention_bias[:, :, 0:1, :])
+
+
+def _feed_forward(rows, intermediate_size, activation, initializer, layout,
+                  policy):
+  """The "intermediate" and "output" dense layers of an encoder layer over
+  `rows` [rows, width], in the form `policy` chooses for the backward pass.
+  """
   width = int(rows.shape[-1])
-  weights = []
-  for scope, in_width, units in (("intermediate", width, intermediate_size),
-                                 ("output", intermediate_size, width)):
-    with tf.compat.v1.variable_scope(scope):
-      weights += _dense_weights(in_width, units, "dense", initializer,
-                                rows.dtype)
-  return lean_gradients.feed_forward_in_row_groups(
-      rows, *weights, activation or tf.identity, groups)
+  row_groups = policy.row_groups(
+      layout.seq_length,
+      lean_gradients.rows_if_known(layout.batch_size, layout.seq_length))
+  if row_groups > 1:
+    weights = []
+    for scope, in_width, units in (("intermediate", width, intermediate_size),
+                                   ("output", intermediate_size, width)):
+      with tf.compat.v1.variable_scope(scope):
+        weights += _dense_weights(in_width, units, "dense", initializer,
+                                  rows.dtype)
+    return lean_gradients.feed_forward_in_row_groups(
+        rows, *weights, activation or tf.identity, row_groups)
+  # Where the backward pass computes the activation again, it is applied in
+  # the output layer's matmul (which then keeps only its input); elsewhere
+  # in the intermediate layer, where grappler fuses it with the matmul.
+  activation_in_output = (activation not in (None, _fusable_gelu) and
+                          policy.computes_again(layout.seq_length))
+  with tf.compat.v1.variable_scope("intermediate"):
+    intermediate_output = dense(
+        rows, intermediate_size, "dense",
+        activation=None if activation_in_output else activation,
+        kernel_initializer=initializer)
+  with tf.compat.v1.variable_scope("output"):
+    return dense(intermediate_output, width, "dense",
+                 kernel_initializer=initializer,
+                 input_activation=activation if activation_in_output else None)
 
 
 def get_shape_list(tensor, expected_rank=None, name=None):

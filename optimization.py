@@ -1,20 +1,14 @@
 # coding=utf-8
 """Optimizers and the training op used to fine-tune BERT.
 
-`create_optimizer` builds Google's training op: AdamWeightDecay (or LAMB) with
-a linear warmup and a linear decay of the learning rate, and gradients clipped
-to a global norm of 1.0. Beyond the original it can accumulate the gradients of
-several micro-batches into one update and scale the loss dynamically for fp16.
-
-Under a `tf.distribute` strategy with several replicas (the runner calls the
-model_fn once per replica), each replica computes the gradients of its shard,
-the gradients are averaged over the replicas once per update, and every
-replica applies that same update to its own copy of the variables.
-
-In graph mode TensorFlow runs ops in any order their data dependencies allow.
-Every read that must see a variable's old value is therefore ordered before
-the write with explicit control dependencies. The original read and
-incremented `global_step` with no ordering, which races on TensorFlow 2.
+`create_optimizer` builds Google's training op: AdamWeightDecay (or LAMB)
+with a linear warmup and a linear decay of the learning rate, and gradients
+clipped to a global norm of 1.0. Beyond the original it can accumulate the
+gradients of several micro-batches into one update, scale the loss
+dynamically for float16, and average the gradients over the replicas of a
+tf.distribute strategy; engine/training_step.py builds that step around the
+optimizer. Each optimizer applies its formulas to the variables of an
+encoder layer in one XLA-compiled kernel.
 """
 
 import math
@@ -22,17 +16,18 @@ import re
 
 import tensorflow as tf
 
+from engine import gradients
 from engine import graph_keys
-from engine import graph_order
-from engine import host_memory
+from engine import replicas
+from engine import slot_variables
+from engine import training_step
 
 # Reads and writes of resource variables follow control dependencies; the
-# ordering guarantees below rely on that.
+# training step's ordering relies on that.
 tf.compat.v1.enable_resource_variables()
 
 OPTIMIZERS = ("adamw", "lamb")
 EXCLUDE_FROM_WEIGHT_DECAY = ["LayerNorm", "layer_norm", "bias"]
-INITIAL_LOSS_SCALE = 2.0**15
 
 
 def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps,
@@ -89,48 +84,11 @@ def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps,
   opt = _make_optimizer(optimizer, learning_rate, weight_decay_rate)
   if tvars is None:
     tvars = tf.compat.v1.trainable_variables()
-  scaler = None
-  if loss_scale is not None:
-    scaler = _DynamicLossScale(loss_scale_growth_interval)
-  grads, tvars = _gradients(loss, tvars, scaler)
-  # Variables cannot be created inside a tf.cond branch: make the slots now.
-  opt.create_slots(tvars)
-
-  def update(grads_to_apply, half_squared_norms=None):
-    return _update(opt, grads_to_apply, tvars, global_step, clip_norm, scaler,
-                   half_squared_norms)
-
-  if num_accumulation_steps == 1:
-    done = [update(_all_reduce_mean(grads, tvars)), _advance_micro_step(grads)]
-  else:
-    done = [_accumulate(grads, tvars, num_accumulation_steps, update)]
-  if release_host_memory and not _replicas_in_other_processes() and (
-      _num_replicas() == 1 or _local_replica_index() == 0):
-    done.append(_first_runs_release(done))
-  return tf.group(done, name="train_op")
-
-
-def _first_runs_release(after):
-  """An op telling a new host_memory.FirstRunsReleaser, once `after` ran,
-  that a run ended. It runs in Python on the host, never in XLA."""
-  releaser = host_memory.FirstRunsReleaser()
-  with tf.device("/device:CPU:0"), \
-      tf.xla.experimental.jit_scope(compile_ops=False), \
-      tf.control_dependencies(after):
-    return tf.numpy_function(releaser.run_ended, [], tf.int64,
-                             name="first_runs_release")
-
-
-def _advance_micro_step(after):
-  """Op adding 1 to this replica's micro_step once `after` (tensors or
-  ops) exist, i.e. after every read of it in the forward and backward
-  passes (dropout masks). Recorded in graph_keys.MICRO_STEP_ADVANCES, so the
-  runner does not count the run a second time."""
-  micro_step = graph_keys.get_or_create_micro_step()
-  with tf.control_dependencies([_values(dep) for dep in after]):
-    advanced = _local(micro_step).assign_add(1, read_value=False)
-  tf.compat.v1.add_to_collection(graph_keys.MICRO_STEP_ADVANCES, advanced)
-  return advanced
+  return training_step.build(
+      loss, opt, tvars, global_step,
+      num_accumulation_steps=num_accumulation_steps, loss_scale=loss_scale,
+      loss_scale_growth_interval=loss_scale_growth_interval,
+      clip_norm=clip_norm, release_host_memory=release_host_memory)
 
 
 def _check_arguments(num_train_steps, num_warmup_steps, num_accumulation_steps,
@@ -187,368 +145,6 @@ def _make_optimizer(name, learning_rate, weight_decay_rate):
   return AdamWeightDecayOptimizer(
       learning_rate, weight_decay_rate=weight_decay_rate,
       exclude_from_weight_decay=EXCLUDE_FROM_WEIGHT_DECAY)
-
-
-def _gradients(loss, tvars, scaler):
-  """float32 gradients of `loss` for the variables it depends on.
-
-  A table looked up with tf.gather (the word embeddings) keeps its gradient
-  as tf.IndexedSlices, one row per looked-up id, as in Google's code: the
-  global-norm clip then counts each row once, duplicate ids unsummed
-  (tf.clip_by_global_norm reads an IndexedSlices' values), and the dense
-  [vocab, width] gradient never exists during the backward pass.
-
-  Returns:
-    (grads, vars): equal-length lists; variables without a gradient dropped.
-  """
-  target = loss if scaler is None else scaler.scale_loss(loss)
-  pairs = [(g, v) for g, v in zip(tf.gradients(target, tvars), tvars)
-           if g is not None]
-  if not pairs:
-    raise ValueError("The loss depends on none of the %d variables to train; "
-                     "check the model_fn's loss." % len(tvars))
-  grads = [_map_values(lambda values: tf.cast(values, tf.float32), g)
-           for g, _ in pairs]
-  if scaler is not None:
-    grads = scaler.unscale(grads)
-  # No variable may change before the whole backward pass and the fetched
-  # loss have read it (a recomputed layer reads its weights again).
-  grads = graph_order.after(grads + [loss], grads)
-  return grads, [v for _, v in pairs]
-
-
-def _values(grad):
-  """The tensor holding `grad`'s numbers: an IndexedSlices' rows, else grad."""
-  return grad.values if isinstance(grad, tf.IndexedSlices) else grad
-
-
-def _map_values(fn, grad):
-  """`fn` applied to `grad`'s numbers, keeping an IndexedSlices' indices."""
-  if isinstance(grad, tf.IndexedSlices):
-    return tf.IndexedSlices(fn(grad.values), grad.indices, grad.dense_shape)
-  return fn(grad)
-
-
-def _half_squared_norm(grad):
-  """float32 scalar ||grad||^2 / 2 as tf.clip_by_global_norm counts it.
-
-  An IndexedSlices counts each of its rows, not the sum of duplicate rows.
-  """
-  return tf.nn.l2_loss(_values(grad))
-
-
-def _update(opt, grads, tvars, global_step, clip_norm, scaler,
-            half_squared_norms=None):
-  """One optimizer update with `grads` (skipped if the scaler finds inf/nan).
-
-  Args:
-    half_squared_norms: the clip's ||g||^2 / 2 per gradient, if not those of
-      `grads` themselves (accumulated sparse gradients, see _accumulate).
-
-  Returns:
-    An op or tensor that has run once the update (or the skip) is complete.
-  """
-  def apply():
-    scale = None
-    if clip_norm is not None:
-      scale = _clip_scale(half_squared_norms or
-                          [_half_squared_norm(g) for g in grads], clip_norm)
-    return opt.apply_gradients(zip(grads, tvars), global_step=global_step,
-                               grad_scale=scale)
-
-  if scaler is None:
-    return apply()
-  return scaler.apply_if_finite(grads, apply)
-
-
-def _clip_scale(half_squared_norms, clip_norm):
-  """float32 scalar: tf.clip_by_global_norm's factor for the gradients.
-
-  clip_norm / max(global_norm, clip_norm) with global_norm =
-  sqrt(2 * sum(half_squared_norms)), computed as that function does (NaN if
-  the norm is not finite), so that `g * scale` is its clipped g; the
-  optimizer applies it within its update instead of in a pass of its own.
-  """
-  norm = tf.sqrt(2.0 * tf.reduce_sum(tf.stack(half_squared_norms)))
-  scale = clip_norm * tf.minimum(1.0 / norm, tf.constant(1.0) / clip_norm)
-  return scale + (norm - norm)
-
-
-def _accumulate(grads, tvars, num_accumulation_steps, update):
-  """Adds `grads` to accumulators; every k-th run applies their mean.
-
-  Under a strategy the accumulators are per replica (ON_READ) and are
-  averaged over the replicas only on the runs that apply. Across processes
-  (MultiWorkerMirroredStrategy), TF 2.21 graph-mode sessions abort a
-  collective inside a tf.cond ("Delete called on non-empty BufRendezvous"):
-  there the returned op always all-reduces and applies, and the op that only
-  accumulates goes to the graph collection graph_keys.ACCUMULATE_ONLY, which
-  the runner (runner/estimator.py) runs on the k - 1 runs of an update that do not
-  apply.
-
-  Returns:
-    bool scalar tensor, True on the runs that applied (or skipped) an update.
-  """
-  across_processes = _replicas_in_other_processes()
-  # A checkpoint reads the accumulators outside the replicas. Reading a SUM
-  # variable there all-reduces it, which across processes would wait forever
-  # for the workers that do not save; so there checkpoints hold the first
-  # replica's sums (the runner saves after whole updates, when all are 0).
-  aggregation = (tf.VariableAggregation.ONLY_FIRST_REPLICA
-                 if across_processes else tf.VariableAggregation.SUM)
-  def accumulator(name, shape):
-    return tf.compat.v1.get_variable(
-        name, shape=shape, dtype=tf.float32, trainable=False,
-        initializer=_zeros_initializer,
-        synchronization=tf.VariableSynchronization.ON_READ,
-        aggregation=aggregation)
-
-  accumulators = [accumulator(_variable_name(v) + "/accum_grad",
-                              v.shape.as_list()) for v in tvars]
-  # One big batch's clip counts every row of a sparse gradient (see
-  # _gradients), which a dense sum no longer shows: such variables also
-  # accumulate their rows' ||g||^2 / 2.
-  sparse = [i for i, g in enumerate(grads) if isinstance(g, tf.IndexedSlices)]
-  row_norms = [accumulator(_variable_name(tvars[i]) +
-                           "/accum_half_squared_norm", []) for i in sparse]
-  adds = [_add_to(_local(a), g) for a, g in zip(accumulators, grads)]
-  adds += [_local(a).assign_add(_half_squared_norm(grads[i]), read_value=False)
-           for a, i in zip(row_norms, sparse)]
-  # micro_step is checkpointed: a run that stops between updates saves the
-  # partial sums together with the count they belong to.
-  counted = _advance_micro_step(adds)
-  with tf.control_dependencies([counted]):
-    count = graph_keys.get_micro_step().read_value()
-    sums = [a.read_value() for a in accumulators + row_norms]
-
-  def apply_mean(totals):
-    means = [total / float(num_accumulation_steps)
-             for total in totals[:len(tvars)]]
-    half_squared_norms = [_half_squared_norm(mean) for mean in means]
-    # Each row of the big batch is a micro-batch's row / (k * replicas);
-    # the all-reduce averaged the replicas' sums of squares once.
-    rows_per_update = float(num_accumulation_steps**2 * _num_replicas())
-    for i, total in zip(sparse, totals[len(tvars):]):
-      half_squared_norms[i] = total / rows_per_update
-    done = update(means, half_squared_norms)
-    with tf.control_dependencies([done]):
-      zeroed = [_local(a).assign(tf.zeros_like(a), read_value=False)
-                for a in accumulators + row_norms]
-    return graph_order.after(zeroed, True)
-
-  destinations = tvars + row_norms
-  if across_processes:
-    tf.compat.v1.add_to_collection(graph_keys.ACCUMULATE_ONLY, counted)
-    return apply_mean(_all_reduce_mean(sums, destinations))
-  applies = tf.equal(count % num_accumulation_steps, 0)
-  # The all-reduce (a no-op with one replica) runs only on applying runs.
-  totals = _all_reduce_mean(sums, destinations, applies)
-  return tf.cond(applies, lambda: apply_mean(totals),
-                 lambda: tf.constant(False))
-
-
-def _add_to(accumulator, grad):
-  """Op adding `grad` (a tensor or IndexedSlices) to the float32 variable."""
-  if isinstance(grad, tf.IndexedSlices):
-    return tf.raw_ops.ResourceScatterAdd(
-        resource=accumulator.handle, indices=grad.indices,
-        updates=grad.values)
-  return accumulator.assign_add(grad, read_value=False)
-
-
-def _replicas_in_other_processes():
-  """Whether some replicas in sync run in other processes (multi-worker)."""
-  if _num_replicas() == 1:
-    return False
-  context = tf.distribute.get_replica_context()
-  local = len(context.strategy.extended.worker_devices)
-  return context.num_replicas_in_sync > local
-
-
-def _num_replicas():
-  """Replicas in sync: 1 outside a tf.distribute strategy's replica context."""
-  context = tf.distribute.get_replica_context()
-  return 1 if context is None else context.num_replicas_in_sync
-
-
-def _local_replica_index():
-  """This replica's index among the replicas of this process (0, 1, ...).
-
-  `replica_id_in_sync_group` counts over all workers; each worker holds
-  `len(worker_devices)` of them, in order.
-  """
-  context = tf.distribute.get_replica_context()
-  replica_id = tf.get_static_value(context.replica_id_in_sync_group)
-  return replica_id % len(context.strategy.extended.worker_devices)
-
-
-def _local(variable):
-  """The copy of `variable` that this replica writes.
-
-  Every replica applies the same all-reduced update to its own copy, so the
-  copies stay equal without a cross-replica assignment (which a tf.cond
-  branch could not contain). Without a strategy: `variable` itself.
-  """
-  if _num_replicas() == 1:
-    return variable
-  strategy = tf.distribute.get_replica_context().strategy
-  return strategy.experimental_local_results(variable)[_local_replica_index()]
-
-
-def _all_reduce_mean(values, tvars, when=None):
-  """Means over the replicas of per-replica tensors (one per variable).
-
-  Args:
-    values: float32 tensors, values[i] shaped like tvars[i].
-    tvars: the variables the values belong to (where the means are needed).
-    when: None (reduce on every run) or a bool scalar tensor, equal on all
-      replicas; when False, nothing is communicated and `values` come back.
-
-  Returns:
-    This replica's list of means (`values` itself with one replica).
-
-  The reduction is built in cross-replica context (merge_call), and so is
-  the tf.cond on `when` around it: a merge_call cannot sit inside a
-  replica's own tf.cond branch.
-  """
-  if _num_replicas() == 1:
-    return values
-
-  def reduce_in_cross_replica_context(strategy, per_replica, condition):
-    def reduce():
-      means = strategy.extended.batch_reduce_to(
-          tf.distribute.ReduceOp.MEAN, list(zip(per_replica, tvars)))
-      return _flatten_local(strategy, means)
-
-    if condition is None:
-      return reduce()
-    condition = strategy.experimental_local_results(condition)[0]
-    return tf.cond(condition, reduce,
-                   lambda: _flatten_local(strategy, per_replica))
-
-  flat = tf.distribute.get_replica_context().merge_call(
-      reduce_in_cross_replica_context, args=(values, when))
-  # `flat` holds the values of every local replica, replica-major.
-  start = _local_replica_index() * len(values)
-  return flat[start:start + len(values)]
-
-
-def _flatten_local(strategy, distributed_values):
-  """Tensors of each local replica in turn: [r0 v0, r0 v1, ..., r1 v0, ...]."""
-  per_value = [strategy.experimental_local_results(v)
-               for v in distributed_values]
-  return [tf.identity(local[r]) for r in range(len(per_value[0]))
-          for local in per_value]
-
-
-def _zeros_initializer(shape, dtype=tf.float32, partition_info=None):
-  """Zeros of `shape` that the session's constant folding leaves alone.
-
-  The classic graph optimizer (OptimizerOptions L1, the session default)
-  folds `tf.zeros(shape)` into a Const node that holds the whole tensor for
-  the session's life, and the variable gets a copy of it: every
-  zero-initialized slot and accumulator would be resident twice. `Empty` is
-  stateful, so it is never folded; `init=True` fills it with zeros.
-  """
-  del partition_info  # Unused; part of the initializer signature.
-  return tf.raw_ops.Empty(shape=shape, dtype=dtype, init=True)
-
-
-def _one_minus_power(beta, step):
-  """1 - beta**step (float32 scalar) for a Python float beta.
-
-  Computed as -expm1(step * log(beta)) with log(beta) in float64: in float32,
-  1 - 0.999 alone is off by 1.3e-5 (relative), which LAMB's bias correction
-  would carry into every update.
-  """
-  return -tf.math.expm1(step * math.log(beta))
-
-
-def _layer_groups(pairs):
-  """(gradient, variable) pairs grouped by encoder layer, in order.
-
-  Variables under "layer_<i>/" form one group per i, the rest one group:
-  a kernel per group amortizes its launch over a layer's 16 variables, and
-  the layers' groups have the same shapes, so one compiled kernel serves all.
-  """
-  groups = {}
-  for grad, param in pairs:
-    match = re.search(r"(^|/)layer_\d+/", _variable_name(param))
-    groups.setdefault(match.group(0) if match else None, []).append(
-        (grad, param))
-  return list(groups.values())
-
-
-def _has_sparse_gradient(pairs):
-  """Whether a gradient of the (gradient, variable) `pairs` is IndexedSlices."""
-  return any(isinstance(grad, tf.IndexedSlices) for grad, _ in pairs)
-
-
-def _variable_name(param):
-  """The variable's name without the ":0" output suffix."""
-  match = re.match("^(.*):\\d+$", param.name)
-  return match.group(1) if match else param.name
-
-
-class _DynamicLossScale(object):
-  """Dynamic loss scaling for fp16 gradients.
-
-  Variables (saved in checkpoints): float32 `loss_scale` (starts at 2**15,
-  never below 1) and int64 `loss_scale_good_steps` (consecutive good updates).
-  """
-
-  def __init__(self, growth_interval):
-    self._growth_interval = growth_interval
-    self.scale = tf.compat.v1.get_variable(
-        "loss_scale", shape=[], dtype=tf.float32, trainable=False,
-        initializer=tf.compat.v1.constant_initializer(INITIAL_LOSS_SCALE))
-    self.good_steps = tf.compat.v1.get_variable(
-        "loss_scale_good_steps", shape=[], dtype=tf.int64, trainable=False,
-        initializer=tf.compat.v1.zeros_initializer())
-    tf.compat.v1.add_to_collection(graph_keys.LOSS_SCALE, self.scale)
-    # One read per run, used to scale and unscale: both see the same value.
-    self._value = self.scale.read_value()
-
-  def scale_loss(self, loss):
-    """float32 scalar: loss * scale."""
-    return tf.cast(loss, tf.float32) * self._value
-
-  def unscale(self, grads):
-    """Gradients of the scaled loss divided by the scale (float32)."""
-    return [_map_values(lambda values: values / self._value, g)
-            for g in grads]
-
-  def apply_if_finite(self, grads, apply_fn):
-    """Runs `apply_fn` and maybe grows the scale if every gradient is finite,
-    else changes nothing but halves the scale and resets the good steps.
-
-    Returns:
-      bool scalar tensor, True if the update was applied.
-    """
-    finite = tf.reduce_all(
-        tf.stack([tf.reduce_all(tf.math.is_finite(_values(g)))
-                  for g in grads]))
-    return tf.cond(finite, lambda: self._applied(apply_fn), self._skipped)
-
-  def _applied(self, apply_fn):
-    done = apply_fn()
-    with tf.control_dependencies([done]):
-      good = self.good_steps.read_value() + 1
-    grow = good >= self._growth_interval
-    changes = [
-        _local(self.scale).assign(
-            tf.where(grow, 2.0 * self._value, self._value), read_value=False),
-        _local(self.good_steps).assign(
-            tf.where(grow, tf.zeros_like(good), good), read_value=False)]
-    return graph_order.after(changes, True)
-
-  def _skipped(self):
-    changes = [
-        _local(self.scale).assign(tf.maximum(self._value / 2.0, 1.0),
-                                  read_value=False),
-        _local(self.good_steps).assign(tf.constant(0, tf.int64),
-                                       read_value=False)]
-    return graph_order.after(changes, False)
 
 
 class AdamWeightDecayOptimizer(tf.compat.v1.train.Optimizer):
@@ -620,7 +216,8 @@ class AdamWeightDecayOptimizer(tf.compat.v1.train.Optimizer):
                   for group in sparse]
     if global_step is not None:
       with tf.control_dependencies(updated):
-        updated.append(_local(global_step).assign_add(1, read_value=False))
+        updated.append(replicas.local(global_step).assign_add(
+            1, read_value=False))
     return tf.group(*updated, name=name)
 
   def _apply_group(self, pairs, grad_scale, step):
@@ -638,11 +235,12 @@ class AdamWeightDecayOptimizer(tf.compat.v1.train.Optimizer):
     Returns:
       A scalar tensor that exists once the updates are done.
     """
-    params = [_local(param) for _, param in pairs]
-    slots = [[_local(slot) for slot in self._slot_pair(param)]
+    params = [replicas.local(param) for _, param in pairs]
+    slots = [[replicas.local(slot) for slot in self._slot_pair(param)]
              for _, param in pairs]
-    decays = tuple(self._do_use_weight_decay(_variable_name(param))
-                   for _, param in pairs)
+    decays = tuple(
+        self._do_use_weight_decay(slot_variables.variable_name(param))
+        for _, param in pairs)
     return self._update_group([grad for grad, _ in pairs], params, slots,
                               self.learning_rate, grad_scale, step, decays)
 
@@ -654,7 +252,7 @@ class AdamWeightDecayOptimizer(tf.compat.v1.train.Optimizer):
     """
     for grad, param, (m, v), decay in zip(grads, params, slots, decays):
       if grad_scale is not None:
-        grad = _map_values(lambda values: values * grad_scale, grad)
+        grad = gradients.map_values(lambda values: values * grad_scale, grad)
       if isinstance(grad, tf.IndexedSlices):
         # Duplicate ids' rows add up, as tf.convert_to_tensor does.
         grad = tf.math.unsorted_segment_sum(grad.values, grad.indices,
@@ -692,13 +290,11 @@ class AdamWeightDecayOptimizer(tf.compat.v1.train.Optimizer):
 
   def _slot_pair(self, param):
     """The (m, v) slot variables of `param`, created on first use."""
-    param_name = _variable_name(param)
+    param_name = slot_variables.variable_name(param)
     if param_name not in self._moments:
       self._moments[param_name] = tuple(
-          tf.compat.v1.get_variable(
-              name=param_name + "/" + slot, shape=param.shape.as_list(),
-              dtype=tf.float32, trainable=False,
-              initializer=_zeros_initializer)
+          slot_variables.zeros(param_name + "/" + slot,
+                               param.shape.as_list())
           for slot in self.SLOT_NAMES)
     return self._moments[param_name]
 
@@ -752,3 +348,33 @@ class LAMBOptimizer(AdamWeightDecayOptimizer):
         tf.logical_and(param_norm > 0.0, update_norm > 0.0),
         tf.math.divide_no_nan(param_norm, update_norm), 1.0)
     return trust_ratio * update
+
+
+def _one_minus_power(beta, step):
+  """1 - beta**step (float32 scalar) for a Python float beta.
+
+  Computed as -expm1(step * log(beta)) with log(beta) in float64: in float32,
+  1 - 0.999 alone is off by 1.3e-5 (relative), which LAMB's bias correction
+  would carry into every update.
+  """
+  return -tf.math.expm1(step * math.log(beta))
+
+
+def _layer_groups(pairs):
+  """(gradient, variable) pairs grouped by encoder layer, in order.
+
+  Variables under "layer_<i>/" form one group per i, the rest one group:
+  a kernel per group amortizes its launch over a layer's 16 variables, and
+  the layers' groups have the same shapes, so one compiled kernel serves all.
+  """
+  groups = {}
+  for grad, param in pairs:
+    match = re.search(r"(^|/)layer_\d+/", slot_variables.variable_name(param))
+    groups.setdefault(match.group(0) if match else None, []).append(
+        (grad, param))
+  return list(groups.values())
+
+
+def _has_sparse_gradient(pairs):
+  """Whether a gradient of the (gradient, variable) `pairs` is IndexedSlices."""
+  return any(isinstance(grad, tf.IndexedSlices) for grad, _ in pairs)

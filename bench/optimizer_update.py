@@ -5,7 +5,7 @@ Builds float32 variables with the names and shapes of BERT-Base or
 BERT-Large (`--model`), gradients read from variables of the same shapes
 (times 1.0, so each step makes fresh gradient tensors), and one update:
 
-  library  what optimization.py does (`optimization._update`: the global-norm
+  library  what optimization.py does (`training_step.update`: the global-norm
            clip's factor and AdamWeightDecay, Google's hyperparameters)
   ops      Google's original formulation: tf.clip_by_global_norm, then for
            each variable next_m, next_v, the update and the new value as
@@ -32,6 +32,7 @@ from absl import flags
 
 import tensorflow as tf
 
+from engine import training_step
 import modeling
 import optimization
 from runner import memory_model
@@ -89,7 +90,7 @@ def _build(shapes, update):
   opt.create_slots(tvars)
   if update == "ops":
     return _ops_update(opt, grads, tvars, global_step)
-  return optimization._update(opt, grads, tvars, global_step, 1.0, None)  # pylint: disable=protected-access
+  return training_step.update(opt, grads, tvars, global_step, 1.0, None)
 
 
 def main(argv):

@@ -2,28 +2,28 @@
 """Graph-collection names shared by the modules, and the training counters.
 
 Two int64 counters drive a training graph: `global_step` (optimizer updates,
-TensorFlow's own) and `micro_step` (runs of the train op, i.e. micro-batches,
-several per update with gradient accumulation). Dropout masks are a function
-of both (engine/dropout_masks.py), the optimizer's accumulation reads and advances
-`micro_step` (optimization.py), and the runner skips `micro_step` batches
-when it resumes (runner/estimator.py). Both are created here, at the graph's root
-whatever variable scope the caller is in, so their checkpoint names are
-always "global_step" and "micro_step".
+TensorFlow's own) and `micro_step` (runs of the train op, i.e.
+micro-batches, several per update with gradient accumulation). Dropout masks
+are a function of both (engine/dropout_masks.py), gradient accumulation
+reads and advances `micro_step` (engine/accumulation.py), and the runner
+skips `micro_step` batches when it resumes (runner/estimator.py). Both are
+created here, at the graph's root whatever variable scope the caller is in,
+so their checkpoint names are always "global_step" and "micro_step".
 """
 
 import tensorflow as tf
 
 # The micro_step variable.
 MICRO_STEP = "micro_step"
-# Ops that advance micro_step as part of a train op (optimization.py); when
-# the graph has none, the runner advances it after each run itself.
+# Ops that advance micro_step as part of a train op (engine/accumulation.py);
+# when the graph has none, the runner advances it after each run itself.
 MICRO_STEP_ADVANCES = "micro_step_advances"
 # The learning-rate tensor and the loss-scale variable, for progress lines
 # and TensorBoard.
 LEARNING_RATE = "learning_rate"
 LOSS_SCALE = "loss_scale"
 # The op that only accumulates a micro-batch when the train op cannot choose
-# between accumulating and applying (multi-worker; see optimization.py).
+# between accumulating and applying (multi-worker; engine/accumulation.py).
 ACCUMULATE_ONLY = "accumulate_only_train_op"
 # The graph's registry of dropout sites (engine/dropout_masks.py).
 DROPOUT_SITES = "dropout_sites"
@@ -62,8 +62,8 @@ def get_or_create_micro_step():
   """The graph's micro_step variable, created at the root if absent."""
   step = get_micro_step()
   if step is None:
-    # Each replica advances its own copy (optimization.py), so the copies
-    # stay equal without an aggregation.
+    # Each replica advances its own copy (engine/accumulation.py), so the
+    # copies stay equal without an aggregation.
     step = _root_counter("micro_step", [MICRO_STEP],
                          tf.VariableAggregation.NONE)
   return step

@@ -95,7 +95,7 @@ class FirstRunsReleaser(object):
   (glibc keeps it) and adds to the peak of the steps that follow. Later runs
   reuse what they free, and handing it back would only make them fault it
   in again, so the thread stops. The step calls `run_ended` at its end
-  (optimization.create_optimizer puts that call in the train op).
+  (engine/training_step.py puts that call in the train op).
   If this object is garbage-collected before that (with a graph that ran
   fewer times and was dropped), the thread ends too.
   """

@@ -35,13 +35,17 @@ from engine import xla_kernels
 
 LAYER_NORM_EPSILON = 1e-12
 
+# Sequences up to this many tokens keep attention's probabilities and the
+# GELU output for the backward pass (BackwardPolicy.keep_activations_up_to).
+DEFAULT_KEEP_ACTIVATIONS_UP_TO = 384
+
 
 class BackwardPolicy(collections.namedtuple(
     "BackwardPolicy",
     ["keep_activations_up_to", "in_recomputation", "recomputed_head_groups",
      "recomputed_row_groups", "min_rows_per_row_group",
      "min_rows_per_head_group"],
-    defaults=(384, False, 4, 4, 1024, 1024))):
+    defaults=(DEFAULT_KEEP_ACTIVATIONS_UP_TO, False, 4, 4, 1024, 1024))):
   """What a layer's backward pass keeps.
 
   Fields:

@@ -27,6 +27,14 @@ def _width(rows):
   return int(width)
 
 
+def of_mask(input_mask, batch_size, seq_length):
+  """`RealTokens` of the int Tensor `input_mask` [batch_size, seq_length],
+  or `AllPositions` when it is None."""
+  if input_mask is None:
+    return AllPositions(batch_size, seq_length)
+  return RealTokens(input_mask, batch_size, seq_length)
+
+
 class AllPositions(object):
   """Every position of a [batch_size, seq_length] batch, row-major."""
 
