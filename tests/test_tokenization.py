@@ -246,18 +246,29 @@ def test_missing_vocab_file(tmp_path):
     tokenization.FullTokenizer(None, spm_model_file=missing)
 
 
-@pytest.mark.parametrize("do_lower_case,path", [
-    (True, None),
-    (False, ""),
-    (True, "/models/uncased_L-12_H-768_A-12/bert_model.ckpt"),
-    (False, "gs://b/cased_L-24_H-1024_A-16/bert_model.ckpt-1000"),
-    (True, "chinese_L-12_H-768_A-12/bert_model.ckpt"),
-    (False, "/m/minilm-l6-h384-uncased/bert_model.ckpt"),
-    (True, "/m/my_cased_model/bert_model.ckpt"),
-    (False, "/m/uncased_L-12_H-768_A-12/model.ckpt"),
+@pytest.mark.parametrize("do_lower_case,path,recognised", [
+    (True, None, False),
+    (False, "", False),
+    (True, "/models/uncased_L-12_H-768_A-12/bert_model.ckpt", True),
+    (False, "gs://b/cased_L-24_H-1024_A-16/bert_model.ckpt-1000", True),
+    (True, "chinese_L-12_H-768_A-12/bert_model.ckpt", True),
+    (False, "/m/minilm-l6-h384-uncased/bert_model.ckpt", False),
+    (True, "/m/my_cased_model/bert_model.ckpt", False),
+    (False, "/m/uncased_L-12_H-768_A-12/model.ckpt", False),
 ])
-def test_case_check_passes(do_lower_case, path):
-  tokenization.validate_case_matches_checkpoint(do_lower_case, path)
+def test_case_check_passes(do_lower_case, path, recognised):
+  """The matching casing passes. For a name of Google's models the other
+  casing is refused, which shows the name was read; any other checkpoint
+  (renamed, fine-tuned, not bert_model.ckpt) passes with either casing."""
+  assert tokenization.validate_case_matches_checkpoint(do_lower_case,
+                                                       path) is None
+  if recognised:
+    with pytest.raises(ValueError, match="--do_lower_case=%s" % (
+        do_lower_case,)):
+      tokenization.validate_case_matches_checkpoint(not do_lower_case, path)
+  else:
+    assert tokenization.validate_case_matches_checkpoint(
+        not do_lower_case, path) is None
 
 
 @pytest.mark.parametrize("do_lower_case,name,fix", [
