@@ -37,9 +37,9 @@ from userio import cli
 import modeling
 from userio import output_files
 from userio import progress
-import run_classifier
 from runner import startup
 from runner import shared_flags
+from tasks import text_pair
 import tokenization
 
 FLAGS = flags.FLAGS
@@ -166,18 +166,7 @@ def convert_examples_to_features(examples, seq_length, tokenizer):
   for example in examples:
     tokens_a = tokenizer.tokenize(example.text_a)
     tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else []
-    if tokens_b:
-      # Room for [CLS], [SEP] and [SEP].
-      run_classifier._truncate_seq_pair(  # pylint: disable=protected-access
-          tokens_a, tokens_b, seq_length - 3)
-    else:
-      tokens_a = tokens_a[:seq_length - 2]
-
-    tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
-    input_type_ids = [0] * len(tokens)
-    if tokens_b:
-      tokens += tokens_b + ["[SEP]"]
-      input_type_ids += [1] * (len(tokens_b) + 1)
+    tokens, input_type_ids = text_pair.layout(tokens_a, tokens_b, seq_length)
     input_ids = tokenizer.convert_tokens_to_ids(tokens)
     input_mask = [1] * len(input_ids)
     padding = [0] * (seq_length - len(input_ids))
@@ -334,12 +323,13 @@ def _check_required(flag_obj, names):
 
 
 def _check_max_seq_length(max_seq_length, bert_config):
-  """[CLS] x [SEP] needs 3 positions; the model has only so many."""
-  if not 3 <= max_seq_length <= bert_config.max_position_embeddings:
+  """[CLS] x [SEP] needs its positions; the model has only so many."""
+  shortest = text_pair.MIN_SEQ_LENGTH_ONE_TEXT
+  if not shortest <= max_seq_length <= bert_config.max_position_embeddings:
     raise cli.UserError(
-        "--max_seq_length=%d: must be between 3 and the model's "
+        "--max_seq_length=%d: must be between %d and the model's "
         "max_position_embeddings (%d in --bert_config_file)." %
-        (max_seq_length, bert_config.max_position_embeddings))
+        (max_seq_length, shortest, bert_config.max_position_embeddings))
 
 
 def run(flag_obj):

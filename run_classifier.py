@@ -30,6 +30,7 @@ from checkpoints import run_info
 from runner import startup
 from runner import shared_flags
 from runner import serving_input
+from tasks import text_pair
 from runner import tfrecord_input
 import tokenization
 from runner import training_graph
@@ -557,29 +558,14 @@ def example_tokens(example, max_seq_length, tokenizer):
   Returns:
     (tokens, segment_ids): [CLS] a [SEP] (b [SEP]), the pair cut to fit
     max_seq_length, and the segment of each token (0 up to the first [SEP],
-    1 after it).
+    1 after it); see tasks/text_pair.py. The [CLS] vector is what the
+    pooler, and so the classifier, reads.
   """
   tokens_a = tokenizer.tokenize(example.text_a)
   tokens_b = None
   if example.text_b:
     tokens_b = tokenizer.tokenize(example.text_b)
-
-  if tokens_b:
-    # Leave room for [CLS] and the two [SEP]s.
-    _truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
-  elif len(tokens_a) > max_seq_length - 2:
-    # Leave room for [CLS] and [SEP].
-    tokens_a = tokens_a[0:(max_seq_length - 2)]
-
-  # [CLS] a [SEP] b [SEP]; segment 0 covers [CLS] a [SEP], segment 1 the rest.
-  # The [CLS] vector is what the pooler (and so the classifier) reads.
-  tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
-  segment_ids = [0] * len(tokens)
-  if tokens_b:
-    tokens += tokens_b + ["[SEP]"]
-    segment_ids += [1] * (len(tokens_b) + 1)
-
-  return tokens, segment_ids
+  return text_pair.layout(tokens_a, tokens_b, max_seq_length)
 
 
 def _label_id(example, label_list):
@@ -590,19 +576,6 @@ def _label_id(example, label_list):
     raise ValueError("Example %s has label %r, which is not in the task's "
                      "labels %s." % (example.guid, example.label, label_list))
   return label_list.index(example.label)
-
-
-def _truncate_seq_pair(tokens_a, tokens_b, max_length):
-  """Cuts the pair in place to at most `max_length` tokens in total.
-
-  Each cut drops the last token of whichever list is longer (b on a tie),
-  so a short sentence stays whole while a long one gives up its tail.
-  """
-  while len(tokens_a) + len(tokens_b) > max_length:
-    if len(tokens_a) > len(tokens_b):
-      tokens_a.pop()
-    else:
-      tokens_b.pop()
 
 
 def _int64_feature(values):
@@ -1050,7 +1023,8 @@ def main(_):
   task_name = FLAGS.task_name.lower()
   bert_config, tokenizer = startup.start(
       FLAGS, do_train=FLAGS.do_train,
-      min_seq_length=5 if processor.text_pairs else 3)
+      min_seq_length=(text_pair.MIN_SEQ_LENGTH_PAIR if processor.text_pairs
+                      else text_pair.MIN_SEQ_LENGTH_ONE_TEXT))
   label_list = processor.get_labels()
   record = _record(task_name, label_list)
   startup.check_output_dir(FLAGS, record, do_train=FLAGS.do_train)

@@ -29,13 +29,12 @@ from userio import output_files
 from checkpoints import run_info
 from runner import startup
 from runner import shared_flags
+from tasks import text_pair
 from runner import tfrecord_input
 from runner import training_graph
 
 FLAGS = flags.FLAGS
 
-# The smallest --max_seq_length a record can use: [CLS] A [SEP] B [SEP].
-MIN_SEQ_LENGTH = 5
 # Files read at once by the training input (Google's num_cpu_threads).
 NUM_CPU_THREADS = 4
 # Added to the sum of the masked-LM weights, as in Google's loss, so that a
@@ -561,7 +560,7 @@ def _write_eval_history(path, history):
 def main(_):
   _check_flags()
   bert_config, _ = startup.start(FLAGS, do_train=FLAGS.do_train,
-                                   min_seq_length=MIN_SEQ_LENGTH)
+                                   min_seq_length=text_pair.MIN_SEQ_LENGTH_PAIR)
   record = _record()
   startup.check_output_dir(FLAGS, record, do_train=FLAGS.do_train)
   input_files = check_input_files(FLAGS, bert_config)

@@ -43,14 +43,13 @@ from runner import memory_settings
 import modeling
 from checkpoints import run_info
 from runner import shared_flags
+from tasks import text_pair
 from engine import tf_internals
 import tokenization
 
 _TF_CONFIG_EXAMPLE = (
     '{"cluster": {"worker": ["host1:12345", "host2:12345"]}, '
     '"task": {"type": "worker", "index": 0}}')
-# [CLS] text [SEP]: a single sentence needs one token besides the two.
-MIN_SEQ_LENGTH = 3
 
 
 class RunSetup(collections.namedtuple(
@@ -160,7 +159,7 @@ def _check_output_dir_flag(flag_obj):
                         "directory (it is created if missing)." % output_dir)
 
 
-def check_flags(flag_obj, *, do_train, min_seq_length=MIN_SEQ_LENGTH):
+def check_flags(flag_obj, *, do_train, min_seq_length=text_pair.MIN_SEQ_LENGTH_ONE_TEXT):
   """Checks the shared flags' values and combinations; reads no file.
 
   Args:
@@ -352,7 +351,7 @@ def check_max_seq_length(flag_obj, bert_config):
            bert_config.max_position_embeddings))
 
 
-def start(flag_obj, *, do_train, min_seq_length=MIN_SEQ_LENGTH):
+def start(flag_obj, *, do_train, min_seq_length=text_pair.MIN_SEQ_LENGTH_ONE_TEXT):
   """Logging on; flags, files, config and vocabulary checked.
 
   Reads the config and the vocabulary, nothing bigger.

@@ -18,7 +18,7 @@ import tensorflow as tf
 from userio import cli
 import extract_features
 import modeling
-import run_classifier
+from tasks import text_pair
 import tokenization
 
 SEQ_LENGTH = 16
@@ -217,8 +217,8 @@ def test_read_examples(tmp_path):
 
 def test_truncate_seq_pair():
   a, b = list("abcde"), list("xy")
-  run_classifier._truncate_seq_pair(a, b, 5)
+  text_pair.truncate_seq_pair(a, b, 5)
   assert (a, b) == (list("abc"), list("xy"))
   a, b = list("abc"), list("xyz")
-  run_classifier._truncate_seq_pair(a, b, 4)
+  text_pair.truncate_seq_pair(a, b, 4)
   assert (a, b) == (list("ab"), list("xy"))
