@@ -23,9 +23,10 @@ docs/memory.md states every term and how the factors were fitted.
 import collections
 import dataclasses
 
+import optimization
+
 GIB = 2**30
 PRECISIONS = ("fp32", "fp16", "bf16")
-OPTIMIZERS = ("adamw", "lamb")
 
 # Bytes per parameter of each term.
 WEIGHT_BYTES = 4
@@ -289,7 +290,7 @@ def estimate_bytes(config, seq_length, micro_batch, precision="fp32",
     activations, masked_lm_head, workspace, total.
   """
   cal = calibration or Calibration()
-  _check_choice("optimizer", optimizer, OPTIMIZERS)
+  _check_choice("optimizer", optimizer, optimization.OPTIMIZERS)
   if micro_batch < 0 or num_accumulation_steps < 1:
     raise ValueError("micro_batch=%r must be >= 0 and num_accumulation_steps"
                      "=%r >= 1." % (micro_batch, num_accumulation_steps))

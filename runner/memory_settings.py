@@ -23,7 +23,6 @@ from runner import memory_model
 from engine import tf_internals
 
 AUTO = "auto"
-GIB = memory_model.GIB
 MEMINFO = "/proc/meminfo"
 _COMPUTE_DTYPES = {"fp32": tf.float32, "fp16": tf.float16,
                    "bf16": tf.bfloat16}
@@ -124,7 +123,7 @@ def _replica_memory(device, replicas):
   return DeviceMemory(
       device.bytes / replicas.per_memory,
       "%s, %.2f GiB shared by %d CPU replicas" % (
-          device.source, device.bytes / GIB, replicas.per_memory))
+          device.source, device.bytes / memory_model.GIB, replicas.per_memory))
 
 
 class BertMemory(object):
@@ -186,7 +185,7 @@ def _memory_model(bert_config, flag_obj, memory_model):
 
 def _describe_memory(memory):
   """E.g. "12.00 GiB (--device_memory_gb=12)"."""
-  return "%.2f GiB (%s)" % (memory.bytes / GIB, memory.source)
+  return "%.2f GiB (%s)" % (memory.bytes / memory_model.GIB, memory.source)
 
 
 # ------------------------------------------------------------ device memory
@@ -232,7 +231,7 @@ def device_memory(device_memory_gb=None):
     if not (math.isfinite(device_memory_gb) and device_memory_gb > 0):
       raise cli.UserError("--device_memory_gb=%s must be positive (GiB of the "
                        "device, e.g. 12 or 16)." % device_memory_gb)
-    return DeviceMemory(int(device_memory_gb * GIB),
+    return DeviceMemory(int(device_memory_gb * memory_model.GIB),
                         "--device_memory_gb=%g" % device_memory_gb)
   if tf.config.list_physical_devices("GPU"):
     return _smallest_gpu_memory()
@@ -391,7 +390,7 @@ def _auto(flag_obj, model, device, replicas):
       device, replicas)
   logging.info("--micro_batch_size=auto: %s; planned peak %.2f GiB%s of "
                "%s.", settings.describe(), _estimate_bytes(model, settings) /
-               GIB, " per replica" if replicas.total > 1 else "",
+               memory_model.GIB, " per replica" if replicas.total > 1 else "",
                _describe_memory(memory))
   return settings
 
@@ -474,9 +473,9 @@ def _fitting_flags(model, flag_obj, settings, budget):
   if not options:
     return ("Nothing fits %.2f GiB%s, even one example per micro-batch with "
             "gradient checkpointing in half precision: lower "
-            "--max_seq_length or use a smaller model." % (budget / GIB,
+            "--max_seq_length or use a smaller model." % (budget / memory_model.GIB,
                                                            per_replica))
-  return "Flags that fit %.2f GiB%s: %s." % (budget / GIB, per_replica,
+  return "Flags that fit %.2f GiB%s: %s." % (budget / memory_model.GIB, per_replica,
                                              "; or ".join(options))
 
 
@@ -491,11 +490,11 @@ def oom_message(bert_config, flag_obj, settings, error, memory_model=None):
     lines.append("The memory planner estimates %.2f GiB%s for it. The "
                  "device's memory is unknown: pass --device_memory_gb for "
                  "flags that fit, or use --micro_batch_size=auto with it." %
-                 (estimate / GIB, per_replica))
+                 (estimate / memory_model.GIB, per_replica))
   else:
     budget = settings.replica_memory_bytes
     lines.append("The memory planner estimates %.2f GiB%s for it; %s has "
-                 "%s." % (estimate / GIB, per_replica,
+                 "%s." % (estimate / memory_model.GIB, per_replica,
                           "each replica" if per_replica else "the device",
                           _describe_memory(settings.replica_memory)))
     if estimate < budget:

@@ -14,9 +14,9 @@ from __future__ import print_function
 
 from absl import flags
 
+import optimization
 from runner import memory_model
 
-OPTIMIZERS = ("adamw", "lamb")
 DISTRIBUTIONS = ("none", "mirrored", "multi_worker")
 # Accepted for compatibility with Google's commands, without effect here.
 COMPATIBILITY_FLAGS = ("master", "tpu_zone", "gcp_project", "num_tpu_cores",
@@ -82,7 +82,7 @@ def define_training_flags(fv=flags.FLAGS):
       "Split each --train_batch_size batch into this many micro-batches and "
       "accumulate their gradients: one update per batch, the same result as "
       "the whole batch at once, less memory.", flag_values=fv)
-  flags.DEFINE_enum("optimizer", "adamw", list(OPTIMIZERS),
+  flags.DEFINE_enum("optimizer", "adamw", list(optimization.OPTIMIZERS),
                     "adamw (Google's Adam with decoupled weight decay) or "
                     "lamb (layer-wise adaptive, for large batches).",
                     flag_values=fv)
