@@ -176,10 +176,10 @@ class BertMemory(object):
         max_predictions_per_seq=self.max_predictions_per_seq)
 
 
-def _memory_model(bert_config, flag_obj, memory_model):
-  """`memory_model`, or BertMemory of the config and the flags."""
-  if memory_model is not None:
-    return memory_model
+def _memory_model(bert_config, flag_obj, step_memory):
+  """`step_memory`, or BertMemory of the config and the flags."""
+  if step_memory is not None:
+    return step_memory
   return BertMemory(bert_config, flag_obj.max_seq_length, flag_obj.optimizer)
 
 
@@ -396,7 +396,7 @@ def _auto(flag_obj, model, device, replicas):
 
 
 def resolve(flag_obj, bert_config, do_train, distribution=None,
-            memory_model=None):
+            step_memory=None):
   """The MemorySettings the flags ask for.
 
   Args:
@@ -420,7 +420,7 @@ def resolve(flag_obj, bert_config, do_train, distribution=None,
   requested = parse_micro_batch_size(flag_obj.micro_batch_size)
   if requested == AUTO and do_train:
     return _auto(flag_obj, _memory_model(bert_config, flag_obj,
-                                         memory_model), device, replicas)
+                                         step_memory), device, replicas)
   steps = accumulation_steps(
       flag_obj.train_batch_size,
       requested if isinstance(requested, int) else None,
@@ -479,9 +479,9 @@ def _fitting_flags(model, flag_obj, settings, budget):
                                              "; or ".join(options))
 
 
-def oom_message(bert_config, flag_obj, settings, error, memory_model=None):
+def oom_message(bert_config, flag_obj, settings, error, step_memory=None):
   """The out-of-memory message: the setting, the estimate, fitting flags."""
-  model = _memory_model(bert_config, flag_obj, memory_model)
+  model = _memory_model(bert_config, flag_obj, step_memory)
   estimate = _estimate_bytes(model, settings)
   lines = ["Out of memory training %s and --train_batch_size=%d: %s." % (
       model.describe(), flag_obj.train_batch_size, settings.describe())]
@@ -508,7 +508,7 @@ def oom_message(bert_config, flag_obj, settings, error, memory_model=None):
   return "\n".join(lines)
 
 
-def oom_message_fn(bert_config, flag_obj, settings, memory_model=None):
+def oom_message_fn(bert_config, flag_obj, settings, step_memory=None):
   """callable(ResourceExhaustedError) -> str for estimator.RunConfig."""
   return lambda error: oom_message(bert_config, flag_obj, settings, error,
-                                   memory_model)
+                                   step_memory)
