@@ -33,6 +33,7 @@ from absl import logging
 from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
 import tensorflow as tf
 
+from checkpoints import checkpoint_checks
 from userio import cli
 import modeling
 from userio import output_files
@@ -351,8 +352,8 @@ def run(flag_obj):
   tokenizer = startup.make_tokenizer(flag_obj)
   startup.check_vocab(flag_obj, bert_config, tokenizer)
   examples = read_examples(flag_obj.input_file)
-  startup.check_init_checkpoint(flag_obj.init_checkpoint, bert_config,
-                                  flag_obj.bert_config_file)
+  checkpoint_checks.check_init_checkpoint(
+      flag_obj.init_checkpoint, bert_config, flag_obj.bert_config_file)
   startup.prepare_output_dir(
       output_folder, "the folder of --output_file=%s" % flag_obj.output_file)
   features = convert_examples_to_features(

@@ -525,7 +525,7 @@ def _evaluate(estimator, input_files):
   --eval_all_checkpoints, on each kept one) and writes eval_results.txt."""
   checkpoints = [None]  # None: the newest, or the initial values
   if FLAGS.eval_all_checkpoints:
-    checkpoints = estimator_lib.checkpoints_in(
+    checkpoints = checkpoint_checks.checkpoints_in(
         FLAGS.output_dir, include_unlisted=True) or [None]
   logging.info("***** Running evaluation *****")
   logging.info("  Batch size = %d, checkpoints = %d", FLAGS.eval_batch_size,

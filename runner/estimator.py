@@ -43,6 +43,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
+from checkpoints import checkpoint_checks
 from userio import cli
 from engine import graph_keys
 from engine import host_memory
@@ -53,7 +54,6 @@ from engine import tf_internals
 # dependencies, which the step counters and `recompute_grad` rely on.
 tf.compat.v1.enable_resource_variables()
 
-_CHECKPOINT_BASENAME = "model.ckpt"
 # Substrings of the op types that draw random numbers (RandomUniform,
 # StatelessRandomUniformV2, TruncatedNormal, Multinomial, ...).
 _RANDOM_OP_KINDS = ("Random", "TruncatedNormal", "Multinomial")
@@ -381,56 +381,6 @@ def _saver(**kwargs):
   return tf.compat.v1.train.Saver(save_relative_paths=True, **kwargs)
 
 
-def _checkpoint_step(prefix):
-  """The step in a prefix like .../model.ckpt-120, or -1 if it has none."""
-  match = re.search(r"-(\d+)$", prefix)
-  return int(match.group(1)) if match else -1
-
-
-def checkpoints_in(model_dir, include_unlisted=False):
-  """Prefixes of the checkpoints stored in `model_dir`, oldest first.
-
-  The folder's `checkpoint` file may name its checkpoints by absolute paths
-  (written by an older run, or before the folder was copied or moved), and
-  those paths may point at another folder. Only the base names are taken
-  from it, and only checkpoints whose files are in `model_dir` count; when
-  the file names none of them, the `model.ckpt-<step>` files found there do.
-
-  With `include_unlisted`, every `model.ckpt-<step>` file there counts too,
-  all ordered by step: a Saver keeping every checkpoint
-  (keep_checkpoint_max=0) names only the newest in that file. The Saver's
-  own bookkeeping must not use it, or a resumed run with a limit would
-  delete checkpoints an earlier run chose to keep.
-  """
-  if not model_dir or not tf.io.gfile.isdir(model_dir):
-    return []
-  names = []
-  state = tf.train.get_checkpoint_state(model_dir)
-  if state is not None:
-    names = [os.path.basename(path) for path in
-             list(state.all_model_checkpoint_paths) +
-             [state.model_checkpoint_path] if path]
-  if include_unlisted or not names:
-    files = [os.path.basename(path)[:-len(".index")] for path in
-             tf.io.gfile.glob(os.path.join(
-                 model_dir, _CHECKPOINT_BASENAME + "-*.index"))]
-    names = sorted(set(names + files) if include_unlisted else files,
-                   key=_checkpoint_step)
-  prefixes = []
-  for name in names:
-    prefix = os.path.join(model_dir, name)
-    if prefix not in prefixes and tf.io.gfile.exists(prefix + ".index"):
-      prefixes.append(prefix)
-  return prefixes
-
-
-def latest_checkpoint(model_dir):
-  """The newest checkpoint stored in `model_dir` (see `checkpoints_in`), or
-  None."""
-  prefixes = checkpoints_in(model_dir)
-  return prefixes[-1] if prefixes else None
-
-
 def _restore(saver, sess, checkpoint):
   """Restores `checkpoint`, explaining a checkpoint of a different model."""
   try:
@@ -506,7 +456,7 @@ class Estimator(object):
 
   def latest_checkpoint(self):
     """Path prefix of the newest checkpoint in `model_dir`, or None."""
-    return latest_checkpoint(self.model_dir)
+    return checkpoint_checks.latest_checkpoint(self.model_dir)
 
   # ---------------------------------------------------------------- building
 
@@ -761,7 +711,8 @@ class Estimator(object):
       _restore(built.saver, sess, checkpoint)
       # Only this folder's own files: the saver deletes the oldest of them
       # as it writes new ones.
-      built.saver.recover_last_checkpoints(checkpoints_in(self.model_dir))
+      built.saver.recover_last_checkpoints(
+          checkpoint_checks.checkpoints_in(self.model_dir))
     elif built.scaffold is not None and built.scaffold.init_fn is not None:
       built.scaffold.init_fn(sess)
     sess.run(built.iterator.initializer)
@@ -850,7 +801,8 @@ class Estimator(object):
     # Graphs may embed in-memory features as constants; the code, not a .meta
     # file, rebuilds the graph, so the meta graph is not written.
     path = built.saver.save(
-        sess, os.path.join(self.model_dir, _CHECKPOINT_BASENAME),
+        sess,
+        os.path.join(self.model_dir, checkpoint_checks.CHECKPOINT_BASENAME),
         global_step=step, write_meta_graph=False)
     logging.info("Saved checkpoint %s", path)
 

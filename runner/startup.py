@@ -232,8 +232,8 @@ def check_required_files(flag_obj, do_train):
   _check_file("bert_config_file", flag_obj.bert_config_file)
   init_checkpoint = _flag(flag_obj, "init_checkpoint")
   if init_checkpoint:
-    check_checkpoint_prefix(init_checkpoint)
-  if do_train or init_checkpoint or estimator.latest_checkpoint(
+    checkpoint_checks.check_checkpoint_prefix(init_checkpoint)
+  if do_train or init_checkpoint or checkpoint_checks.latest_checkpoint(
       flag_obj.output_dir):
     return
   raise cli.UserError(
@@ -254,7 +254,7 @@ def use_hf_init_checkpoint(flag_obj, work_dir):
   flags alone.
   """
   path = _flag(flag_obj, "init_checkpoint")
-  if not path or not _is_hf_folder(path):
+  if not path or not conversion.is_hf_folder(path):
     return
   prepare_output_dir(work_dir)
   prefix = conversion.resolve_init_checkpoint(path, work_dir)
@@ -269,25 +269,6 @@ def use_hf_init_checkpoint(flag_obj, work_dir):
     flag_obj.do_lower_case = run_info.read(folder)["do_lower_case"]
   logging.info("--init_checkpoint=%s is a Hugging Face model: using its "
                "conversion %s.", path, prefix)
-
-
-def _is_hf_folder(path):
-  try:
-    return os.path.isdir(path) and (
-        conversion.detect_layout(path) == conversion.HF)
-  except cli.UserError:
-    return False  # check_checkpoint_prefix explains what is expected.
-
-
-def check_checkpoint_prefix(init_checkpoint):
-  """--init_checkpoint names a checkpoint: its .index file exists."""
-  if not tf.io.gfile.exists(init_checkpoint + ".index"):
-    raise cli.UserError(
-        "--init_checkpoint=%s: %s.index not found. Pass the checkpoint "
-        "prefix (e.g. /path/to/bert_model.ckpt) or a Hugging Face model "
-        "folder (config.json, model.safetensors), not one of the "
-        "checkpoint's files (.index, .data-*)." %
-        (init_checkpoint, init_checkpoint))
 
 
 def load_bert_config(bert_config_file):
@@ -376,60 +357,10 @@ def start(flag_obj, *, do_train, min_seq_length=text_pair.MIN_SEQ_LENGTH_ONE_TEX
 # ------------------------------------------------------------ checkpoints
 
 
-def check_init_checkpoint(init_checkpoint, bert_config, bert_config_file,
-                          heads=()):
-  """--init_checkpoint is a complete checkpoint with the config's shapes.
-
-  `heads`: see checkpoint_checks.check_matches_config (those it lacks start
-  fresh).
-  """
-  check_checkpoint_prefix(init_checkpoint)
-  shapes = checkpoint_checks.load_readable(init_checkpoint)
-  checkpoint_checks.check_matches_config(shapes, bert_config,
-                                         init_checkpoint, bert_config_file,
-                                         heads=heads)
-
-
-def _check_resume_checkpoint(resume, bert_config, bert_config_file, heads):
-  """The checkpoint of --output_dir fits the config and holds every head
-  (a run restores all of its variables from it)."""
-  flag = "the checkpoint of --output_dir"
-  shapes = checkpoint_checks.load_readable(resume, flag)
-  missing = checkpoint_checks.check_matches_config(
-      shapes, bert_config, resume, bert_config_file, flag, heads=heads)
-  if missing:
-    raise cli.UserError(
-        "%s, %s, lacks %s, so it is not a checkpoint of this script's runs; "
-        "pass a new --output_dir (and this checkpoint as --init_checkpoint "
-        "to start from it)." % (flag, resume, ", ".join(missing)))
-
-
 def check_checkpoints(flag_obj, bert_config, *, do_train, heads=()):
-  """The checkpoints a run reads are complete and fit the config.
-
-  The checkpoint of --output_dir a run resumes from, else --init_checkpoint
-  when given. `heads`: (name, shape) of the variables the script adds to
-  BERT, which --init_checkpoint may lack (checkpoint_checks.
-  check_matches_config).
-
-  Returns:
-    The checkpoint of --output_dir (or None).
-  """
-  init_checkpoint = _flag(flag_obj, "init_checkpoint")
-  resume = estimator.latest_checkpoint(flag_obj.output_dir)
-  if resume:
-    _check_resume_checkpoint(resume, bert_config, flag_obj.bert_config_file,
-                             heads)
-  elif init_checkpoint:
-    check_init_checkpoint(init_checkpoint, bert_config,
-                          flag_obj.bert_config_file, heads)
-  if init_checkpoint and resume:
-    logging.info("--output_dir holds %s: the run resumes from it, not from "
-                 "--init_checkpoint.", resume)
-  if do_train and not init_checkpoint and not resume:
-    logging.warning("No --init_checkpoint: training starts from random "
-                    "weights, not from a pre-trained model.")
-  return resume
+  return checkpoint_checks.check_checkpoints(
+      flag_obj.output_dir, _flag(flag_obj, "init_checkpoint"), bert_config,
+      flag_obj.bert_config_file, do_train=do_train, heads=heads)
 
 
 # ------------------------------------------------------------- output_dir
@@ -441,7 +372,7 @@ def check_output_dir(flag_obj, record, *, do_train):
   another --max_seq_length). See checkpoints/run_info.py."""
   run_info.check(
       flag_obj.output_dir, record,
-      has_checkpoint=bool(estimator.latest_checkpoint(flag_obj.output_dir)),
+      has_checkpoint=bool(checkpoint_checks.latest_checkpoint(flag_obj.output_dir)),
       do_train=do_train)
 
 

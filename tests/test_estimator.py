@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from checkpoints import checkpoint_checks
 from userio import cli
 import conftest
 from runner import estimator
@@ -394,9 +395,9 @@ def test_copied_and_moved_dirs_resume_from_their_own_checkpoints(
                              rtol=1e-5)
   moved = str(tmp_path / "moved")
   shutil.move(original, moved)
-  assert estimator.latest_checkpoint(moved) == os.path.join(
+  assert checkpoint_checks.latest_checkpoint(moved) == os.path.join(
       moved, "model.ckpt-3")
-  assert estimator.checkpoints_in(moved) == [
+  assert checkpoint_checks.checkpoints_in(moved) == [
       os.path.join(moved, "model.ckpt-2"), os.path.join(moved, "model.ckpt-3")]
 
 
@@ -406,9 +407,9 @@ def test_checkpoints_found_without_a_state_file(tmp_path):
   make_estimator(model_dir, save_checkpoints_steps=5).train(
       make_input_fn(x, y, True), max_steps=10)
   os.remove(os.path.join(model_dir, "checkpoint"))
-  assert estimator.checkpoints_in(model_dir) == [
+  assert checkpoint_checks.checkpoints_in(model_dir) == [
       os.path.join(model_dir, "model.ckpt-%d" % step) for step in (0, 5, 10)]
-  assert estimator.latest_checkpoint(str(tmp_path / "missing")) is None
+  assert checkpoint_checks.latest_checkpoint(str(tmp_path / "missing")) is None
 
 
 def test_unlisted_checkpoints_of_a_run_keeping_them_all(tmp_path):
@@ -421,8 +422,8 @@ def test_unlisted_checkpoints_of_a_run_keeping_them_all(tmp_path):
                                               max_steps=15)
   every = [os.path.join(model_dir, "model.ckpt-%d" % step)
            for step in (0, 5, 10, 15)]
-  assert estimator.checkpoints_in(model_dir) == every[-1:]
-  assert estimator.checkpoints_in(model_dir, include_unlisted=True) == every
+  assert checkpoint_checks.checkpoints_in(model_dir) == every[-1:]
+  assert checkpoint_checks.checkpoints_in(model_dir, include_unlisted=True) == every
 
 
 @pytest.mark.parametrize("k", [1, 2])
@@ -744,7 +745,7 @@ def test_signal_saves_at_an_update_boundary(tmp_path, signum, k, run_script):
                       300)
   assert result.returncode == 0, result.stderr[-3000:]
   assert "interrupted by %d" % signum in result.stdout, result.stderr[-3000:]
-  values = ckpt_values(estimator.latest_checkpoint(model_dir))
+  values = ckpt_values(checkpoint_checks.latest_checkpoint(model_dir))
   assert 1 <= values["global_step"] < 8
   assert values["micro_step"] == k * values["global_step"]
   x, y = make_data(32)
