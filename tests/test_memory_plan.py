@@ -144,16 +144,27 @@ def test_attention_term_is_quadratic():
   assert act(2 * s) - 2 * act(s) == pytest.approx(2 * quadratic * s * s)
 
 
-def test_reproduces_google_12gb_table():
+def test_default_calibration_still_gives_the_table_it_was_fitted_to():
+  """A regression test of the default calibration's fit, not a validation.
+
+  The default `Calibration` was fitted to this very table (docs/memory.md,
+  "Calibration against Google's table"), so passing shows only that the
+  planner still gives what the fit gave; it says nothing of models,
+  lengths or devices the fit did not see. What the fit gave: every cell
+  within 25% of Google's, except BERT-Large at 384 tokens, where Google
+  fits no example and the planner one (no term model of this form fits
+  that cell: test_large_384_is_at_the_edge); there it may be at most one
+  example above Google's.
+  """
   memory = 12 * mp.GIB
   planned = {name: {s: mp.max_micro_batch(CONFIGS[name], s, memory)
                     for s in row} for name, row in GOOGLE_12GB.items()}
   for name, row in GOOGLE_12GB.items():
     for s, google in row.items():
-      if (name, s) == ("large", 384):
-        continue  # See test_large_384_is_at_the_edge.
       got = planned[name][s]
-      if google == 0:
+      if (name, s) == ("large", 384):
+        assert google <= got <= google + 1, (name, s, planned)
+      elif google == 0:
         assert got == 0, (name, s, planned)
       else:
         assert 0.75 * google <= got <= 1.25 * google, (name, s, planned)
