@@ -15,9 +15,9 @@ import pytest
 import tensorflow as tf
 
 from checkpoints import checkpoint_checks
-from userio import cli
 import conftest
 from runner import estimator
+from runner import out_of_memory
 
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(TESTS_DIR)
@@ -153,7 +153,9 @@ def model_fn(features, labels, mode, params):
   lr = tf.constant(params.get("lr", LR), tf.float32)
   tf.compat.v1.add_to_collection("learning_rate", lr)
   tf.compat.v1.add_to_collection("loss_scale", tf.constant(128.0))
-  train_op = _accumulating_sgd(loss, lr, params.get("k", 1))
+  # The runner hands the RunConfig's accumulation steps to the model_fn.
+  train_op = _accumulating_sgd(loss, lr,
+                               params[estimator.ACCUMULATION_STEPS_KEY])
   return estimator.EstimatorSpec(mode, loss=loss, train_op=train_op,
                                  scaffold_fn=scaffold_fn)
 
@@ -187,9 +189,7 @@ def _scaffold_fn(params, b):
 def make_estimator(model_dir, k=1, batch=4, params=None, **config_kw):
   config = estimator.RunConfig(model_dir, num_accumulation_steps=k,
                                tf_random_seed=7, **config_kw)
-  all_params = {"k": k}
-  all_params.update(params or {})
-  return estimator.Estimator(model_fn, config, params=all_params,
+  return estimator.Estimator(model_fn, config, params=params,
                              train_batch_size=batch, eval_batch_size=batch,
                              predict_batch_size=3)
 
@@ -423,7 +423,8 @@ def test_unlisted_checkpoints_of_a_run_keeping_them_all(tmp_path):
   every = [os.path.join(model_dir, "model.ckpt-%d" % step)
            for step in (0, 5, 10, 15)]
   assert checkpoint_checks.checkpoints_in(model_dir) == every[-1:]
-  assert checkpoint_checks.checkpoints_in(model_dir, include_unlisted=True) == every
+  assert checkpoint_checks.checkpoints_in(model_dir,
+                                          include_unlisted=True) == every
 
 
 @pytest.mark.parametrize("k", [1, 2])
@@ -675,8 +676,8 @@ def test_out_of_memory_while_initializing_is_training_advice(tmp_path):
 
 def test_out_of_memory_names_a_cap_on_the_cpu_allocator(tmp_path,
                                                          monkeypatch):
-  assert cli.cpu_allocator_cap_line({}) is None
-  assert cli.cpu_allocator_cap_line(
+  assert out_of_memory.cpu_allocator_cap_line({}) is None
+  assert out_of_memory.cpu_allocator_cap_line(
       {"TF_MKL_ALLOC_MAX_BYTES": str(6 * 2**30)}) == (
           "TF_MKL_ALLOC_MAX_BYTES=6442450944 (6.00 GiB) caps what "
           "TensorFlow's CPU allocator may reserve: raise or unset it if the "

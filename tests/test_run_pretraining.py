@@ -21,7 +21,6 @@ from checkpoints import checkpoint_checks
 from userio import cli
 import conftest
 from runner import estimator
-from runner import memory_settings
 from runner import memory_model
 import modeling
 import pretraining_records
@@ -349,8 +348,8 @@ def test_memory_model_counts_the_masked_lm_head():
   """The planner's hook: BertMemory with max_predictions_per_seq estimates
   memory_model's pretraining terms and plans a smaller micro-batch."""
   large = modeling.BertConfig.from_dict(memory_model.BERT_LARGE)
-  plain = memory_settings.BertMemory(large, 512)
-  heads = memory_settings.BertMemory(large, 512, max_predictions_per_seq=80)
+  plain = memory_model.BertMemory(large, 512)
+  heads = memory_model.BertMemory(large, 512, max_predictions_per_seq=80)
   assert heads.estimate_bytes(4, "fp32", False, 2) == pytest.approx(
       memory_model.estimate_bytes(large, 512, 4, num_accumulation_steps=2,
                                  max_predictions_per_seq=80)["total"])
