@@ -465,9 +465,9 @@ class Estimator(object):
 
     Raises:
       ValueError (cli.UserError) when the batch does not split into the
-      accumulation steps, or a micro-batch not over the replicas: the check
-      of memory_settings.accumulation_steps, which the training scripts ran
-      already.
+      accumulation steps or a micro-batch does not split over the replicas:
+      memory_settings.accumulation_steps, the check the training scripts'
+      set-up made already, for a RunConfig built directly.
     """
     if not self._train_batch_size:
       raise ValueError("Estimator.train needs train_batch_size (flag "

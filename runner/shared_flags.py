@@ -266,7 +266,7 @@ class SharedFlags:
     micro_batch_size: str as typed: "", an integer or "auto".
     device_memory_gb: float or None.
     distribution: one of DISTRIBUTIONS.
-    devices: list of device names, or None.
+    devices: tuple of device names (--devices), or None.
     use_xla: bool.
     defined: frozenset of the names of the shared flags the script defines.
     given: frozenset of the names of those the command line set.
