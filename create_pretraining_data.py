@@ -941,7 +941,9 @@ def run(flag_obj):
     cli.UserError for flags or input that cannot work.
   """
   check_flags(flag_obj)
-  tokenizer = startup.make_tokenizer(flag_obj)
+  tokenizer = startup.make_tokenizer(flag_obj.vocab_file,
+                                     flag_obj.do_lower_case,
+                                     flag_obj.spm_model_file)
   masking_vocab(tokenizer)  # Refuses a vocabulary without [CLS] etc.
   _warn_if_casing_differs(flag_obj, tokenizer)
   input_files = resolve_input_files(flag_obj.input_file)

@@ -33,13 +33,14 @@ from absl import logging
 from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
 import tensorflow as tf
 
+from checkpoints import checkpoint_checks
 from userio import cli
 import modeling
 from userio import output_files
 from userio import progress
-import run_classifier
 from runner import startup
 from runner import shared_flags
+from tasks import text_pair
 import tokenization
 
 FLAGS = flags.FLAGS
@@ -166,18 +167,7 @@ def convert_examples_to_features(examples, seq_length, tokenizer):
   for example in examples:
     tokens_a = tokenizer.tokenize(example.text_a)
     tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else []
-    if tokens_b:
-      # Room for [CLS], [SEP] and [SEP].
-      run_classifier._truncate_seq_pair(  # pylint: disable=protected-access
-          tokens_a, tokens_b, seq_length - 3)
-    else:
-      tokens_a = tokens_a[:seq_length - 2]
-
-    tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
-    input_type_ids = [0] * len(tokens)
-    if tokens_b:
-      tokens += tokens_b + ["[SEP]"]
-      input_type_ids += [1] * (len(tokens_b) + 1)
+    tokens, input_type_ids = text_pair.layout(tokens_a, tokens_b, seq_length)
     input_ids = tokenizer.convert_tokens_to_ids(tokens)
     input_mask = [1] * len(input_ids)
     padding = [0] * (seq_length - len(input_ids))
@@ -316,30 +306,34 @@ def feature_to_json(feature, layer_indexes, values):
       ("linex_index", feature.unique_id), ("features", tokens)])
 
 
-def _check_flags(flag_obj):
+def _check_flags(flag_obj, shared):
   """Refuses missing or unsupported flags before any slow work."""
-  startup.check_tpu_flags(flag_obj)
+  startup.check_tpu_flags(shared.use_tpu, shared.tpu_name,
+                          shared.changed_compatibility_flags)
   _check_required(flag_obj, ("input_file", "output_file", "init_checkpoint"))
   if flag_obj.batch_size < 1:
     raise cli.UserError("--batch_size=%d: must be at least 1." %
                         flag_obj.batch_size)
-  tokenization.validate_case_matches_checkpoint(flag_obj.do_lower_case,
-                                                flag_obj.init_checkpoint)
+  tokenization.validate_case_matches_checkpoint(shared.do_lower_case,
+                                                shared.init_checkpoint)
 
 
-def _check_required(flag_obj, names):
+def _check_required(values, names):
+  """Each flag of `names` has a value in `values` (the flags, or the
+  SharedFlags after a Hugging Face --init_checkpoint supplied some)."""
   for name in names:
-    if not getattr(flag_obj, name):
+    if not getattr(values, name):
       raise cli.UserError("--%s is required." % name)
 
 
 def _check_max_seq_length(max_seq_length, bert_config):
-  """[CLS] x [SEP] needs 3 positions; the model has only so many."""
-  if not 3 <= max_seq_length <= bert_config.max_position_embeddings:
+  """[CLS] x [SEP] needs its positions; the model has only so many."""
+  shortest = text_pair.MIN_SEQ_LENGTH_ONE_TEXT
+  if not shortest <= max_seq_length <= bert_config.max_position_embeddings:
     raise cli.UserError(
-        "--max_seq_length=%d: must be between 3 and the model's "
+        "--max_seq_length=%d: must be between %d and the model's "
         "max_position_embeddings (%d in --bert_config_file)." %
-        (max_seq_length, bert_config.max_position_embeddings))
+        (max_seq_length, shortest, bert_config.max_position_embeddings))
 
 
 def run(flag_obj):
@@ -349,24 +343,27 @@ def run(flag_obj):
   vocabulary (size and casing), input file, checkpoint (complete and of
   the config's shapes) and the output file's folder.
   """
-  _check_flags(flag_obj)
+  shared = shared_flags.read(flag_obj)
+  _check_flags(flag_obj, shared)
   output_folder = os.path.dirname(os.path.abspath(flag_obj.output_file))
-  startup.use_hf_init_checkpoint(flag_obj, output_folder)
+  shared = startup.use_hf_init_checkpoint(shared, output_folder)
   # A Hugging Face folder as --init_checkpoint supplies these two.
-  _check_required(flag_obj, ("vocab_file", "bert_config_file"))
-  bert_config = startup.load_bert_config(flag_obj.bert_config_file)
-  _check_max_seq_length(flag_obj.max_seq_length, bert_config)
+  _check_required(shared, ("vocab_file", "bert_config_file"))
+  bert_config = startup.load_bert_config(shared.bert_config_file)
+  _check_max_seq_length(shared.max_seq_length, bert_config)
   layer_indexes = parse_layers(flag_obj.layers,
                                bert_config.num_hidden_layers)
-  tokenizer = startup.make_tokenizer(flag_obj)
-  startup.check_vocab(flag_obj, bert_config, tokenizer)
+  tokenizer = startup.make_tokenizer(shared.vocab_file, shared.do_lower_case)
+  startup.check_vocab(tokenizer, bert_config, vocab_file=shared.vocab_file,
+                      spm_model_file=None, do_lower_case=shared.do_lower_case,
+                      bert_config_file=shared.bert_config_file)
   examples = read_examples(flag_obj.input_file)
-  startup.check_init_checkpoint(flag_obj.init_checkpoint, bert_config,
-                                  flag_obj.bert_config_file)
+  checkpoint_checks.check_init_checkpoint(
+      shared.init_checkpoint, bert_config, shared.bert_config_file)
   startup.prepare_output_dir(
       output_folder, "the folder of --output_file=%s" % flag_obj.output_file)
   features = convert_examples_to_features(
-      examples, flag_obj.max_seq_length, tokenizer)
+      examples, shared.max_seq_length, tokenizer)
 
   # Written under a temporary name so a killed run leaves no partial file
   # that looks complete.
@@ -375,7 +372,7 @@ def run(flag_obj):
   with output_files.replacing(flag_obj.output_file) as temp_file, (
       tf.io.gfile.GFile(temp_file, "w")) as writer:
     for feature, values in compute_layer_values(
-        features, bert_config, flag_obj.init_checkpoint, layer_indexes,
+        features, bert_config, shared.init_checkpoint, layer_indexes,
         flag_obj.batch_size, flag_obj.use_one_hot_embeddings):
       writer.write(json.dumps(feature_to_json(
           feature, layer_indexes, values)) + "\n")

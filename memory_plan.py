@@ -21,6 +21,7 @@ from absl import flags
 # Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
 from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
 import modeling
+import optimization
 from runner import memory_model
 from userio import cli
 
@@ -47,7 +48,7 @@ def define_flags():
                     "Activation precision; fp16 and bf16 have the same size.")
   flags.DEFINE_enum("gradient_checkpointing", "auto", ["auto", "true", "false"],
                     "auto: show both and use checkpointing only when needed.")
-  flags.DEFINE_enum("optimizer", "adamw", list(memory_model.OPTIMIZERS),
+  flags.DEFINE_enum("optimizer", "adamw", list(optimization.OPTIMIZERS),
                     "The optimizer (both keep two slots per parameter).")
   flags.DEFINE_integer(
       "max_predictions_per_seq", 0,

@@ -423,7 +423,9 @@ class SquadPredictor(object):
     self.max_answer_length = max_answer_length
     self.max_seq_length = model.max_seq_length
     try:
-      run_squad.check_window_flags(self)
+      run_squad.check_window_flags(
+          self.max_seq_length, doc_stride, max_query_length, n_best_size,
+          max_answer_length)
     except cli.UserError as e:
       raise cli.UserError("%s (max_seq_length is the export's, from %s)" %
                           (e, model.path)) from None

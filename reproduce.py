@@ -381,14 +381,14 @@ def _prediction_steps(setup, cells, summaries):
   MNLI's model also predicts (and evaluates) MNLI-mm's mismatched sets.
   Returns [(step, task its files are for)].
   """
-  from runner import estimator  # pylint: disable=g-import-not-at-top
+  from checkpoints import checkpoint_checks  # pylint: disable=g-import-not-at-top
   by_name = {cell.name: cell for cell in cells}
   steps = []
   for task, summary in summaries.items():
     cell = by_name.get(summary["selected_cell"])
     if cell is None or plan.TASKS[cell.task].kind != "glue":
       continue
-    checkpoint = estimator.latest_checkpoint(
+    checkpoint = checkpoint_checks.latest_checkpoint(
         plan.cell_dir(setup.output_dir, cell))
     names = [(cell.task, False)] + ([("MNLI-mm", True)]
                                     if cell.task == "MNLI" else [])

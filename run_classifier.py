@@ -30,6 +30,7 @@ from checkpoints import run_info
 from runner import startup
 from runner import shared_flags
 from runner import serving_input
+from tasks import text_pair
 from runner import tfrecord_input
 import tokenization
 from runner import training_graph
@@ -557,29 +558,14 @@ def example_tokens(example, max_seq_length, tokenizer):
   Returns:
     (tokens, segment_ids): [CLS] a [SEP] (b [SEP]), the pair cut to fit
     max_seq_length, and the segment of each token (0 up to the first [SEP],
-    1 after it).
+    1 after it); see tasks/text_pair.py. The [CLS] vector is what the
+    pooler, and so the classifier, reads.
   """
   tokens_a = tokenizer.tokenize(example.text_a)
   tokens_b = None
   if example.text_b:
     tokens_b = tokenizer.tokenize(example.text_b)
-
-  if tokens_b:
-    # Leave room for [CLS] and the two [SEP]s.
-    _truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
-  elif len(tokens_a) > max_seq_length - 2:
-    # Leave room for [CLS] and [SEP].
-    tokens_a = tokens_a[0:(max_seq_length - 2)]
-
-  # [CLS] a [SEP] b [SEP]; segment 0 covers [CLS] a [SEP], segment 1 the rest.
-  # The [CLS] vector is what the pooler (and so the classifier) reads.
-  tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
-  segment_ids = [0] * len(tokens)
-  if tokens_b:
-    tokens += tokens_b + ["[SEP]"]
-    segment_ids += [1] * (len(tokens_b) + 1)
-
-  return tokens, segment_ids
+  return text_pair.layout(tokens_a, tokens_b, max_seq_length)
 
 
 def _label_id(example, label_list):
@@ -590,19 +576,6 @@ def _label_id(example, label_list):
     raise ValueError("Example %s has label %r, which is not in the task's "
                      "labels %s." % (example.guid, example.label, label_list))
   return label_list.index(example.label)
-
-
-def _truncate_seq_pair(tokens_a, tokens_b, max_length):
-  """Cuts the pair in place to at most `max_length` tokens in total.
-
-  Each cut drops the last token of whichever list is longer (b on a tie),
-  so a short sentence stays whole while a long one gives up its tail.
-  """
-  while len(tokens_a) + len(tokens_b) > max_length:
-    if len(tokens_a) > len(tokens_b):
-      tokens_a.pop()
-    else:
-      tokens_b.pop()
 
 
 def _int64_feature(values):
@@ -799,21 +772,21 @@ def serving_input_receiver_fn_builder(seq_length, is_regression=False):
       "is_real_example": tf.int32})
 
 
-def _skip_padding(flag_obj):
+def _skip_padding(skip_padding, use_xla):
   """Whether the model skips padding: --skip_padding, unless --use_xla."""
-  if flag_obj.skip_padding and flag_obj.use_xla:
+  if skip_padding and use_xla:
     logging.info("--skip_padding is off with --use_xla: XLA compiles the "
                  "graph for fixed shapes, and the number of real tokens "
                  "changes from batch to batch.")
     return False
-  return flag_obj.skip_padding
+  return skip_padding
 
 
 def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
                      num_train_steps, num_warmup_steps, use_tpu,
-                     use_one_hot_embeddings, *, num_accumulation_steps=1,
-                     optimizer="adamw", is_regression=False,
-                     official_metrics=(), gradient_checkpointing=False,
+                     use_one_hot_embeddings, *, optimizer="adamw",
+                     is_regression=False, official_metrics=(),
+                     gradient_checkpointing=False,
                      compute_dtype=tf.float32, skip_padding=False):
   """Builds the model_fn(features, labels, mode, params) the runner calls.
 
@@ -824,8 +797,9 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
   """
 
   def model_fn(features, labels, mode, params):
-    """Builds the graph of `mode`; labels arrive inside `features`."""
-    del labels, params  # The runner's signature; unused here.
+    """Builds the graph of `mode`; labels arrive inside `features`, the
+    accumulation steps in `params` (training_graph.train_op)."""
+    del labels  # The runner's signature; unused here.
     logging.info("*** Features ***")
     for name in sorted(features.keys()):
       logging.info("  name = %s, shape = %s", name, features[name].shape)
@@ -848,7 +822,7 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
     if mode == estimator_lib.ModeKeys.TRAIN:
       train_op = training_graph.train_op(
           total_loss, learning_rate, num_train_steps, num_warmup_steps,
-          use_tpu, num_accumulation_steps=num_accumulation_steps,
+          use_tpu, params=params,
           optimizer=optimizer, compute_dtype=compute_dtype)
       return estimator_lib.EstimatorSpec(
           mode=mode, loss=total_loss, train_op=train_op)
@@ -912,11 +886,11 @@ def _read_examples(processor):
   return examples
 
 
-def _record(task_name, label_list):
+def _record(task_name, label_list, shared):
   """The run_info.json of this run (checkpoints/run_info.py)."""
   return run_info.make_record(
-      task_name, label_list, FLAGS.do_lower_case, FLAGS.max_seq_length,
-      FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.spm_model_file)
+      task_name, label_list, shared.do_lower_case, shared.max_seq_length,
+      shared.bert_config_file, shared.vocab_file, shared.spm_model_file)
 
 
 def _processor_for(task_name):
@@ -927,60 +901,63 @@ def _processor_for(task_name):
   return processor_class()
 
 
-def _prepare_features(processor, set_type, examples, label_list, tokenizer,
-                      file_name, **order):
+def _prepare_features(shared, processor, set_type, examples, label_list,
+                      tokenizer, file_name, **order):
   """Writes (or reuses) output_dir/file_name for `examples`; returns its path.
 
-  `order`: the example_order / shuffle_seed of `record_fingerprint`.
+  `shared`: the run's shared_flags.SharedFlags (vocabulary and casing as
+  startup.start resolved them). `order`: the example_order / shuffle_seed
+  of `record_fingerprint`.
   """
-  output_file = os.path.join(FLAGS.output_dir, file_name)
+  output_file = os.path.join(shared.output_dir, file_name)
   fingerprint = record_fingerprint(
       processor.get_data_files(FLAGS.data_dir, set_type),
-      FLAGS.spm_model_file or FLAGS.vocab_file,
-      FLAGS.do_lower_case, FLAGS.max_seq_length, FLAGS.task_name.lower(),
+      shared.spm_model_file or shared.vocab_file,
+      shared.do_lower_case, shared.max_seq_length, FLAGS.task_name.lower(),
       len(examples), **order)
-  prepare_record_file(examples, label_list, FLAGS.max_seq_length, tokenizer,
+  prepare_record_file(examples, label_list, shared.max_seq_length, tokenizer,
                       output_file, fingerprint)
   return output_file
 
 
-def _train(estimator, processor, train_examples, label_list, tokenizer,
-           num_train_steps):
+def _train(shared, estimator, processor, train_examples, label_list,
+           tokenizer, num_train_steps):
   """Writes train.tf_record in --train_example_order and trains."""
   order = {"example_order": FLAGS.train_example_order}
   if FLAGS.train_example_order == "shuffled":
     # The input's shuffle buffer only mixes neighbours; a whole-set
     # permutation keeps a run from ending on one source of the data.
     train_examples = list(train_examples)
-    random.Random(FLAGS.seed).shuffle(train_examples)
-    order["shuffle_seed"] = FLAGS.seed
-  train_file = _prepare_features(processor, "train", train_examples,
+    random.Random(shared.seed).shuffle(train_examples)
+    order["shuffle_seed"] = shared.seed
+  train_file = _prepare_features(shared, processor, "train", train_examples,
                                  label_list, tokenizer, "train.tf_record",
                                  **order)
   logging.info("***** Running training *****")
   logging.info("  Num examples = %d", len(train_examples))
-  logging.info("  Batch size = %d", FLAGS.train_batch_size)
+  logging.info("  Batch size = %d", shared.train_batch_size)
   logging.info("  Num steps = %d", num_train_steps)
   train_input_fn = file_based_input_fn_builder(
-      input_file=train_file, seq_length=FLAGS.max_seq_length,
-      is_training=True, drop_remainder=True, seed=FLAGS.seed,
+      input_file=train_file, seq_length=shared.max_seq_length,
+      is_training=True, drop_remainder=True, seed=shared.seed,
       is_regression=processor.is_regression)
   estimator.train(input_fn=train_input_fn, max_steps=num_train_steps)
 
 
-def _evaluate(estimator, processor, eval_examples, label_list, tokenizer):
+def _evaluate(shared, estimator, processor, eval_examples, label_list,
+              tokenizer):
   """Evaluates on the dev set and writes eval_results.txt."""
   num_actual_eval_examples = len(eval_examples)
   eval_examples = _pad_to_batch_multiple(eval_examples, FLAGS.eval_batch_size)
-  eval_file = _prepare_features(processor, "dev", eval_examples, label_list,
-                                tokenizer, "eval.tf_record")
+  eval_file = _prepare_features(shared, processor, "dev", eval_examples,
+                                label_list, tokenizer, "eval.tf_record")
   logging.info("***** Running evaluation *****")
   logging.info("  Num examples = %d (%d actual, %d padding)",
                len(eval_examples), num_actual_eval_examples,
                len(eval_examples) - num_actual_eval_examples)
   logging.info("  Batch size = %d", FLAGS.eval_batch_size)
   eval_input_fn = file_based_input_fn_builder(
-      input_file=eval_file, seq_length=FLAGS.max_seq_length,
+      input_file=eval_file, seq_length=shared.max_seq_length,
       is_training=False, drop_remainder=True,
       is_regression=processor.is_regression)
   result = estimator.evaluate(
@@ -991,7 +968,7 @@ def _evaluate(estimator, processor, eval_examples, label_list, tokenizer):
   for key in sorted(result.keys()):
     logging.info("  %s = %s", key, str(result[key]))
   output_files.write_eval_results(
-      os.path.join(FLAGS.output_dir, "eval_results.txt"), result)
+      os.path.join(shared.output_dir, "eval_results.txt"), result)
 
 
 def _prediction_lines(processor, label_list, results, num_actual):
@@ -1013,95 +990,100 @@ def _prediction_lines(processor, label_list, results, num_actual):
   return result_lines, submission_lines
 
 
-def _predict(estimator, processor, predict_examples, label_list, tokenizer):
+def _predict(shared, estimator, processor, predict_examples, label_list,
+             tokenizer):
   """Predicts the test set: test_results.tsv and the GLUE submission file."""
   num_actual_predict_examples = len(predict_examples)
   predict_examples = _pad_to_batch_multiple(predict_examples,
-                                            FLAGS.predict_batch_size)
-  predict_file = _prepare_features(processor, "test", predict_examples,
-                                   label_list, tokenizer, "predict.tf_record")
+                                            shared.predict_batch_size)
+  predict_file = _prepare_features(shared, processor, "test",
+                                   predict_examples, label_list, tokenizer,
+                                   "predict.tf_record")
   logging.info("***** Running prediction *****")
   logging.info("  Num examples = %d (%d actual, %d padding)",
                len(predict_examples), num_actual_predict_examples,
                len(predict_examples) - num_actual_predict_examples)
-  logging.info("  Batch size = %d", FLAGS.predict_batch_size)
+  logging.info("  Batch size = %d", shared.predict_batch_size)
   predict_input_fn = file_based_input_fn_builder(
-      input_file=predict_file, seq_length=FLAGS.max_seq_length,
+      input_file=predict_file, seq_length=shared.max_seq_length,
       is_training=False, drop_remainder=True,
       is_regression=processor.is_regression)
   results = estimator.predict(
       input_fn=predict_input_fn,
-      num_batches=len(predict_examples) // FLAGS.predict_batch_size)
+      num_batches=len(predict_examples) // shared.predict_batch_size)
   result_lines, submission_lines = _prediction_lines(
       processor, label_list, results, num_actual_predict_examples)
   if len(result_lines) != num_actual_predict_examples:
     raise RuntimeError("Got %d predictions for %d test examples."
                        % (len(result_lines), num_actual_predict_examples))
-  output_files.write_text(os.path.join(FLAGS.output_dir, "test_results.tsv"),
+  output_files.write_text(os.path.join(shared.output_dir, "test_results.tsv"),
                           "".join(result_lines))
   if processor.submission_name:
     output_files.write_text(
-        os.path.join(FLAGS.output_dir, processor.submission_name + ".tsv"),
+        os.path.join(shared.output_dir, processor.submission_name + ".tsv"),
         "".join(submission_lines))
 
 
 def main(_):
   processor = _check_flags()
   task_name = FLAGS.task_name.lower()
-  bert_config, tokenizer = startup.start(
-      FLAGS, do_train=FLAGS.do_train,
-      min_seq_length=5 if processor.text_pairs else 3)
+  shared, bert_config, tokenizer = startup.start(
+      shared_flags.read(FLAGS), do_train=FLAGS.do_train,
+      min_seq_length=(text_pair.MIN_SEQ_LENGTH_PAIR if processor.text_pairs
+                      else text_pair.MIN_SEQ_LENGTH_ONE_TEXT))
   label_list = processor.get_labels()
-  record = _record(task_name, label_list)
-  startup.check_output_dir(FLAGS, record, do_train=FLAGS.do_train)
+  record = _record(task_name, label_list, shared)
+  startup.check_output_dir(shared.output_dir, record, do_train=FLAGS.do_train)
   examples = _read_examples(processor)
   num_train_steps = num_warmup_steps = None
   if FLAGS.do_train:
     num_train_steps, num_warmup_steps = startup.num_train_and_warmup_steps(
-        len(examples["train"]), FLAGS,
+        len(examples["train"]), shared.train_batch_size,
+        shared.num_train_epochs, shared.warmup_proportion,
         processor.get_data_files(FLAGS.data_dir, "train")[0])
-  setup = startup.set_up(FLAGS, bert_config, do_train=FLAGS.do_train,
-                           record=record)
+  setup = startup.set_up(shared, bert_config, do_train=FLAGS.do_train,
+                         record=record)
 
   model_fn = model_fn_builder(
       bert_config=bert_config,
       num_labels=len(label_list),
-      init_checkpoint=FLAGS.init_checkpoint,
-      learning_rate=FLAGS.learning_rate,
+      init_checkpoint=shared.init_checkpoint,
+      learning_rate=shared.learning_rate,
       num_train_steps=num_train_steps,
       num_warmup_steps=num_warmup_steps,
-      use_tpu=FLAGS.use_tpu,
-      use_one_hot_embeddings=FLAGS.use_tpu,
-      num_accumulation_steps=setup.num_accumulation_steps,
-      optimizer=FLAGS.optimizer,
+      use_tpu=shared.use_tpu,
+      use_one_hot_embeddings=shared.use_tpu,
+      optimizer=shared.optimizer,
       is_regression=processor.is_regression,
       official_metrics=processor.official_metrics,
       gradient_checkpointing=setup.gradient_checkpointing,
       compute_dtype=setup.compute_dtype,
-      skip_padding=_skip_padding(FLAGS))
+      skip_padding=_skip_padding(FLAGS.skip_padding, shared.use_xla))
   estimator = estimator_lib.Estimator(
       model_fn=model_fn, config=setup.run_config,
-      train_batch_size=FLAGS.train_batch_size,
+      train_batch_size=shared.train_batch_size,
       eval_batch_size=FLAGS.eval_batch_size,
-      predict_batch_size=FLAGS.predict_batch_size)
+      predict_batch_size=shared.predict_batch_size)
 
   if FLAGS.do_train:
-    _train(estimator, processor, examples["train"], label_list, tokenizer,
-           num_train_steps)
+    _train(shared, estimator, processor, examples["train"], label_list,
+           tokenizer, num_train_steps)
   if not estimator.config.is_chief:
     # Evaluation and prediction run on one device; the chief writes them.
     logging.info("This worker's training is done; the chief writes the "
                  "evaluation and prediction outputs.")
     return
   if FLAGS.do_eval:
-    _evaluate(estimator, processor, examples["dev"], label_list, tokenizer)
+    _evaluate(shared, estimator, processor, examples["dev"], label_list,
+              tokenizer)
   if FLAGS.do_predict:
-    _predict(estimator, processor, examples["test"], label_list, tokenizer)
-  if FLAGS.export_dir:
+    _predict(shared, estimator, processor, examples["test"], label_list,
+             tokenizer)
+  if shared.export_dir:
     estimator.export_saved_model(
-        FLAGS.export_dir, serving_input_receiver_fn_builder(
-            FLAGS.max_seq_length, processor.is_regression),
-        assets=run_info.assets(FLAGS.output_dir))
+        shared.export_dir, serving_input_receiver_fn_builder(
+            shared.max_seq_length, processor.is_regression),
+        assets=run_info.assets(shared.output_dir))
 
 
 if __name__ == "__main__":

@@ -23,19 +23,18 @@ from checkpoints import checkpoint_checks
 from userio import cli
 from runner import estimator as estimator_lib
 from engine import lean_gradients
-from runner import memory_settings
+from runner import memory_model
 import modeling
 from userio import output_files
 from checkpoints import run_info
 from runner import startup
 from runner import shared_flags
+from tasks import text_pair
 from runner import tfrecord_input
 from runner import training_graph
 
 FLAGS = flags.FLAGS
 
-# The smallest --max_seq_length a record can use: [CLS] A [SEP] B [SEP].
-MIN_SEQ_LENGTH = 5
 # Files read at once by the training input (Google's num_cpu_threads).
 NUM_CPU_THREADS = 4
 # Added to the sum of the masked-LM weights, as in Google's loss, so that a
@@ -230,12 +229,14 @@ def check_record_file(path, max_seq_length, max_predictions_per_seq,
                                else min(ids), vocab_size))
 
 
-def check_input_files(flag_obj, bert_config):
-  """The files of --input_file, each checked by its first record."""
-  input_files = expand_input_files(flag_obj.input_file)
+def check_input_files(input_file, max_seq_length, max_predictions_per_seq,
+                      bert_config):
+  """The files of --input_file, each checked by its first record against
+  --max_seq_length, --max_predictions_per_seq and the config's vocabulary."""
+  input_files = expand_input_files(input_file)
   for path in input_files:
-    check_record_file(path, flag_obj.max_seq_length,
-                      flag_obj.max_predictions_per_seq, bert_config.vocab_size)
+    check_record_file(path, max_seq_length, max_predictions_per_seq,
+                      bert_config.vocab_size)
   logging.info("*** Input Files ***")
   for path in input_files:
     logging.info("  %s", path)
@@ -424,8 +425,8 @@ def metric_ops(masked_lm_example_loss, masked_lm_log_probs, masked_lm_ids,
 
 def model_fn_builder(bert_config, init_checkpoint, learning_rate,
                      num_train_steps, num_warmup_steps, use_tpu,
-                     use_one_hot_embeddings, *, num_accumulation_steps=1,
-                     optimizer="adamw", gradient_checkpointing=False,
+                     use_one_hot_embeddings, *, optimizer="adamw",
+                     gradient_checkpointing=False,
                      compute_dtype=tf.float32):
   """Builds the model_fn(features, labels, mode, params) the runner calls.
 
@@ -434,8 +435,10 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
   trains with dynamic loss scaling.
   """
 
-  def model_fn(features, labels, mode, params):  # pylint: disable=unused-argument
-    """The TRAIN or EVAL graph of BERT with both pretraining heads."""
+  def model_fn(features, labels, mode, params):
+    """The TRAIN or EVAL graph of BERT with both pretraining heads; the
+    accumulation steps come in `params` (training_graph.train_op)."""
+    del labels  # The runner's signature; labels travel in `features`.
     logging.info("*** Features ***")
     for name in sorted(features.keys()):
       logging.info("  name = %s, shape = %s", name, features[name].shape)
@@ -466,7 +469,7 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
     if mode == estimator_lib.ModeKeys.TRAIN:
       train_op = training_graph.train_op(
           total_loss, learning_rate, num_train_steps, num_warmup_steps,
-          use_tpu, num_accumulation_steps=num_accumulation_steps,
+          use_tpu, params=params,
           optimizer=optimizer, compute_dtype=compute_dtype)
       return estimator_lib.EstimatorSpec(mode=mode, loss=total_loss,
                                          train_op=train_op)
@@ -513,28 +516,29 @@ def _check_flags():
                         FLAGS.max_eval_steps)
 
 
-def _record():
-  """The run_info.json of this run (checkpoints/run_info.py): no vocabulary, and the
-  record layout's two lengths."""
+def _record(shared):
+  """The run_info.json of this run (checkpoints/run_info.py): no
+  vocabulary, and the record layout's two lengths."""
   return run_info.make_record(
-      "pretraining", None, None, FLAGS.max_seq_length, FLAGS.bert_config_file,
-      None, max_predictions_per_seq=FLAGS.max_predictions_per_seq)
+      "pretraining", None, None, shared.max_seq_length,
+      shared.bert_config_file, None,
+      max_predictions_per_seq=FLAGS.max_predictions_per_seq)
 
 
-def _evaluate(estimator, input_files):
+def _evaluate(shared, estimator, input_files):
   """Runs --max_eval_steps eval batches on the newest checkpoint (or, with
   --eval_all_checkpoints, on each kept one) and writes eval_results.txt."""
   checkpoints = [None]  # None: the newest, or the initial values
   if FLAGS.eval_all_checkpoints:
-    checkpoints = estimator_lib.checkpoints_in(
-        FLAGS.output_dir, include_unlisted=True) or [None]
+    checkpoints = checkpoint_checks.checkpoints_in(
+        shared.output_dir, include_unlisted=True) or [None]
   logging.info("***** Running evaluation *****")
   logging.info("  Batch size = %d, checkpoints = %d", FLAGS.eval_batch_size,
                len(checkpoints))
   history = []
   for checkpoint in checkpoints:
     history.append(estimator.evaluate(
-        input_fn=input_fn_builder(input_files, FLAGS.max_seq_length,
+        input_fn=input_fn_builder(input_files, shared.max_seq_length,
                                   FLAGS.max_predictions_per_seq,
                                   is_training=False),
         steps=FLAGS.max_eval_steps, checkpoint_path=checkpoint))
@@ -543,9 +547,9 @@ def _evaluate(estimator, input_files):
   for key in sorted(result):
     logging.info("  %s = %s", key, str(result[key]))
   output_files.write_eval_results(
-      os.path.join(FLAGS.output_dir, "eval_results.txt"), result)
+      os.path.join(shared.output_dir, "eval_results.txt"), result)
   if FLAGS.eval_all_checkpoints:
-    _write_eval_history(os.path.join(FLAGS.output_dir, "eval_history.tsv"),
+    _write_eval_history(os.path.join(shared.output_dir, "eval_history.tsv"),
                         history)
 
 
@@ -560,48 +564,49 @@ def _write_eval_history(path, history):
 
 def main(_):
   _check_flags()
-  bert_config, _ = startup.start(FLAGS, do_train=FLAGS.do_train,
-                                   min_seq_length=MIN_SEQ_LENGTH)
-  record = _record()
-  startup.check_output_dir(FLAGS, record, do_train=FLAGS.do_train)
-  input_files = check_input_files(FLAGS, bert_config)
+  shared, bert_config, _ = startup.start(
+      shared_flags.read(FLAGS), do_train=FLAGS.do_train,
+      min_seq_length=text_pair.MIN_SEQ_LENGTH_PAIR)
+  record = _record(shared)
+  startup.check_output_dir(shared.output_dir, record, do_train=FLAGS.do_train)
+  input_files = check_input_files(FLAGS.input_file, shared.max_seq_length,
+                                  FLAGS.max_predictions_per_seq, bert_config)
   setup = startup.set_up(
-      FLAGS, bert_config, do_train=FLAGS.do_train, record=record,
-      memory_model=memory_settings.BertMemory(
-          bert_config, FLAGS.max_seq_length, FLAGS.optimizer,
+      shared, bert_config, do_train=FLAGS.do_train, record=record,
+      step_memory=memory_model.BertMemory(
+          bert_config, shared.max_seq_length, shared.optimizer,
           max_predictions_per_seq=FLAGS.max_predictions_per_seq),
       heads=checkpoint_checks.pretraining_head_shapes(bert_config))
 
   model_fn = model_fn_builder(
       bert_config=bert_config,
-      init_checkpoint=FLAGS.init_checkpoint,
-      learning_rate=FLAGS.learning_rate,
+      init_checkpoint=shared.init_checkpoint,
+      learning_rate=shared.learning_rate,
       num_train_steps=FLAGS.num_train_steps,
       num_warmup_steps=FLAGS.num_warmup_steps,
-      use_tpu=FLAGS.use_tpu,
-      use_one_hot_embeddings=FLAGS.use_tpu,
-      num_accumulation_steps=setup.num_accumulation_steps,
-      optimizer=FLAGS.optimizer,
+      use_tpu=shared.use_tpu,
+      use_one_hot_embeddings=shared.use_tpu,
+      optimizer=shared.optimizer,
       gradient_checkpointing=setup.gradient_checkpointing,
       compute_dtype=setup.compute_dtype)
   estimator = estimator_lib.Estimator(
       model_fn=model_fn, config=setup.run_config,
-      train_batch_size=FLAGS.train_batch_size,
+      train_batch_size=shared.train_batch_size,
       eval_batch_size=FLAGS.eval_batch_size)
 
   if FLAGS.do_train:
     logging.info("***** Running training *****")
-    logging.info("  Batch size = %d", FLAGS.train_batch_size)
+    logging.info("  Batch size = %d", shared.train_batch_size)
     estimator.train(
-        input_fn=input_fn_builder(input_files, FLAGS.max_seq_length,
+        input_fn=input_fn_builder(input_files, shared.max_seq_length,
                                   FLAGS.max_predictions_per_seq,
-                                  is_training=True, seed=FLAGS.seed),
+                                  is_training=True, seed=shared.seed),
         max_steps=FLAGS.num_train_steps)
   if not estimator.config.is_chief:
     logging.info("This worker's training is done; the chief evaluates.")
     return
   if FLAGS.do_eval:
-    _evaluate(estimator, input_files)
+    _evaluate(shared, estimator, input_files)
 
 
 if __name__ == "__main__":

@@ -837,8 +837,8 @@ def _position_loss(logits, positions, seq_length):
 
 def model_fn_builder(bert_config, init_checkpoint, learning_rate,
                      num_train_steps, num_warmup_steps, use_tpu,
-                     use_one_hot_embeddings, *, num_accumulation_steps=1,
-                     optimizer="adamw", gradient_checkpointing=False,
+                     use_one_hot_embeddings, *, optimizer="adamw",
+                     gradient_checkpointing=False,
                      compute_dtype=tf.float32):
   """The `model_fn` for estimator.Estimator (TRAIN and PREDICT).
 
@@ -849,7 +849,7 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
   """
 
   def model_fn(features, labels, mode, params):
-    del labels, params  # Labels travel in `features`; batch size is unused.
+    del labels  # Labels travel in `features`.
     logging.info("*** Features ***")
     for name in sorted(features):
       logging.info("  name = %s, shape = %s", name, features[name].shape)
@@ -871,7 +871,7 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
                          seq_length)) / 2.0
       train_op = training_graph.train_op(
           total_loss, learning_rate, num_train_steps, num_warmup_steps,
-          use_tpu, num_accumulation_steps=num_accumulation_steps,
+          use_tpu, params=params,
           optimizer=optimizer, compute_dtype=compute_dtype)
       return estimator_lib.EstimatorSpec(mode=mode, loss=total_loss,
                                          train_op=train_op)
@@ -1220,35 +1220,38 @@ def validate_flags_or_throw(bert_config, flag_obj=FLAGS):
   if flag_obj.do_predict and not flag_obj.predict_file:
     raise cli.UserError("--do_predict needs --predict_file (a SQuAD json "
                         "file).")
-  startup.check_max_seq_length(flag_obj, bert_config)
-  check_window_flags(flag_obj)
+  startup.check_max_seq_length(flag_obj.max_seq_length, bert_config,
+                               flag_obj.bert_config_file)
+  check_window_flags(flag_obj.max_seq_length, flag_obj.doc_stride,
+                     flag_obj.max_query_length, flag_obj.n_best_size,
+                     flag_obj.max_answer_length)
 
 
-def check_window_flags(flag_obj):
+def check_window_flags(max_seq_length, doc_stride, max_query_length,
+                       n_best_size, max_answer_length):
   """Checks --max_query_length, --doc_stride, --n_best_size and
-  --max_answer_length against --max_seq_length (attributes of `flag_obj`).
+  --max_answer_length against --max_seq_length (the values of those flags,
+  or of predictor.SquadPredictor's settings of the same names).
 
   Raises:
     cli.UserError naming the flags and the fix.
   """
-  if flag_obj.max_seq_length <= flag_obj.max_query_length + 3:
+  if max_seq_length <= max_query_length + 3:
     raise cli.UserError(
         "--max_seq_length=%d must be greater than --max_query_length=%d + 3 "
-        "to leave room for the document." % (flag_obj.max_seq_length,
-                                             flag_obj.max_query_length))
-  max_doc_tokens = flag_obj.max_seq_length - flag_obj.max_query_length - 3
-  if not 1 <= flag_obj.doc_stride < max_doc_tokens:
+        "to leave room for the document." % (max_seq_length,
+                                             max_query_length))
+  max_doc_tokens = max_seq_length - max_query_length - 3
+  if not 1 <= doc_stride < max_doc_tokens:
     raise cli.UserError(
         "--doc_stride=%d must be at least 1 and smaller than the document "
         "room of a window, --max_seq_length - --max_query_length - 3 = "
         "%d - %d - 3 = %d, so that windows overlap; lower --doc_stride or "
         "--max_query_length, or raise --max_seq_length." %
-        (flag_obj.doc_stride, flag_obj.max_seq_length,
-         flag_obj.max_query_length, max_doc_tokens))
-  if flag_obj.n_best_size < 1 or flag_obj.max_answer_length < 1:
+        (doc_stride, max_seq_length, max_query_length, max_doc_tokens))
+  if n_best_size < 1 or max_answer_length < 1:
     raise cli.UserError("--n_best_size=%d and --max_answer_length=%d must be "
-                        "at least 1." % (flag_obj.n_best_size,
-                                         flag_obj.max_answer_length))
+                        "at least 1." % (n_best_size, max_answer_length))
 
 
 def _read_examples(input_file, flag, is_training):
@@ -1264,33 +1267,38 @@ def _read_examples(input_file, flag, is_training):
   return examples
 
 
-def _train(estimator, tokenizer, train_examples, num_train_steps):
-  """Writes train.tf_record and trains to `num_train_steps` updates."""
+def _train(shared, estimator, tokenizer, train_examples, num_train_steps):
+  """Writes train.tf_record and trains to `num_train_steps` updates.
+
+  `shared`: the run's shared_flags.SharedFlags.
+  """
   # Shuffle the examples once here so that the input_fn's small shuffle
   # buffer suffices (windows of one example are adjacent in the file).
-  random.Random(FLAGS.seed).shuffle(train_examples)
-  train_file = os.path.join(FLAGS.output_dir, "train.tf_record")
+  random.Random(shared.seed).shuffle(train_examples)
+  train_file = os.path.join(shared.output_dir, "train.tf_record")
   num_features = write_features(
-      train_examples, tokenizer, train_file, FLAGS.max_seq_length,
+      train_examples, tokenizer, train_file, shared.max_seq_length,
       FLAGS.doc_stride, FLAGS.max_query_length, is_training=True)
   logging.info("***** Running training *****")
   logging.info("  Num orig examples = %d", len(train_examples))
   logging.info("  Num split examples = %d", num_features)
-  logging.info("  Batch size = %d", FLAGS.train_batch_size)
+  logging.info("  Batch size = %d", shared.train_batch_size)
   logging.info("  Num steps = %d", num_train_steps)
   train_input_fn = input_fn_builder(
-      input_file=train_file, seq_length=FLAGS.max_seq_length,
-      is_training=True, drop_remainder=True, seed=FLAGS.seed)
+      input_file=train_file, seq_length=shared.max_seq_length,
+      is_training=True, drop_remainder=True, seed=shared.seed)
   estimator.train(input_fn=train_input_fn, max_steps=num_train_steps)
-def _predict_results(estimator, input_file, num_features):
+
+
+def _predict_results(shared, estimator, input_file, num_features):
   """RawResults of every feature in `input_file` (logits as float32)."""
   predict_input_fn = input_fn_builder(
-      input_file=input_file, seq_length=FLAGS.max_seq_length,
+      input_file=input_file, seq_length=shared.max_seq_length,
       is_training=False, drop_remainder=False)
   all_results = []
   for result in estimator.predict(
       predict_input_fn, yield_single_examples=True,
-      num_batches=-(-num_features // FLAGS.predict_batch_size)):
+      num_batches=-(-num_features // shared.predict_batch_size)):
     all_results.append(RawResult(
         unique_id=int(result["unique_ids"]),
         start_logits=np.asarray(result["start_logits"], np.float32),
@@ -1298,7 +1306,7 @@ def _predict_results(estimator, input_file, num_features):
   return all_results
 
 
-def _evaluate(predictions):
+def _evaluate(shared, predictions):
   """Official metrics of `predictions` on --predict_file; writes results."""
   data = load_squad_data(FLAGS.predict_file)
   if not has_answers(data, FLAGS.version_2_with_negative):
@@ -1313,7 +1321,7 @@ def _evaluate(predictions):
                                     predictions.best_non_null,
                                     results["best_f1_thresh"])
     write_json_atomically(
-        os.path.join(FLAGS.output_dir, "predictions_best_threshold.json"),
+        os.path.join(shared.output_dir, "predictions_best_threshold.json"),
         best)
     logging.info("Best F1 null threshold %.4f; its predictions are in "
                  "predictions_best_threshold.json (pass it as "
@@ -1321,7 +1329,7 @@ def _evaluate(predictions):
                  results["best_f1_thresh"])
   else:
     results = squad_evaluate.evaluate(data, predictions.predictions)
-  write_json_atomically(os.path.join(FLAGS.output_dir, "eval_results.json"),
+  write_json_atomically(os.path.join(shared.output_dir, "eval_results.json"),
                         results)
   logging.info("***** Eval results *****")
   for key, value in results.items():
@@ -1329,80 +1337,82 @@ def _evaluate(predictions):
   return results
 
 
-def _predict(estimator, tokenizer, eval_examples):
+def _predict(shared, estimator, tokenizer, eval_examples):
   """Predicts on --predict_file, writes the prediction files, evaluates.
 
   Memory: the examples (words of every context) and, per feature, its
   tokens and maps and two float32 logit vectors stay in memory; the id
   arrays are only in eval.tf_record.
   """
-  eval_file = os.path.join(FLAGS.output_dir, "eval.tf_record")
+  eval_file = os.path.join(shared.output_dir, "eval.tf_record")
   eval_features = write_eval_features(
-      eval_examples, tokenizer, eval_file, FLAGS.max_seq_length,
+      eval_examples, tokenizer, eval_file, shared.max_seq_length,
       FLAGS.doc_stride, FLAGS.max_query_length)
   logging.info("***** Running predictions *****")
   logging.info("  Num orig examples = %d", len(eval_examples))
   logging.info("  Num split examples = %d", len(eval_features))
-  logging.info("  Batch size = %d", FLAGS.predict_batch_size)
-  all_results = _predict_results(estimator, eval_file, len(eval_features))
+  logging.info("  Batch size = %d", shared.predict_batch_size)
+  all_results = _predict_results(shared, estimator, eval_file,
+                                 len(eval_features))
   predictions = write_predictions(
       eval_examples, eval_features, all_results, FLAGS.n_best_size,
-      FLAGS.max_answer_length, FLAGS.do_lower_case,
-      os.path.join(FLAGS.output_dir, "predictions.json"),
-      os.path.join(FLAGS.output_dir, "nbest_predictions.json"),
-      os.path.join(FLAGS.output_dir, "null_odds.json"),
+      FLAGS.max_answer_length, shared.do_lower_case,
+      os.path.join(shared.output_dir, "predictions.json"),
+      os.path.join(shared.output_dir, "nbest_predictions.json"),
+      os.path.join(shared.output_dir, "null_odds.json"),
       version_2_with_negative=FLAGS.version_2_with_negative,
       null_score_diff_threshold=FLAGS.null_score_diff_threshold,
       verbose_logging=FLAGS.verbose_logging)
-  _evaluate(predictions)
+  _evaluate(shared, predictions)
 
 
 def main(_):
-  bert_config, tokenizer = startup.start(FLAGS, do_train=FLAGS.do_train)
+  shared, bert_config, tokenizer = startup.start(shared_flags.read(FLAGS),
+                                                 do_train=FLAGS.do_train)
   validate_flags_or_throw(bert_config, FLAGS)
   record = run_info.make_record(
-      "squad", None, FLAGS.do_lower_case, FLAGS.max_seq_length,
-      FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.spm_model_file,
+      "squad", None, shared.do_lower_case, shared.max_seq_length,
+      shared.bert_config_file, shared.vocab_file, shared.spm_model_file,
       version_2_with_negative=FLAGS.version_2_with_negative)
-  startup.check_output_dir(FLAGS, record, do_train=FLAGS.do_train)
+  startup.check_output_dir(shared.output_dir, record, do_train=FLAGS.do_train)
   train_examples = eval_examples = None
   num_train_steps = num_warmup_steps = None
   if FLAGS.do_train:
     train_examples = _read_examples(FLAGS.train_file, "--train_file", True)
     num_train_steps, num_warmup_steps = startup.num_train_and_warmup_steps(
-        len(train_examples), FLAGS, FLAGS.train_file)
+        len(train_examples), shared.train_batch_size,
+        shared.num_train_epochs, shared.warmup_proportion, FLAGS.train_file)
   if FLAGS.do_predict:
     eval_examples = _read_examples(FLAGS.predict_file, "--predict_file",
                                    False)
-  setup = startup.set_up(FLAGS, bert_config, do_train=FLAGS.do_train,
-                           record=record)
+  setup = startup.set_up(shared, bert_config, do_train=FLAGS.do_train,
+                         record=record)
   model_fn = model_fn_builder(
-      bert_config=bert_config, init_checkpoint=FLAGS.init_checkpoint,
-      learning_rate=FLAGS.learning_rate, num_train_steps=num_train_steps,
-      num_warmup_steps=num_warmup_steps, use_tpu=FLAGS.use_tpu,
-      use_one_hot_embeddings=FLAGS.use_tpu,
-      num_accumulation_steps=setup.num_accumulation_steps,
-      optimizer=FLAGS.optimizer,
+      bert_config=bert_config, init_checkpoint=shared.init_checkpoint,
+      learning_rate=shared.learning_rate, num_train_steps=num_train_steps,
+      num_warmup_steps=num_warmup_steps, use_tpu=shared.use_tpu,
+      use_one_hot_embeddings=shared.use_tpu,
+      optimizer=shared.optimizer,
       gradient_checkpointing=setup.gradient_checkpointing,
       compute_dtype=setup.compute_dtype)
   estimator = estimator_lib.Estimator(
       model_fn=model_fn, config=setup.run_config,
-      train_batch_size=FLAGS.train_batch_size,
-      predict_batch_size=FLAGS.predict_batch_size)
+      train_batch_size=shared.train_batch_size,
+      predict_batch_size=shared.predict_batch_size)
   if FLAGS.do_train:
-    _train(estimator, tokenizer, train_examples, num_train_steps)
+    _train(shared, estimator, tokenizer, train_examples, num_train_steps)
   if not estimator.config.is_chief:
     # Evaluation and prediction run on one device; the chief writes them.
     logging.info("This worker's training is done; the chief writes the "
                  "evaluation and prediction outputs.")
     return
   if FLAGS.do_predict:
-    _predict(estimator, tokenizer, eval_examples)
-  if FLAGS.export_dir:
+    _predict(shared, estimator, tokenizer, eval_examples)
+  if shared.export_dir:
     estimator.export_saved_model(
-        FLAGS.export_dir, serving_input_receiver_fn_builder(
-            FLAGS.max_seq_length),
-        assets=run_info.assets(FLAGS.output_dir))
+        shared.export_dir, serving_input_receiver_fn_builder(
+            shared.max_seq_length),
+        assets=run_info.assets(shared.output_dir))
 
 
 if __name__ == "__main__":

@@ -1,18 +1,86 @@
 # coding=utf-8
-"""Checks a checkpoint before a run depends on it: complete, and the model's.
+"""The checkpoints of a run's folder, and the checks before a run reads one.
 
-A truncated `.data` file fails only when the damaged variable is restored,
+Which checkpoints a folder holds (`checkpoints_in`, `latest_checkpoint`;
+the runner saves them as `CHECKPOINT_BASENAME`-<step>), and whether the
+checkpoint a run reads, --init_checkpoint or the one of --output_dir it
+resumes from, is complete and the model's (`check_checkpoints`). A
+truncated `.data` file fails only when the damaged variable is restored,
 and a bert_config.json with more layers than the checkpoint leaves the
 extra layers silently random; both are found here, before anything
 expensive starts, by reading every variable once.
 """
 
 import glob
+import os
+import re
 
 from absl import logging
 import tensorflow as tf
 
 from userio import cli
+
+# The runner's checkpoints in a run's folder: model.ckpt-<global step>.
+CHECKPOINT_BASENAME = "model.ckpt"
+
+
+# ------------------------------------------------------- a run's folder
+
+
+def _checkpoint_step(prefix):
+  """The step in a prefix like .../model.ckpt-120, or -1 if it has none."""
+  match = re.search(r"-(\d+)$", prefix)
+  return int(match.group(1)) if match else -1
+
+
+def checkpoints_in(model_dir, include_unlisted=False):
+  """Prefixes of the checkpoints stored in `model_dir`, oldest first.
+
+  The folder's `checkpoint` file may name its checkpoints by absolute paths
+  (written by an older run, or before the folder was copied or moved), and
+  those paths may point at another folder. Only the base names are taken
+  from it, and only checkpoints whose files are in `model_dir` count; when
+  the file names none of them, the `model.ckpt-<step>` files found there do.
+
+  With `include_unlisted`, every `model.ckpt-<step>` file there counts too,
+  all ordered by step: a Saver keeping every checkpoint
+  (keep_checkpoint_max=0) names only the newest in that file. The Saver's
+  own bookkeeping must not use it, or a resumed run with a limit would
+  delete checkpoints an earlier run chose to keep.
+  """
+  if not model_dir or not tf.io.gfile.isdir(model_dir):
+    return []
+  names = []
+  state = tf.train.get_checkpoint_state(model_dir)
+  if state is not None:
+    names = [os.path.basename(path) for path in
+             list(state.all_model_checkpoint_paths) +
+             [state.model_checkpoint_path] if path]
+  if include_unlisted or not names:
+    files = [os.path.basename(path)[:-len(".index")] for path in
+             tf.io.gfile.glob(os.path.join(
+                 model_dir, CHECKPOINT_BASENAME + "-*.index"))]
+    names = sorted(set(names + files) if include_unlisted else files,
+                   key=_checkpoint_step)
+  prefixes = []
+  for name in names:
+    prefix = os.path.join(model_dir, name)
+    if prefix not in prefixes and tf.io.gfile.exists(prefix + ".index"):
+      prefixes.append(prefix)
+  return prefixes
+
+
+def latest_checkpoint(model_dir):
+  """The newest checkpoint stored in `model_dir` (see `checkpoints_in`), or
+  None."""
+  prefixes = checkpoints_in(model_dir)
+  return prefixes[-1] if prefixes else None
+
+
+
+# ------------------------------------------------------------- the model
+
+
 
 
 def bert_variable_shapes(bert_config):
@@ -181,3 +249,78 @@ def _missing_heads(shapes, heads, prefix, flag):
                     "zero biases, LayerNorm at 1 and 0).", flag, prefix,
                     ", ".join(missing))
   return missing
+
+
+# ----------------------------------------------------- what a run reads
+
+
+def check_checkpoint_prefix(init_checkpoint):
+  """--init_checkpoint names a checkpoint: its .index file exists."""
+  if not tf.io.gfile.exists(init_checkpoint + ".index"):
+    raise cli.UserError(
+        "--init_checkpoint=%s: %s.index not found. Pass the checkpoint "
+        "prefix (e.g. /path/to/bert_model.ckpt) or a Hugging Face model "
+        "folder (config.json, model.safetensors), not one of the "
+        "checkpoint's files (.index, .data-*)." %
+        (init_checkpoint, init_checkpoint))
+
+
+def check_init_checkpoint(init_checkpoint, bert_config, bert_config_file,
+                          heads=()):
+  """--init_checkpoint is a complete checkpoint with the config's shapes.
+
+  `heads`: see `check_matches_config` (those it lacks start fresh).
+  """
+  check_checkpoint_prefix(init_checkpoint)
+  shapes = load_readable(init_checkpoint)
+  check_matches_config(shapes, bert_config, init_checkpoint, bert_config_file,
+                       heads=heads)
+
+
+def _check_resume_checkpoint(resume, bert_config, bert_config_file, heads):
+  """The checkpoint of --output_dir fits the config and holds every head
+  (a run restores all of its variables from it)."""
+  flag = "the checkpoint of --output_dir"
+  shapes = load_readable(resume, flag)
+  missing = check_matches_config(shapes, bert_config, resume,
+                                 bert_config_file, flag, heads=heads)
+  if missing:
+    raise cli.UserError(
+        "%s, %s, lacks %s, so it is not a checkpoint of this script's runs; "
+        "pass a new --output_dir (and this checkpoint as --init_checkpoint "
+        "to start from it)." % (flag, resume, ", ".join(missing)))
+
+
+def check_checkpoints(output_dir, init_checkpoint, bert_config,
+                      bert_config_file, *, do_train, heads=()):
+  """The checkpoints a run reads are complete and fit the config.
+
+  The checkpoint of `output_dir` a run resumes from, else `init_checkpoint`
+  when given.
+
+  Args:
+    output_dir: --output_dir, the run's folder.
+    init_checkpoint: --init_checkpoint (a prefix), or None / "".
+    bert_config: modeling.BertConfig of `bert_config_file`.
+    bert_config_file: --bert_config_file, named in messages.
+    do_train: whether the run trains (starting from random weights is
+      worth a warning then).
+    heads: (name, shape) of the variables the script adds to BERT, which
+      `init_checkpoint` may lack (`check_matches_config`).
+
+  Returns:
+    The checkpoint of `output_dir` (or None).
+  """
+  resume = latest_checkpoint(output_dir)
+  if resume:
+    _check_resume_checkpoint(resume, bert_config, bert_config_file, heads)
+  elif init_checkpoint:
+    check_init_checkpoint(init_checkpoint, bert_config, bert_config_file,
+                          heads)
+  if init_checkpoint and resume:
+    logging.info("--output_dir holds %s: the run resumes from it, not from "
+                 "--init_checkpoint.", resume)
+  if do_train and not init_checkpoint and not resume:
+    logging.warning("No --init_checkpoint: training starts from random "
+                    "weights, not from a pre-trained model.")
+  return resume

@@ -600,6 +600,15 @@ def convert(input_path, output_dir, layout=None, *, bert_config_file=None,
   return GOOGLE if layout == HF else HF
 
 
+def is_hf_folder(path):
+  """Whether `path` is a folder holding a Hugging Face model (anything else,
+  a checkpoint prefix or a folder of neither layout, is not)."""
+  try:
+    return os.path.isdir(path) and detect_layout(path) == HF
+  except cli.UserError:
+    return False  # checkpoint_checks.check_checkpoint_prefix explains.
+
+
 def resolve_init_checkpoint(path, work_dir):
   """The checkpoint prefix that --init_checkpoint=`path` stands for.
 

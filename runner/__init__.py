@@ -1,5 +1,5 @@
-"""The Estimator-style runner and what a training script runs with: run
-start-up from the flags, the shared flag definitions, memory settings
-and the memory model, input pipelines, the serving input and the
-training graph's shared steps.
+"""The Estimator-style runner and what a training script runs with: the
+shared flag definitions and their values, run start-up, the distribution
+strategy, memory settings and the memory model, the out-of-memory advice,
+input pipelines, the serving input and the training graph's shared steps.
 """

@@ -18,6 +18,12 @@ with a plain `tf.compat.v1.Session` loop, so every step is easy to follow:
   * `export_saved_model` writes the prediction graph with the latest
     checkpoint's weights as a SavedModel for serving.
 
+The model_fn gets `params["batch_size"]`, the examples of one run (in
+training a micro-batch), as TPUEstimator passed it; in TRAIN mode also
+`params[ACCUMULATION_STEPS_KEY]`, RunConfig's `num_accumulation_steps`, so
+the train op accumulates exactly as many micro-batches as the runner feeds
+per update (runner/training_graph.py reads it there).
+
 With `RunConfig(distribution=strategy)` training is data parallel: each
 global micro-batch is split evenly over the strategy's replicas, the model_fn
 runs once per replica on its shard (inside `call_for_each_replica`), and
@@ -43,9 +49,11 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-from userio import cli
+from checkpoints import checkpoint_checks
 from engine import graph_keys
 from engine import host_memory
+from runner import memory_settings
+from runner import out_of_memory
 from userio import progress
 from engine import tf_internals
 
@@ -53,7 +61,8 @@ from engine import tf_internals
 # dependencies, which the step counters and `recompute_grad` rely on.
 tf.compat.v1.enable_resource_variables()
 
-_CHECKPOINT_BASENAME = "model.ckpt"
+# The model_fn's params key of the accumulation steps in TRAIN mode.
+ACCUMULATION_STEPS_KEY = "num_accumulation_steps"
 # Substrings of the op types that draw random numbers (RandomUniform,
 # StatelessRandomUniformV2, TruncatedNormal, Multinomial, ...).
 _RANDOM_OP_KINDS = ("Random", "TruncatedNormal", "Multinomial")
@@ -82,7 +91,7 @@ class OutOfMemoryError(RuntimeError):
       "Prediction".
   """
 
-  def __init__(self, message, activity="Training"):
+  def __init__(self, message, activity=out_of_memory.TRAINING):
     super(OutOfMemoryError, self).__init__(message)
     self.activity = activity
 
@@ -206,9 +215,11 @@ class RunConfig(object):
       save_summary_steps: TensorBoard scalars every this many updates.
       tf_random_seed: graph-level seed (initializers, shuffling, dropout).
       session_config: optional `tf.compat.v1.ConfigProto` (threads, XLA, ...).
-      num_accumulation_steps: micro-batches per optimizer update.
+      num_accumulation_steps: micro-batches per optimizer update; the
+        model_fn gets it as params[ACCUMULATION_STEPS_KEY] in TRAIN mode.
       oom_message_fn: optional callable(ResourceExhaustedError) -> str giving
-        a tailored out-of-memory advice.
+        a tailored out-of-memory advice for training (the training scripts'
+        is out_of_memory.training_advice_fn).
       distribution: None, or a `tf.compat.v1.distribute` strategy to train
         with (data parallel; evaluation and prediction stay single-device).
       use_xla: compile the model_fn's graph (training and inference) with
@@ -355,22 +366,6 @@ def _scalar_summary(values, step, writer):
   writer.add_summary(summary, step)
 
 
-def oom_line(error):
-  """The line of a ResourceExhaustedError that says what could not be
-  allocated.
-
-  Session errors start with "Graph execution error:" and the node's stack;
-  the allocator's "OOM when allocating tensor ..." (or a MemoryError raised
-  in Python) comes later, before the hints that also mention OOM.
-  """
-  lines = [line.strip() for line in error.message.splitlines()
-           if line.strip()]
-  for line in lines:
-    if "OOM" in line or "MemoryError" in line:
-      return line
-  return lines[0] if lines else type(error).__name__
-
-
 def _format_left(seconds):
   return str(datetime.timedelta(seconds=int(round(seconds))))
 
@@ -379,56 +374,6 @@ def _saver(**kwargs):
   """A Saver whose `checkpoint` file names checkpoints relative to their
   folder, so the folder can be moved or copied and still resume."""
   return tf.compat.v1.train.Saver(save_relative_paths=True, **kwargs)
-
-
-def _checkpoint_step(prefix):
-  """The step in a prefix like .../model.ckpt-120, or -1 if it has none."""
-  match = re.search(r"-(\d+)$", prefix)
-  return int(match.group(1)) if match else -1
-
-
-def checkpoints_in(model_dir, include_unlisted=False):
-  """Prefixes of the checkpoints stored in `model_dir`, oldest first.
-
-  The folder's `checkpoint` file may name its checkpoints by absolute paths
-  (written by an older run, or before the folder was copied or moved), and
-  those paths may point at another folder. Only the base names are taken
-  from it, and only checkpoints whose files are in `model_dir` count; when
-  the file names none of them, the `model.ckpt-<step>` files found there do.
-
-  With `include_unlisted`, every `model.ckpt-<step>` file there counts too,
-  all ordered by step: a Saver keeping every checkpoint
-  (keep_checkpoint_max=0) names only the newest in that file. The Saver's
-  own bookkeeping must not use it, or a resumed run with a limit would
-  delete checkpoints an earlier run chose to keep.
-  """
-  if not model_dir or not tf.io.gfile.isdir(model_dir):
-    return []
-  names = []
-  state = tf.train.get_checkpoint_state(model_dir)
-  if state is not None:
-    names = [os.path.basename(path) for path in
-             list(state.all_model_checkpoint_paths) +
-             [state.model_checkpoint_path] if path]
-  if include_unlisted or not names:
-    files = [os.path.basename(path)[:-len(".index")] for path in
-             tf.io.gfile.glob(os.path.join(
-                 model_dir, _CHECKPOINT_BASENAME + "-*.index"))]
-    names = sorted(set(names + files) if include_unlisted else files,
-                   key=_checkpoint_step)
-  prefixes = []
-  for name in names:
-    prefix = os.path.join(model_dir, name)
-    if prefix not in prefixes and tf.io.gfile.exists(prefix + ".index"):
-      prefixes.append(prefix)
-  return prefixes
-
-
-def latest_checkpoint(model_dir):
-  """The newest checkpoint stored in `model_dir` (see `checkpoints_in`), or
-  None."""
-  prefixes = checkpoints_in(model_dir)
-  return prefixes[-1] if prefixes else None
 
 
 def _restore(saver, sess, checkpoint):
@@ -506,7 +451,7 @@ class Estimator(object):
 
   def latest_checkpoint(self):
     """Path prefix of the newest checkpoint in `model_dir`, or None."""
-    return latest_checkpoint(self.model_dir)
+    return checkpoint_checks.latest_checkpoint(self.model_dir)
 
   # ---------------------------------------------------------------- building
 
@@ -516,32 +461,33 @@ class Estimator(object):
     return params
 
   def _micro_batch_size(self):
-    """Per-run batch size: --train_batch_size split into micro-batches."""
+    """Per-run batch size: --train_batch_size split into micro-batches.
+
+    Raises:
+      ValueError (cli.UserError) when the batch does not split into the
+      accumulation steps or a micro-batch does not split over the replicas:
+      memory_settings.accumulation_steps, the check the training scripts'
+      set-up made already, for a RunConfig built directly.
+    """
     if not self._train_batch_size:
       raise ValueError("Estimator.train needs train_batch_size (flag "
                        "--train_batch_size).")
     k = self._config.num_accumulation_steps
-    if self._train_batch_size % k:
-      raise ValueError(
-          "--train_batch_size=%d is not divisible by --num_accumulation_steps"
-          "=%d; choose a --train_batch_size that is a multiple of it." %
-          (self._train_batch_size, k))
+    memory_settings.accumulation_steps(
+        self._train_batch_size, num_accumulation_steps=k,
+        replicas=memory_settings.replicas_of(self._config.distribution))
     return self._train_batch_size // k
 
   def _replica_batch_size(self):
-    """Examples per replica and micro-batch; the micro-batch must split."""
-    micro_batch = self._micro_batch_size()
-    replicas = self._config.num_replicas
-    if micro_batch % replicas:
-      raise ValueError(
-          "--train_batch_size=%d / --num_accumulation_steps=%d gives "
-          "micro-batches of %d examples, which do not split evenly over the "
-          "%d replicas of --distribution; choose a --train_batch_size that "
-          "is a multiple of %d (accumulation steps x replicas)." %
-          (self._train_batch_size, self._config.num_accumulation_steps,
-           micro_batch, replicas,
-           self._config.num_accumulation_steps * replicas))
-    return micro_batch // replicas
+    """Examples per replica and micro-batch."""
+    return self._micro_batch_size() // self._config.num_replicas
+
+  def _train_params(self):
+    """The params of the TRAIN graph: batch_size is the micro-batch, and
+    ACCUMULATION_STEPS_KEY the accumulation steps of the RunConfig."""
+    params = self._params_with_batch_size(self._micro_batch_size())
+    params[ACCUMULATION_STEPS_KEY] = self._config.num_accumulation_steps
+    return params
 
   def _call_model_fn(self, features, mode, params):
     """Calls the model_fn (in an XLA jit scope with use_xla)."""
@@ -567,8 +513,7 @@ class Estimator(object):
     The skip is applied in fresh runs too (as 0) so fresh and resumed runs
     create the same ops and thus draw the same op-level random seeds.
     """
-    params = self._params_with_batch_size(self._micro_batch_size())
-    self._replica_batch_size()  # Refuses a batch the replicas cannot split.
+    params = self._train_params()
     graph = self._new_graph()
     strategy = self._config.distribution
     scope = (strategy.scope() if strategy is not None
@@ -738,7 +683,7 @@ class Estimator(object):
     if self._config.is_chief:
       tf.io.gfile.makedirs(self.model_dir)
     with built.graph.as_default(), self._train_session(built.graph) as sess, \
-        self._out_of_memory("Training"):
+        self._out_of_memory(out_of_memory.TRAINING):
       self._initialize_or_restore(sess, built, checkpoint, skip)
       built.graph.finalize()
       writer = (tf.compat.v1.summary.FileWriter(self.model_dir)
@@ -761,7 +706,8 @@ class Estimator(object):
       _restore(built.saver, sess, checkpoint)
       # Only this folder's own files: the saver deletes the oldest of them
       # as it writes new ones.
-      built.saver.recover_last_checkpoints(checkpoints_in(self.model_dir))
+      built.saver.recover_last_checkpoints(
+          checkpoint_checks.checkpoints_in(self.model_dir))
     elif built.scaffold is not None and built.scaffold.init_fn is not None:
       built.scaffold.init_fn(sess)
     sess.run(built.iterator.initializer)
@@ -794,40 +740,18 @@ class Estimator(object):
   @contextlib.contextmanager
   def _out_of_memory(self, activity):
     """Turns an allocation that fails inside into OutOfMemoryError with
-    advice for `activity` ("Training", "Evaluation" or "Prediction")."""
+    out_of_memory's advice for `activity` (out_of_memory.TRAINING,
+    EVALUATION or PREDICTION)."""
     try:
       yield
     except tf.errors.ResourceExhaustedError as e:
-      raise OutOfMemoryError(self._oom_message(e, activity), activity) from e
-
-  def _oom_message(self, error, activity):
-    """The advice for `activity`, then the line naming a cap on
-    TensorFlow's CPU allocator if one is set."""
-    if activity == "Evaluation":
-      message = self._inference_oom_message(error, self._eval_batch_size,
-                                            "--eval_batch_size")
-    elif activity == "Prediction":
-      message = self._inference_oom_message(error, self._predict_batch_size,
-                                            "--predict_batch_size")
-    elif self._config.oom_message_fn is not None:
-      message = self._config.oom_message_fn(error)
-    else:
-      message = (
-          "Out of memory while training with --train_batch_size=%s and "
-          "--num_accumulation_steps=%d (micro-batch %d). Raise "
-          "--num_accumulation_steps (same results, smaller micro-batches), "
-          "lower --train_batch_size, or lower --max_seq_length.\n"
-          "TensorFlow said: %s" %
-          (self._train_batch_size, self._config.num_accumulation_steps,
-           self._micro_batch_size(), oom_line(error)))
-    cap = cli.cpu_allocator_cap_line(os.environ)
-    return message if cap is None else message + "\n" + cap
-
-  @staticmethod
-  def _inference_oom_message(error, batch_size, flag):
-    return ("Out of memory in batches of %s examples: lower %s or "
-            "--max_seq_length.\nTensorFlow said: %s" % (batch_size, flag,
-                                                        oom_line(error)))
+      batch_size = {out_of_memory.TRAINING: self._train_batch_size,
+                    out_of_memory.EVALUATION: self._eval_batch_size,
+                    out_of_memory.PREDICTION: self._predict_batch_size}
+      raise OutOfMemoryError(out_of_memory.message(
+          e, activity, batch_size=batch_size[activity],
+          num_accumulation_steps=self._config.num_accumulation_steps,
+          training_advice=self._config.oom_message_fn), activity) from e
 
   def _check_finite(self, values, step, micro_step):
     loss = values["loss"]
@@ -850,7 +774,8 @@ class Estimator(object):
     # Graphs may embed in-memory features as constants; the code, not a .meta
     # file, rebuilds the graph, so the meta graph is not written.
     path = built.saver.save(
-        sess, os.path.join(self.model_dir, _CHECKPOINT_BASENAME),
+        sess,
+        os.path.join(self.model_dir, checkpoint_checks.CHECKPOINT_BASENAME),
         global_step=step, write_meta_graph=False)
     logging.info("Saved checkpoint %s", path)
 
@@ -961,7 +886,8 @@ class Estimator(object):
         metric_ops["loss"] = tf.compat.v1.metrics.mean(spec.loss)
       values = {key: value for key, (value, _) in metric_ops.items()}
       updates = [update for _, update in metric_ops.values()]
-      with self._session(graph) as sess, self._out_of_memory("Evaluation"):
+      with self._session(graph) as sess, self._out_of_memory(
+          out_of_memory.EVALUATION):
         checkpoint = self._restore_or_initialize(
             sess, scaffold, checkpoint_path, "Estimator.evaluate")
         sess.run(iterator.initializer)
@@ -1021,7 +947,7 @@ class Estimator(object):
       raise ValueError("model_fn must return predictions in PREDICT mode.")
     sess = self._session(graph)
     try:
-      with self._out_of_memory("Prediction"):
+      with self._out_of_memory(out_of_memory.PREDICTION):
         with graph.as_default():
           self._restore_or_initialize(sess, scaffold, checkpoint_path,
                                       "Estimator.predict")

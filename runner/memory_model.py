@@ -18,14 +18,17 @@ accumulators, per-example activations, pretraining's masked-LM head, a
 fixed workspace) scaled by the factors of a `Calibration`: the default one is
 fitted to Google's table, `CPU_MEASURED` to allocator peaks measured on CPU.
 docs/memory.md states every term and how the factors were fitted.
+`BertMemory` is one model's estimate and plan as a run's memory settings
+(runner/memory_settings.py) ask for them; this module calls nothing there.
 """
 
 import collections
 import dataclasses
 
+import optimization
+
 GIB = 2**30
 PRECISIONS = ("fp32", "fp16", "bf16")
-OPTIMIZERS = ("adamw", "lamb")
 
 # Bytes per parameter of each term.
 WEIGHT_BYTES = 4
@@ -289,7 +292,7 @@ def estimate_bytes(config, seq_length, micro_batch, precision="fp32",
     activations, masked_lm_head, workspace, total.
   """
   cal = calibration or Calibration()
-  _check_choice("optimizer", optimizer, OPTIMIZERS)
+  _check_choice("optimizer", optimizer, optimization.OPTIMIZERS)
   if micro_batch < 0 or num_accumulation_steps < 1:
     raise ValueError("micro_batch=%r must be >= 0 and num_accumulation_steps"
                      "=%r >= 1." % (micro_batch, num_accumulation_steps))
@@ -480,3 +483,53 @@ def format_table(config, seq_lengths, memory_bytes, precisions=PRECISIONS,
       lines.append("train_batch_size=%d at seq length %d: %s" % (
           train_batch_size, seq_length, _describe(found, precisions)))
   return "\n".join(lines) + "\n"
+
+
+class BertMemory(object):
+  """What a training step of BERT with its heads keeps in memory, as the
+  run-time settings (runner/memory_settings.py) ask it.
+
+  The estimates are this module's: a classifier head by default, or with
+  `max_predictions_per_seq` > 0 pretraining's masked-LM and next-sentence
+  heads (run_pretraining.py). A script whose model needs other memory
+  passes an object with the same three methods instead.
+  """
+
+  def __init__(self, bert_config, seq_length, optimizer="adamw",
+               max_predictions_per_seq=0):
+    self.bert_config = bert_config
+    self.seq_length = seq_length
+    self.optimizer = optimizer
+    self.max_predictions_per_seq = max_predictions_per_seq
+
+  def describe(self):
+    """E.g. "BERT with 24 layers, hidden size 1024 (335.1M parameters) at
+    --max_seq_length=512"; pretraining adds the masked positions."""
+    config = self.bert_config
+    params = num_params(config)
+    heads = ""
+    if self.max_predictions_per_seq:
+      params += masked_lm_params(config)
+      heads = (" and the pretraining heads at --max_predictions_per_seq=%d"
+               % self.max_predictions_per_seq)
+    return ("BERT with %d layers, hidden size %d (%.1fM parameters) at "
+            "--max_seq_length=%d%s" % (
+                config.num_hidden_layers, config.hidden_size, params / 1e6,
+                self.seq_length, heads))
+
+  def estimate_bytes(self, micro_batch, precision, gradient_checkpointing,
+                     num_accumulation_steps):
+    """The planner's peak bytes for one replica running `micro_batch`."""
+    return estimate_bytes(
+        self.bert_config, self.seq_length, micro_batch, precision,
+        gradient_checkpointing, num_accumulation_steps, self.optimizer,
+        max_predictions_per_seq=self.max_predictions_per_seq)["total"]
+
+  def plan(self, batch_size, memory_bytes, precision, allow_checkpointing):
+    """Plan for `batch_size` examples per update on one replica with
+    `memory_bytes`, or None when not even one example fits."""
+    return plan(
+        self.bert_config, self.seq_length, batch_size, memory_bytes,
+        precisions=(precision,), allow_checkpointing=allow_checkpointing,
+        optimizer=self.optimizer,
+        max_predictions_per_seq=self.max_predictions_per_seq)

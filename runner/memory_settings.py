@@ -1,14 +1,15 @@
 # coding=utf-8
-"""Precision, checkpointing and micro-batch of a training run, and its advice.
+"""Precision, checkpointing, micro-batch and accumulation of a training run.
 
-`resolve` turns the flags that runner/shared_flags.py defines (--precision,
+`resolve` turns the values of the memory flags (--precision,
 --gradient_checkpointing, --micro_batch_size, --device_memory_gb,
---num_accumulation_steps) into the `MemorySettings` a run uses, asking the
-model's memory estimate (`BertMemory`, memory_plan.py's term model) when
---micro_batch_size=auto; `accumulation_steps` is the one place where the
-accumulation steps are derived and checked. `oom_message_fn` words the
-out-of-memory advice the runner raises. runner/startup.py calls these; ending
-the program is userio/cli.py's business, not this module's.
+--num_accumulation_steps with --train_batch_size) into the `MemorySettings`
+a run uses, asking the step's memory model (runner/memory_model.py,
+`BertMemory` by default) for a plan when --micro_batch_size=auto.
+`accumulation_steps` is the one place where the accumulation steps are
+derived and checked; the runner's Estimator calls it too. Calls go one way:
+this module asks runner/memory_model.py, never the reverse. The words of
+an out-of-memory failure are runner/out_of_memory.py's.
 """
 
 import collections
@@ -18,12 +19,10 @@ from absl import logging
 import tensorflow as tf
 
 from userio import cli
-from runner import estimator
 from runner import memory_model
 from engine import tf_internals
 
 AUTO = "auto"
-GIB = memory_model.GIB
 MEMINFO = "/proc/meminfo"
 _COMPUTE_DTYPES = {"fp32": tf.float32, "fp16": tf.float16,
                    "bf16": tf.bfloat16}
@@ -124,69 +123,12 @@ def _replica_memory(device, replicas):
   return DeviceMemory(
       device.bytes / replicas.per_memory,
       "%s, %.2f GiB shared by %d CPU replicas" % (
-          device.source, device.bytes / GIB, replicas.per_memory))
+          device.source, device.bytes / memory_model.GIB, replicas.per_memory))
 
 
-class BertMemory(object):
-  """What a training step of BERT with its heads keeps in memory.
-
-  The estimates are memory_plan.py's: a classifier head by default, or with
-  `max_predictions_per_seq` > 0 pretraining's masked-LM and next-sentence
-  heads (run_pretraining.py). A script whose model needs other memory
-  passes an object with the same methods to `resolve` and `oom_message_fn`.
-  """
-
-  def __init__(self, bert_config, seq_length, optimizer="adamw",
-               max_predictions_per_seq=0):
-    self.bert_config = bert_config
-    self.seq_length = seq_length
-    self.optimizer = optimizer
-    self.max_predictions_per_seq = max_predictions_per_seq
-
-  def describe(self):
-    """E.g. "BERT with 24 layers, hidden size 1024 (335.1M parameters) at
-    --max_seq_length=512"; pretraining adds the masked positions."""
-    config = self.bert_config
-    params = memory_model.num_params(config)
-    heads = ""
-    if self.max_predictions_per_seq:
-      params += memory_model.masked_lm_params(config)
-      heads = (" and the pretraining heads at --max_predictions_per_seq=%d"
-               % self.max_predictions_per_seq)
-    return ("BERT with %d layers, hidden size %d (%.1fM parameters) at "
-            "--max_seq_length=%d%s" % (
-                config.num_hidden_layers, config.hidden_size, params / 1e6,
-                self.seq_length, heads))
-
-  def estimate_bytes(self, micro_batch, precision, gradient_checkpointing,
-                     num_accumulation_steps):
-    """The planner's peak bytes for one replica running `micro_batch`."""
-    return memory_model.estimate_bytes(
-        self.bert_config, self.seq_length, micro_batch, precision,
-        gradient_checkpointing, num_accumulation_steps,
-        self.optimizer,
-        max_predictions_per_seq=self.max_predictions_per_seq)["total"]
-
-  def plan(self, batch_size, memory_bytes, precision, allow_checkpointing):
-    """memory_model.Plan for `batch_size` examples per update on one replica
-    with `memory_bytes`, or None when not even one example fits."""
-    return memory_model.plan(
-        self.bert_config, self.seq_length, batch_size, memory_bytes,
-        precisions=(precision,), allow_checkpointing=allow_checkpointing,
-        optimizer=self.optimizer,
-        max_predictions_per_seq=self.max_predictions_per_seq)
-
-
-def _memory_model(bert_config, flag_obj, memory_model):
-  """`memory_model`, or BertMemory of the config and the flags."""
-  if memory_model is not None:
-    return memory_model
-  return BertMemory(bert_config, flag_obj.max_seq_length, flag_obj.optimizer)
-
-
-def _describe_memory(memory):
+def describe_memory(memory):
   """E.g. "12.00 GiB (--device_memory_gb=12)"."""
-  return "%.2f GiB (%s)" % (memory.bytes / GIB, memory.source)
+  return "%.2f GiB (%s)" % (memory.bytes / memory_model.GIB, memory.source)
 
 
 # ------------------------------------------------------------ device memory
@@ -232,7 +174,7 @@ def device_memory(device_memory_gb=None):
     if not (math.isfinite(device_memory_gb) and device_memory_gb > 0):
       raise cli.UserError("--device_memory_gb=%s must be positive (GiB of the "
                        "device, e.g. 12 or 16)." % device_memory_gb)
-    return DeviceMemory(int(device_memory_gb * GIB),
+    return DeviceMemory(int(device_memory_gb * memory_model.GIB),
                         "--device_memory_gb=%g" % device_memory_gb)
   if tf.config.list_physical_devices("GPU"):
     return _smallest_gpu_memory()
@@ -255,13 +197,6 @@ def parse_micro_batch_size(value):
   return int(text)
 
 
-def explicit_steps(flag_obj):
-  """--num_accumulation_steps when the command line set it, else None."""
-  if flag_obj["num_accumulation_steps"].present:
-    return flag_obj.num_accumulation_steps
-  return None
-
-
 def accumulation_steps(train_batch_size, micro_batch_size=None,
                        num_accumulation_steps=None, replicas=ONE_DEVICE):
   """The accumulation steps of a run; the one place they are derived.
@@ -270,9 +205,9 @@ def accumulation_steps(train_batch_size, micro_batch_size=None,
     train_batch_size: --train_batch_size, examples per update over all
       replicas.
     micro_batch_size: examples per micro-batch (--micro_batch_size, or the
-      planner's choice), or None to take --num_accumulation_steps.
+      planner's choice), or None to take `num_accumulation_steps`.
     num_accumulation_steps: --num_accumulation_steps if the command line set
-      it, else None (1).
+      it (or RunConfig's, for the Estimator), else None (1).
     replicas: Replicas of the run.
 
   Returns:
@@ -286,128 +221,176 @@ def accumulation_steps(train_batch_size, micro_batch_size=None,
   if batch < 1:
     raise cli.UserError("--train_batch_size=%d must be at least 1." % batch)
   if micro_batch_size is None:
-    steps = 1 if num_accumulation_steps is None else num_accumulation_steps
-    if steps < 1:
-      raise cli.UserError("--num_accumulation_steps=%d must be at least 1."
-                          % steps)
-    if batch % steps:
+    steps = _steps_of_flag(batch, num_accumulation_steps)
+    micro = batch // steps
+    if micro % replicas.total:
       raise cli.UserError(
-          "--train_batch_size=%d is not a multiple of "
-          "--num_accumulation_steps=%d; choose accumulation steps that "
-          "divide the batch." % (batch, steps))
-  else:
-    if batch % micro_batch_size:
-      raise cli.UserError(
-          "--micro_batch_size=%d does not divide --train_batch_size=%d; "
-          "choose a divisor of --train_batch_size." % (micro_batch_size,
-                                                       batch))
-    steps = batch // micro_batch_size
-    if num_accumulation_steps is not None and num_accumulation_steps != steps:
-      raise cli.UserError(
-          "--micro_batch_size=%d with --train_batch_size=%d means %d "
-          "accumulation steps, but --num_accumulation_steps=%d was given; "
-          "drop one of the two flags." % (micro_batch_size, batch, steps,
-                                         num_accumulation_steps))
-  micro = batch // steps
-  if micro % replicas.total:
+          "--train_batch_size=%d / --num_accumulation_steps=%d gives "
+          "micro-batches of %d examples, which do not split evenly over the "
+          "%d replicas of --distribution; choose a --train_batch_size that "
+          "is a multiple of %d (accumulation steps x replicas)." % (
+              batch, steps, micro, replicas.total, steps * replicas.total))
+    return steps
+  steps = _steps_of_micro_batch(batch, micro_batch_size,
+                                num_accumulation_steps)
+  if micro_batch_size % replicas.total:
     raise cli.UserError(
         "A micro-batch of %d examples (--train_batch_size=%d / %d "
         "accumulation steps) does not split evenly over the %d replicas of "
         "--distribution; make the micro-batch a multiple of %d." % (
-            micro, batch, steps, replicas.total, replicas.total))
+            micro_batch_size, batch, steps, replicas.total, replicas.total))
   return steps
 
 
-def _replica_batch_size(flag_obj, replicas):
+def _steps_of_flag(batch, num_accumulation_steps):
+  """--num_accumulation_steps (1 when not given), checked against the
+  batch."""
+  steps = 1 if num_accumulation_steps is None else num_accumulation_steps
+  if steps < 1:
+    raise cli.UserError("--num_accumulation_steps=%d must be at least 1."
+                        % steps)
+  if batch % steps:
+    raise cli.UserError(
+        "--train_batch_size=%d is not a multiple of "
+        "--num_accumulation_steps=%d; choose accumulation steps that "
+        "divide the batch." % (batch, steps))
+  return steps
+
+
+def _steps_of_micro_batch(batch, micro_batch_size, num_accumulation_steps):
+  """The steps a micro-batch size makes of the batch; a given
+  --num_accumulation_steps must agree."""
+  if batch % micro_batch_size:
+    raise cli.UserError(
+        "--micro_batch_size=%d does not divide --train_batch_size=%d; "
+        "choose a divisor of --train_batch_size." % (micro_batch_size,
+                                                     batch))
+  steps = batch // micro_batch_size
+  if num_accumulation_steps is not None and num_accumulation_steps != steps:
+    raise cli.UserError(
+        "--micro_batch_size=%d with --train_batch_size=%d means %d "
+        "accumulation steps, but --num_accumulation_steps=%d was given; "
+        "drop one of the two flags." % (micro_batch_size, batch, steps,
+                                       num_accumulation_steps))
+  return steps
+
+
+def _replica_batch_size(train_batch_size, replicas):
   """--train_batch_size / replicas; UserError when it does not split."""
-  if flag_obj.train_batch_size % replicas.total:
+  if train_batch_size % replicas.total:
     raise cli.UserError(
         "--train_batch_size=%d does not split evenly over the %d replicas "
         "of --distribution; choose a multiple of %d." % (
-            flag_obj.train_batch_size, replicas.total, replicas.total))
-  return flag_obj.train_batch_size // replicas.total
+            train_batch_size, replicas.total, replicas.total))
+  return train_batch_size // replicas.total
 
 
-def _plan_for_replicas(model, flag_obj, replicas, memory_bytes, precision,
-                       allow_checkpointing):
-  """The model's plan for one replica, its micro-batch made global."""
-  found = model.plan(_replica_batch_size(flag_obj, replicas), memory_bytes,
-                     precision, allow_checkpointing)
+def plan_for_replicas(model, train_batch_size, replicas, memory_bytes,
+                      precision, allow_checkpointing):
+  """The step memory model's plan for one replica (its share of
+  `train_batch_size` in `memory_bytes`), its micro-batch made global; None
+  when not even one example fits."""
+  found = model.plan(_replica_batch_size(train_batch_size, replicas),
+                     memory_bytes, precision, allow_checkpointing)
   if found is None:
     return None
   return found._replace(micro_batch=found.micro_batch * replicas.total)
 
 
-def _estimate_bytes(model, settings):
-  """The model's peak for one replica of `settings`."""
+def estimate_bytes(model, settings):
+  """The step memory model's peak for one replica of `settings`."""
   return model.estimate_bytes(
       settings.replica_micro_batch_size, settings.precision,
       settings.gradient_checkpointing, settings.num_accumulation_steps)
 
 
-def _auto(flag_obj, model, device, replicas):
-  """The planner's settings for the device (never changing the precision).
-
-  Each replica plans for its share of the micro-batch in its share of the
-  memory: a GPU's own, or the RAM divided by the CPU replicas sharing it.
-  """
-  if explicit_steps(flag_obj) is not None:
+def _check_auto(num_accumulation_steps, device, device_memory_gb, replicas):
+  """What --micro_batch_size=auto needs: no accumulation steps of its own,
+  the device's memory, and the same memory on every CPU worker."""
+  if num_accumulation_steps is not None:
     raise cli.UserError(
         "--micro_batch_size=auto chooses the accumulation steps; drop "
         "--num_accumulation_steps=%d or give --micro_batch_size as an "
-        "integer." % flag_obj.num_accumulation_steps)
+        "integer." % num_accumulation_steps)
   if device is None:
     raise cli.UserError(
         "--micro_batch_size=auto needs the device's memory, which could not "
         "be found out (no GPU and no readable %s); pass --device_memory_gb."
         % MEMINFO)
-  if (replicas.total > replicas.local and flag_obj.device_memory_gb is None
+  if (replicas.total > replicas.local and device_memory_gb is None
       and not tf.config.list_physical_devices("GPU")):
     raise cli.UserError(
         "--micro_batch_size=auto with --distribution=multi_worker on CPUs "
         "needs --device_memory_gb, the same on every worker: the free RAM "
         "differs from machine to machine, and workers whose plans differ "
         "cannot train together.")
+
+
+def _auto(model, request, device, replicas):
+  """The planner's settings for the device (never changing the precision).
+
+  Each replica plans for its share of the micro-batch in its share of the
+  memory: a GPU's own, or the RAM divided by the CPU replicas sharing it.
+  `request` holds the flag values `resolve` was given.
+  """
+  _check_auto(request.num_accumulation_steps, device,
+              request.device_memory_gb, replicas)
   # An explicit --nogradient_checkpointing is honoured; otherwise the planner
   # turns checkpointing on when nothing fits without it.
-  allow_checkpointing = (flag_obj.gradient_checkpointing or
-                         not flag_obj["gradient_checkpointing"].present)
+  allow_checkpointing = request.gradient_checkpointing is not False
   memory = _replica_memory(device, replicas)
-  found = _plan_for_replicas(model, flag_obj, replicas, memory.bytes,
-                             flag_obj.precision, allow_checkpointing)
+  found = plan_for_replicas(model, request.train_batch_size, replicas,
+                            memory.bytes, request.precision,
+                            allow_checkpointing)
   if found is None:
     raise cli.UserError(
         "--micro_batch_size=auto: not even one example of --max_seq_length="
         "%d fits %s in --precision=%s%s. Lower --max_seq_length, use half "
         "precision or a smaller model, or set --device_memory_gb." %
-        (flag_obj.max_seq_length, _describe_memory(memory),
-         flag_obj.precision, " with gradient checkpointing"
-         if allow_checkpointing else ""))
-  steps = accumulation_steps(flag_obj.train_batch_size, found.micro_batch,
+        (request.max_seq_length, describe_memory(memory), request.precision,
+         " with gradient checkpointing" if allow_checkpointing else ""))
+  steps = accumulation_steps(request.train_batch_size, found.micro_batch,
                              None, replicas)
   settings = MemorySettings(
-      flag_obj.precision, found.micro_batch, steps,
-      found.gradient_checkpointing or flag_obj.gradient_checkpointing,
+      request.precision, found.micro_batch, steps,
+      found.gradient_checkpointing or bool(request.gradient_checkpointing),
       device, replicas)
   logging.info("--micro_batch_size=auto: %s; planned peak %.2f GiB%s of "
-               "%s.", settings.describe(), _estimate_bytes(model, settings) /
-               GIB, " per replica" if replicas.total > 1 else "",
-               _describe_memory(memory))
+               "%s.", settings.describe(),
+               estimate_bytes(model, settings) / memory_model.GIB,
+               " per replica" if replicas.total > 1 else "",
+               describe_memory(memory))
   return settings
 
 
-def resolve(flag_obj, bert_config, do_train, distribution=None,
-            memory_model=None):
-  """The MemorySettings the flags ask for.
+_Request = collections.namedtuple(
+    "_Request", ["train_batch_size", "num_accumulation_steps", "precision",
+                 "gradient_checkpointing", "device_memory_gb",
+                 "max_seq_length"])
+
+
+def resolve(model, *, train_batch_size, micro_batch_size,
+            num_accumulation_steps, precision, gradient_checkpointing,
+            device_memory_gb, max_seq_length, do_train, distribution=None):
+  """The MemorySettings the memory flags ask for.
 
   Args:
-    flag_obj: parsed absl FlagValues with the shared flags.
-    bert_config: modeling.BertConfig of the model.
+    model: what a training step keeps in memory (memory_model.BertMemory or
+      an object with its methods); asked only for --micro_batch_size=auto.
+    train_batch_size: --train_batch_size.
+    micro_batch_size: --micro_batch_size as typed ("", an integer or
+      "auto").
+    num_accumulation_steps: --num_accumulation_steps if the command line
+      set it, else None.
+    precision: --precision.
+    gradient_checkpointing: --gradient_checkpointing if the command line
+      set it (True or False), else None: off, unless auto needs it.
+    device_memory_gb: --device_memory_gb, or None for the device's own.
+    max_seq_length: --max_seq_length, named when nothing fits.
     do_train: whether the run trains (--micro_batch_size=auto plans only
       then).
     distribution: the run's tf.distribute strategy (startup.
       make_distribution), or None for one device.
-    memory_model: what a training step keeps (see BertMemory, the default).
 
   Returns:
     MemorySettings; micro_batch_size * num_accumulation_steps equals
@@ -416,100 +399,16 @@ def resolve(flag_obj, bert_config, do_train, distribution=None,
   Raises:
     cli.UserError naming the flags to fix.
   """
-  device = device_memory(flag_obj.device_memory_gb)
+  device = device_memory(device_memory_gb)
   replicas = replicas_of(distribution)
-  requested = parse_micro_batch_size(flag_obj.micro_batch_size)
+  requested = parse_micro_batch_size(micro_batch_size)
   if requested == AUTO and do_train:
-    return _auto(flag_obj, _memory_model(bert_config, flag_obj,
-                                         memory_model), device, replicas)
+    return _auto(model, _Request(
+        train_batch_size, num_accumulation_steps, precision,
+        gradient_checkpointing, device_memory_gb, max_seq_length), device,
+                 replicas)
   steps = accumulation_steps(
-      flag_obj.train_batch_size,
-      requested if isinstance(requested, int) else None,
-      explicit_steps(flag_obj), replicas if do_train else ONE_DEVICE)
-  return MemorySettings(flag_obj.precision,
-                        flag_obj.train_batch_size // steps, steps,
-                        flag_obj.gradient_checkpointing, device, replicas)
-
-
-# ------------------------------------------------------------ out of memory
-
-
-def _changed_flags(found, settings):
-  """The flags that turn `settings` into the plan `found`."""
-  parts = []
-  if found.precision != settings.precision:
-    # fp16 needs the same memory as bf16; older GPUs only have fp16.
-    parts.append("--precision=%s%s" % (
-        found.precision, " (or fp16)" if found.precision == "bf16" else ""))
-  if found.micro_batch != settings.micro_batch_size:
-    steps = found.accumulation_steps
-    parts.append("--micro_batch_size=%d (%s)" % (
-        found.micro_batch,
-        "accumulation %d" % steps if steps > 1 else "no accumulation"))
-  if found.gradient_checkpointing != settings.gradient_checkpointing:
-    parts.append("--gradient_checkpointing" if found.gradient_checkpointing
-                 else "--nogradient_checkpointing")
-  return " ".join(parts)
-
-
-def _fitting_flags(model, flag_obj, settings, budget):
-  """Advice: the plans for `budget` bytes per replica, at this precision and
-  in bf16."""
-  def plan_for(precision):
-    return _plan_for_replicas(model, flag_obj, settings.replicas, budget,
-                              precision, allow_checkpointing=True)
-
-  def cost(found):  # The planner's own preference order.
-    return (found.gradient_checkpointing, found.accumulation_steps)
-
-  options = []
-  same = plan_for(settings.precision)
-  if same is not None:
-    options.append(_changed_flags(same, settings))
-  if settings.precision == "fp32":
-    half = plan_for("bf16")
-    if half is not None and (same is None or cost(half) < cost(same)):
-      options.append(_changed_flags(half, settings))
-  per_replica = " per replica" if settings.replicas.total > 1 else ""
-  if not options:
-    return ("Nothing fits %.2f GiB%s, even one example per micro-batch with "
-            "gradient checkpointing in half precision: lower "
-            "--max_seq_length or use a smaller model." % (budget / GIB,
-                                                           per_replica))
-  return "Flags that fit %.2f GiB%s: %s." % (budget / GIB, per_replica,
-                                             "; or ".join(options))
-
-
-def oom_message(bert_config, flag_obj, settings, error, memory_model=None):
-  """The out-of-memory message: the setting, the estimate, fitting flags."""
-  model = _memory_model(bert_config, flag_obj, memory_model)
-  estimate = _estimate_bytes(model, settings)
-  lines = ["Out of memory training %s and --train_batch_size=%d: %s." % (
-      model.describe(), flag_obj.train_batch_size, settings.describe())]
-  per_replica = " per replica" if settings.replicas.total > 1 else ""
-  if settings.device is None:
-    lines.append("The memory planner estimates %.2f GiB%s for it. The "
-                 "device's memory is unknown: pass --device_memory_gb for "
-                 "flags that fit, or use --micro_batch_size=auto with it." %
-                 (estimate / GIB, per_replica))
-  else:
-    budget = settings.replica_memory_bytes
-    lines.append("The memory planner estimates %.2f GiB%s for it; %s has "
-                 "%s." % (estimate / GIB, per_replica,
-                          "each replica" if per_replica else "the device",
-                          _describe_memory(settings.replica_memory)))
-    if estimate < budget:
-      lines.append("As the estimate fits, something else holds memory; the "
-                   "flags below are planned for less than the failed "
-                   "setting.")
-    # The error proves the failed setting does not fit, whatever the estimate.
-    lines.append(_fitting_flags(model, flag_obj, settings,
-                                min(budget, estimate - 1)))
-  lines.append("TensorFlow said: %s" % estimator.oom_line(error))
-  return "\n".join(lines)
-
-
-def oom_message_fn(bert_config, flag_obj, settings, memory_model=None):
-  """callable(ResourceExhaustedError) -> str for estimator.RunConfig."""
-  return lambda error: oom_message(bert_config, flag_obj, settings, error,
-                                   memory_model)
+      train_batch_size, requested if isinstance(requested, int) else None,
+      num_accumulation_steps, replicas if do_train else ONE_DEVICE)
+  return MemorySettings(precision, train_batch_size // steps, steps,
+                        bool(gradient_checkpointing), device, replicas)

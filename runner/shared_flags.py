@@ -1,22 +1,29 @@
 # coding=utf-8
-"""The flags shared by the training scripts: definitions only.
+"""The flags shared by the training scripts: their definitions, and the one
+place their parsed values are read.
 
 The original scripts each defined these flags; here they are defined once,
 in groups a script picks from (run_classifier.py and run_squad.py take all
 of them through `define_common_flags`). Nothing is parsed at import time.
-What the flags mean for a run (strategy, memory plan, RunConfig, checks)
-is worked out in runner/startup.py.
+A script's `main` hands its parsed flags to `read`, which returns a
+`SharedFlags`: the values of exactly these flags, field by field, which the
+script passes on to runner/startup.py (what the values make of a run:
+checks, strategy, memory settings, RunConfig). Library code never reads the
+absl flags itself.
 """
 
 from __future__ import absolute_import
 from __future__ import division
 from __future__ import print_function
 
+import dataclasses
+from typing import FrozenSet, Optional, Tuple
+
 from absl import flags
 
+import optimization
 from runner import memory_model
 
-OPTIMIZERS = ("adamw", "lamb")
 DISTRIBUTIONS = ("none", "mirrored", "multi_worker")
 # Accepted for compatibility with Google's commands, without effect here.
 COMPATIBILITY_FLAGS = ("master", "tpu_zone", "gcp_project", "num_tpu_cores",
@@ -82,7 +89,7 @@ def define_training_flags(fv=flags.FLAGS):
       "Split each --train_batch_size batch into this many micro-batches and "
       "accumulate their gradients: one update per batch, the same result as "
       "the whole batch at once, less memory.", flag_values=fv)
-  flags.DEFINE_enum("optimizer", "adamw", list(OPTIMIZERS),
+  flags.DEFINE_enum("optimizer", "adamw", list(optimization.OPTIMIZERS),
                     "adamw (Google's Adam with decoupled weight decay) or "
                     "lamb (layer-wise adaptive, for large batches).",
                     flag_values=fv)
@@ -215,3 +222,126 @@ def define_common_flags(max_seq_length_default, flag_values=flags.FLAGS):
   define_tpu_flags(flag_values)
   define_memory_flags(flag_values)
   define_scale_flags(flag_values)
+
+
+@dataclasses.dataclass(frozen=True)
+class SharedFlags:
+  """The values of the shared flags on one command line.
+
+  Each value field holds the flag of its name (see the definitions above
+  for what each means and its default), or None when the script does not
+  define that flag; a script with fewer flags (run_pretraining.py has no
+  vocabulary, extract_features.py only the model files and TPU flags) gets
+  None for the others, and the checks skip them.
+
+  Fields:
+    bert_config_file, output_dir, init_checkpoint: paths (str); the last
+      also names a Hugging Face model folder until runner/startup.py's
+      `use_hf_init_checkpoint` replaces it with its conversion.
+    max_seq_length: int, tokens per example.
+    vocab_file, spm_model_file: paths (str), either may be None.
+    do_lower_case: bool.
+    do_train: bool.
+    train_batch_size: int, examples per update over all replicas.
+    learning_rate: float.
+    save_checkpoints_steps: int; save_checkpoints_secs: float (0 = off).
+    num_accumulation_steps: int, the flag's value (default 1); see
+      `explicit_accumulation_steps` for whether the command line set it.
+    optimizer: one of optimization.OPTIMIZERS.
+    seed: int.
+    keep_checkpoint_max, log_step_count_steps: int.
+    do_predict: bool.
+    predict_batch_size: int.
+    eval_batch_size: int; defined by run_classifier.py and
+      run_pretraining.py themselves, checked with the other batch sizes.
+    num_train_epochs, warmup_proportion: float.
+    export_dir: path (str) or None.
+    use_tpu: bool; tpu_name: str or None (both refused when set).
+    changed_compatibility_flags: tuple of "--name=value" for the flags of
+      COMPATIBILITY_FLAGS the command line changed from their defaults
+      (accepted, without effect).
+    precision: one of memory_model.PRECISIONS.
+    gradient_checkpointing: bool, the flag's value; see
+      `explicit_gradient_checkpointing`.
+    micro_batch_size: str as typed: "", an integer or "auto".
+    device_memory_gb: float or None.
+    distribution: one of DISTRIBUTIONS.
+    devices: tuple of device names (--devices), or None.
+    use_xla: bool.
+    defined: frozenset of the names of the shared flags the script defines.
+    given: frozenset of the names of those the command line set.
+  """
+  bert_config_file: Optional[str] = None
+  output_dir: Optional[str] = None
+  init_checkpoint: Optional[str] = None
+  max_seq_length: Optional[int] = None
+  vocab_file: Optional[str] = None
+  spm_model_file: Optional[str] = None
+  do_lower_case: Optional[bool] = None
+  do_train: Optional[bool] = None
+  train_batch_size: Optional[int] = None
+  learning_rate: Optional[float] = None
+  save_checkpoints_steps: Optional[int] = None
+  save_checkpoints_secs: Optional[float] = None
+  num_accumulation_steps: Optional[int] = None
+  optimizer: Optional[str] = None
+  seed: Optional[int] = None
+  keep_checkpoint_max: Optional[int] = None
+  log_step_count_steps: Optional[int] = None
+  do_predict: Optional[bool] = None
+  predict_batch_size: Optional[int] = None
+  eval_batch_size: Optional[int] = None
+  num_train_epochs: Optional[float] = None
+  warmup_proportion: Optional[float] = None
+  export_dir: Optional[str] = None
+  use_tpu: Optional[bool] = None
+  tpu_name: Optional[str] = None
+  changed_compatibility_flags: Tuple[str, ...] = ()
+  precision: Optional[str] = None
+  gradient_checkpointing: Optional[bool] = None
+  micro_batch_size: Optional[str] = None
+  device_memory_gb: Optional[float] = None
+  distribution: Optional[str] = None
+  devices: Optional[Tuple[str, ...]] = None
+  use_xla: Optional[bool] = None
+  defined: FrozenSet[str] = frozenset()
+  given: FrozenSet[str] = frozenset()
+
+  @property
+  def explicit_accumulation_steps(self):
+    """--num_accumulation_steps when the command line set it, else None."""
+    if "num_accumulation_steps" in self.given:
+      return self.num_accumulation_steps
+    return None
+
+  @property
+  def explicit_gradient_checkpointing(self):
+    """--[no]gradient_checkpointing when the command line set it (True or
+    False), else None: off unless --micro_batch_size=auto needs it."""
+    if "gradient_checkpointing" in self.given:
+      return self.gradient_checkpointing
+    return None
+
+
+# The fields of SharedFlags that hold a flag of the same name.
+_VALUE_FIELDS = tuple(
+    field.name for field in dataclasses.fields(SharedFlags)
+    if field.name not in ("changed_compatibility_flags", "defined", "given"))
+
+
+def read(flag_values=flags.FLAGS):
+  """The SharedFlags of parsed absl `flag_values`: the one place the shared
+  flags' parsed values are read."""
+  defined = frozenset(name for name in _VALUE_FIELDS if name in flag_values)
+  values = {name: flag_values[name].value for name in defined}
+  if values.get("devices") is not None:
+    values["devices"] = tuple(values["devices"])
+  changed = tuple(
+      "--%s=%s" % (name, flag_values[name].value)
+      for name in COMPATIBILITY_FLAGS if name in flag_values and
+      flag_values[name].value != flag_values[name].default)
+  return SharedFlags(
+      changed_compatibility_flags=changed, defined=defined,
+      given=frozenset(name for name in defined
+                      if flag_values[name].present),
+      **values)

@@ -11,6 +11,7 @@ import tensorflow as tf
 
 import modeling
 import optimization
+from runner import estimator
 
 
 def init_from_checkpoint(init_checkpoint):
@@ -40,10 +41,18 @@ def init_from_checkpoint(init_checkpoint):
 
 
 def train_op(total_loss, learning_rate, num_train_steps, num_warmup_steps,
-             use_tpu, *, num_accumulation_steps, optimizer, compute_dtype):
+             use_tpu, *, params, optimizer, compute_dtype):
   """optimization.create_optimizer's train op; float16 activations get
-  dynamic loss scaling (their gradients would underflow without it)."""
+  dynamic loss scaling (their gradients would underflow without it).
+
+  Args:
+    params: the model_fn's params in TRAIN mode; the runner puts the
+      accumulation steps of its RunConfig there
+      (estimator.ACCUMULATION_STEPS_KEY), so the op applies an update
+      after exactly as many micro-batches as the runner feeds per update.
+  """
   return optimization.create_optimizer(
       total_loss, learning_rate, num_train_steps, num_warmup_steps, use_tpu,
-      num_accumulation_steps=num_accumulation_steps, optimizer=optimizer,
+      num_accumulation_steps=params[estimator.ACCUMULATION_STEPS_KEY],
+      optimizer=optimizer,
       loss_scale="dynamic" if compute_dtype == tf.float16 else None)

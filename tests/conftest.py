@@ -156,9 +156,9 @@ def build_once(shared_dir, name, build):
 
 def checkpoint_step(output_dir):
   """The step of the newest checkpoint in `output_dir`
-  (estimator.latest_checkpoint), or None before the first one."""
-  from runner import estimator  # pylint: disable=import-outside-toplevel
-  latest = estimator.latest_checkpoint(output_dir)
+  (checkpoint_checks.latest_checkpoint), or None before the first one."""
+  from checkpoints import checkpoint_checks  # pylint: disable=import-outside-toplevel
+  latest = checkpoint_checks.latest_checkpoint(output_dir)
   return int(latest.rsplit("-", 1)[1]) if latest else None
 
 

@@ -129,12 +129,18 @@ def _train(model_dir, init_checkpoint, k, distribution=None,
 
 
 def _parsed_flags(*args):
+  """The SharedFlags of a command line of the shared flags."""
   from absl import flags  # pylint: disable=import-outside-toplevel
   from runner import shared_flags  # pylint: disable=import-outside-toplevel
   fv = flags.FlagValues()
   shared_flags.define_common_flags(128, fv)
   fv(["test"] + list(args))
-  return fv
+  return shared_flags.read(fv)
+
+
+def _make_distribution(shared):
+  from runner import distribution  # pylint: disable=import-outside-toplevel
+  return distribution.make_distribution(shared.distribution, shared.devices)
 
 
 def _print_error(fn):
@@ -190,7 +196,7 @@ def _run_mirrored(out_dir):
   from runner import memory_settings  # pylint: disable=import-outside-toplevel
   from runner import startup  # pylint: disable=import-outside-toplevel
   fv = _parsed_flags("--distribution=mirrored", "--devices=/cpu:0,/cpu:1")
-  strategy = startup.make_distribution(fv)
+  strategy = _make_distribution(fv)
   print("REPLICAS:", json.dumps(memory_settings.replicas_of(strategy)))
   init = os.path.join(out_dir, "init", "model.ckpt")
   _write_init_checkpoint(init)
@@ -220,9 +226,7 @@ def _run_worker(out_dir):
      its second micro-batch, and worker 0 prints the error it gets.
   """
   from runner import estimator  # pylint: disable=import-outside-toplevel
-  from runner import startup  # pylint: disable=import-outside-toplevel
-  strategy = startup.make_distribution(
-      _parsed_flags("--distribution=multi_worker"))
+  strategy = _make_distribution(_parsed_flags("--distribution=multi_worker"))
   index = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
   init = os.path.join(out_dir, "init", "model.ckpt")
   if index == 0:
@@ -399,13 +403,12 @@ def test_multi_worker(tmp_path):
      '"ps", "index": 0}}', "the task must be a \"chief\" or \"worker\""),
 ])
 def test_make_distribution_errors(monkeypatch, args, tf_config, message):
-  from runner import startup  # pylint: disable=import-outside-toplevel
   if tf_config is None:
     monkeypatch.delenv("TF_CONFIG", raising=False)
   else:
     monkeypatch.setenv("TF_CONFIG", tf_config)
   with pytest.raises(ValueError) as error:
-    startup.make_distribution(_parsed_flags(*args))
+    _make_distribution(_parsed_flags(*args))
   assert message in str(error.value)
 
 

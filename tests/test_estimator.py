@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from userio import cli
+from checkpoints import checkpoint_checks
 import conftest
 from runner import estimator
+from runner import out_of_memory
 
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(TESTS_DIR)
@@ -152,7 +153,9 @@ def model_fn(features, labels, mode, params):
   lr = tf.constant(params.get("lr", LR), tf.float32)
   tf.compat.v1.add_to_collection("learning_rate", lr)
   tf.compat.v1.add_to_collection("loss_scale", tf.constant(128.0))
-  train_op = _accumulating_sgd(loss, lr, params.get("k", 1))
+  # The runner hands the RunConfig's accumulation steps to the model_fn.
+  train_op = _accumulating_sgd(loss, lr,
+                               params[estimator.ACCUMULATION_STEPS_KEY])
   return estimator.EstimatorSpec(mode, loss=loss, train_op=train_op,
                                  scaffold_fn=scaffold_fn)
 
@@ -186,9 +189,7 @@ def _scaffold_fn(params, b):
 def make_estimator(model_dir, k=1, batch=4, params=None, **config_kw):
   config = estimator.RunConfig(model_dir, num_accumulation_steps=k,
                                tf_random_seed=7, **config_kw)
-  all_params = {"k": k}
-  all_params.update(params or {})
-  return estimator.Estimator(model_fn, config, params=all_params,
+  return estimator.Estimator(model_fn, config, params=params,
                              train_batch_size=batch, eval_batch_size=batch,
                              predict_batch_size=3)
 
@@ -394,9 +395,9 @@ def test_copied_and_moved_dirs_resume_from_their_own_checkpoints(
                              rtol=1e-5)
   moved = str(tmp_path / "moved")
   shutil.move(original, moved)
-  assert estimator.latest_checkpoint(moved) == os.path.join(
+  assert checkpoint_checks.latest_checkpoint(moved) == os.path.join(
       moved, "model.ckpt-3")
-  assert estimator.checkpoints_in(moved) == [
+  assert checkpoint_checks.checkpoints_in(moved) == [
       os.path.join(moved, "model.ckpt-2"), os.path.join(moved, "model.ckpt-3")]
 
 
@@ -406,9 +407,9 @@ def test_checkpoints_found_without_a_state_file(tmp_path):
   make_estimator(model_dir, save_checkpoints_steps=5).train(
       make_input_fn(x, y, True), max_steps=10)
   os.remove(os.path.join(model_dir, "checkpoint"))
-  assert estimator.checkpoints_in(model_dir) == [
+  assert checkpoint_checks.checkpoints_in(model_dir) == [
       os.path.join(model_dir, "model.ckpt-%d" % step) for step in (0, 5, 10)]
-  assert estimator.latest_checkpoint(str(tmp_path / "missing")) is None
+  assert checkpoint_checks.latest_checkpoint(str(tmp_path / "missing")) is None
 
 
 def test_unlisted_checkpoints_of_a_run_keeping_them_all(tmp_path):
@@ -421,8 +422,9 @@ def test_unlisted_checkpoints_of_a_run_keeping_them_all(tmp_path):
                                               max_steps=15)
   every = [os.path.join(model_dir, "model.ckpt-%d" % step)
            for step in (0, 5, 10, 15)]
-  assert estimator.checkpoints_in(model_dir) == every[-1:]
-  assert estimator.checkpoints_in(model_dir, include_unlisted=True) == every
+  assert checkpoint_checks.checkpoints_in(model_dir) == every[-1:]
+  assert checkpoint_checks.checkpoints_in(model_dir,
+                                          include_unlisted=True) == every
 
 
 @pytest.mark.parametrize("k", [1, 2])
@@ -674,8 +676,8 @@ def test_out_of_memory_while_initializing_is_training_advice(tmp_path):
 
 def test_out_of_memory_names_a_cap_on_the_cpu_allocator(tmp_path,
                                                          monkeypatch):
-  assert cli.cpu_allocator_cap_line({}) is None
-  assert cli.cpu_allocator_cap_line(
+  assert out_of_memory.cpu_allocator_cap_line({}) is None
+  assert out_of_memory.cpu_allocator_cap_line(
       {"TF_MKL_ALLOC_MAX_BYTES": str(6 * 2**30)}) == (
           "TF_MKL_ALLOC_MAX_BYTES=6442450944 (6.00 GiB) caps what "
           "TensorFlow's CPU allocator may reserve: raise or unset it if the "
@@ -744,7 +746,7 @@ def test_signal_saves_at_an_update_boundary(tmp_path, signum, k, run_script):
                       300)
   assert result.returncode == 0, result.stderr[-3000:]
   assert "interrupted by %d" % signum in result.stdout, result.stderr[-3000:]
-  values = ckpt_values(estimator.latest_checkpoint(model_dir))
+  values = ckpt_values(checkpoint_checks.latest_checkpoint(model_dir))
   assert 1 <= values["global_step"] < 8
   assert values["micro_step"] == k * values["global_step"]
   x, y = make_data(32)

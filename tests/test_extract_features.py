@@ -18,7 +18,7 @@ import tensorflow as tf
 from userio import cli
 import extract_features
 import modeling
-import run_classifier
+from tasks import text_pair
 import tokenization
 
 SEQ_LENGTH = 16
@@ -217,8 +217,23 @@ def test_read_examples(tmp_path):
 
 def test_truncate_seq_pair():
   a, b = list("abcde"), list("xy")
-  run_classifier._truncate_seq_pair(a, b, 5)
+  text_pair.truncate_seq_pair(a, b, 5)
   assert (a, b) == (list("abc"), list("xy"))
   a, b = list("abc"), list("xyz")
-  run_classifier._truncate_seq_pair(a, b, 4)
+  text_pair.truncate_seq_pair(a, b, 4)
   assert (a, b) == (list("ab"), list("xy"))
+
+
+def test_text_pair_layout():
+  # A pair in 8 positions: 3 special tokens leave 5, the longer text (a)
+  # loses its tail; segment 1 starts after the first [SEP].
+  tokens, segments = text_pair.layout(list("abcde"), list("xy"), 8)
+  assert tokens == ["[CLS]", "a", "b", "c", "[SEP]", "x", "y", "[SEP]"]
+  assert segments == [0, 0, 0, 0, 0, 1, 1, 1]
+  # One text in 5 positions: [CLS] and [SEP] leave 3.
+  tokens, segments = text_pair.layout(list("abcdef"), None, 5)
+  assert tokens == ["[CLS]", "a", "b", "c", "[SEP]"]
+  assert segments == [0] * 5
+  # An empty second text is a single text.
+  assert text_pair.layout(list("ab"), [], 8)[0] == ["[CLS]", "a", "b",
+                                                     "[SEP]"]

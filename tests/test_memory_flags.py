@@ -1,4 +1,5 @@
-"""Tests for runner/memory_settings.py and its wiring into the training scripts.
+"""Tests for runner/memory_settings.py, runner/out_of_memory.py and their
+wiring into the training scripts.
 
 Flags --precision, --gradient_checkpointing, --micro_batch_size,
 --device_memory_gb and --spm_model_file; the automatic plan; the
@@ -19,12 +20,12 @@ from runner import estimator
 from runner import memory_settings
 from runner import memory_model
 import modeling
+from runner import out_of_memory
 import run_classifier
 from runner import startup
 import run_squad
 from runner import shared_flags
 
-GIB = 2**30
 LARGE = modeling.BertConfig.from_dict(memory_model.BERT_LARGE)
 BASE = modeling.BertConfig.from_dict(memory_model.BERT_BASE)
 # BERT-Large plus a 2-label head, counted by hand:
@@ -39,14 +40,23 @@ LARGE_PARAMS = "335.1M parameters"
 
 @pytest.fixture
 def fv():
+  """parse(*argv): the SharedFlags of run_classifier.py's shared flags."""
   values = flags.FlagValues()
   shared_flags.define_common_flags(128, flag_values=values)
 
   def parse(*argv):
     values.unparse_flags()
     values(["prog"] + list(argv))
-    return values
+    return shared_flags.read(values)
   return parse
+
+
+def _training_advice(config, shared, settings, error):
+  """out_of_memory's advice for a run of the classifier of `config`."""
+  return out_of_memory.training_advice_fn(
+      memory_model.BertMemory(config, shared.max_seq_length,
+                              shared.optimizer),
+      settings, shared.train_batch_size)(error)
 
 
 # ---------------------------------------------------------------- flags
@@ -64,24 +74,24 @@ def test_flag_defaults_and_choices(fv):
 
 
 def test_settings_without_micro_batch_flag(fv):
-  settings = memory_settings.resolve(fv("--device_memory_gb=8"), BASE, True)
+  settings = startup.resolve_memory(fv("--device_memory_gb=8"), BASE, True)
   assert settings[:4] == ("fp32", 32, 1, False)
   assert settings.compute_dtype == tf.float32
-  settings = memory_settings.resolve(
+  settings = startup.resolve_memory(
       fv("--num_accumulation_steps=4", "--precision=fp16",
          "--gradient_checkpointing", "--device_memory_gb=8"), BASE, True)
   assert settings[:4] == ("fp16", 8, 4, True)
   assert settings.compute_dtype == tf.float16
-  assert memory_settings.resolve(fv("--precision=bf16"), BASE,
-                              True).compute_dtype == tf.bfloat16
+  assert startup.resolve_memory(fv("--precision=bf16"), BASE,
+                                True).compute_dtype == tf.bfloat16
 
 
 def test_integer_micro_batch_sets_accumulation(fv):
-  settings = memory_settings.resolve(
+  settings = startup.resolve_memory(
       fv("--train_batch_size=24", "--micro_batch_size=6"), BASE, True)
   assert (settings.micro_batch_size, settings.num_accumulation_steps) == (6, 4)
   # An explicit --num_accumulation_steps that agrees is fine.
-  settings = memory_settings.resolve(
+  settings = startup.resolve_memory(
       fv("--train_batch_size=24", "--micro_batch_size=6",
          "--num_accumulation_steps=4"), BASE, True)
   assert settings.num_accumulation_steps == 4
@@ -104,7 +114,7 @@ def test_integer_micro_batch_sets_accumulation(fv):
 ])
 def test_bad_memory_flags_are_refused(fv, argv, pattern):
   with pytest.raises(ValueError, match=pattern):
-    memory_settings.resolve(fv(*argv), LARGE, True)
+    startup.resolve_memory(fv(*argv), LARGE, True)
 
 
 def test_check_required_files_accepts_spm_model_instead_of_vocab(fv,
@@ -192,7 +202,7 @@ def test_device_memory_without_gpu_is_available_ram():
 
 def test_auto_fits_bert_large_512_on_12_gib(fv, caplog):
   caplog.set_level(std_logging.INFO)
-  settings = memory_settings.resolve(
+  settings = startup.resolve_memory(
       fv("--micro_batch_size=auto", "--max_seq_length=512",
          "--device_memory_gb=12"), LARGE, True)
   # Google's README: no batch of BERT-Large at 512 fits 12 GB without help.
@@ -201,10 +211,11 @@ def test_auto_fits_bert_large_512_on_12_gib(fv, caplog):
   assert settings.precision == "fp32"
   assert (settings.micro_batch_size, settings.num_accumulation_steps,
           settings.gradient_checkpointing) == tuple(memory_model.plan(
-              LARGE, 512, 32, 12 * GIB, precisions=("fp32",))[:2]) + (True,)
+              LARGE, 512, 32, 12 * memory_model.GIB,
+              precisions=("fp32",))[:2]) + (True,)
   assert memory_model.estimate_bytes(
       LARGE, 512, settings.micro_batch_size, "fp32", True,
-      settings.num_accumulation_steps)["total"] <= 12 * GIB
+      settings.num_accumulation_steps)["total"] <= 12 * memory_model.GIB
   lines = [r.getMessage() for r in caplog.records
            if "--micro_batch_size=auto" in r.getMessage()]
   assert len(lines) == 1
@@ -216,10 +227,10 @@ def test_auto_fits_bert_large_512_on_12_gib(fv, caplog):
 
 
 def test_auto_keeps_precision_and_explicit_no_checkpointing(fv):
-  half = memory_settings.resolve(
+  half = startup.resolve_memory(
       fv("--micro_batch_size=auto", "--max_seq_length=512",
          "--device_memory_gb=12", "--precision=bf16"), LARGE, True)
-  full = memory_settings.resolve(
+  full = startup.resolve_memory(
       fv("--micro_batch_size=auto", "--max_seq_length=512",
          "--device_memory_gb=12"), LARGE, True)
   assert half.precision == "bf16"
@@ -227,12 +238,12 @@ def test_auto_keeps_precision_and_explicit_no_checkpointing(fv):
   assert half.micro_batch_size >= full.micro_batch_size
   with pytest.raises(ValueError, match=r"not even one example .* fits "
                      r"12.00 GiB .* in --precision=fp32\. Lower"):
-    memory_settings.resolve(
+    startup.resolve_memory(
         fv("--micro_batch_size=auto", "--max_seq_length=512",
            "--device_memory_gb=12", "--nogradient_checkpointing"), LARGE,
         True)
   # Predict-only runs do not plan.
-  settings = memory_settings.resolve(
+  settings = startup.resolve_memory(
       fv("--micro_batch_size=auto", "--device_memory_gb=1"), LARGE, False)
   assert settings.num_accumulation_steps == 1
 
@@ -266,13 +277,13 @@ def test_replicas_of_strategies():
 def test_auto_on_cpu_workers_needs_the_same_memory_on_each(fv):
   with pytest.raises(ValueError, match=r"multi_worker on CPUs needs "
                      r"--device_memory_gb, the same on every worker"):
-    memory_settings.resolve(fv("--micro_batch_size=auto"), BASE, True,
-                         TWO_WORKERS)
-  settings = memory_settings.resolve(
+    startup.resolve_memory(fv("--micro_batch_size=auto"), BASE, True,
+                           TWO_WORKERS)
+  settings = startup.resolve_memory(
       fv("--micro_batch_size=auto", "--device_memory_gb=16"), BASE, True,
       TWO_WORKERS)
   # Each machine has its own 16 GiB and 16 examples of every batch.
-  assert settings.replica_memory_bytes == 16 * GIB
+  assert settings.replica_memory_bytes == 16 * memory_model.GIB
   assert settings.replica_micro_batch_size * 2 == settings.micro_batch_size
 
 
@@ -280,11 +291,12 @@ def test_auto_plans_each_gpu_for_its_share(fv, caplog):
   caplog.set_level(std_logging.INFO)
   values = fv("--micro_batch_size=auto", "--max_seq_length=512",
               "--device_memory_gb=12")
-  one = memory_settings.resolve(values, LARGE, True)
-  four = memory_settings.resolve(values, LARGE, True, FOUR_GPUS)
+  one = startup.resolve_memory(values, LARGE, True)
+  four = startup.resolve_memory(values, LARGE, True, FOUR_GPUS)
   # Each of the 4 GPUs holds a whole model and 32 / 4 = 8 examples of the
   # batch, so its plan is one GPU's plan for a batch of 8.
-  alone = memory_model.plan(LARGE, 512, 8, 12 * GIB, precisions=("fp32",))
+  alone = memory_model.plan(LARGE, 512, 8, 12 * memory_model.GIB,
+                            precisions=("fp32",))
   assert four.micro_batch_size == 4 * alone.micro_batch
   assert four.replica_micro_batch_size == alone.micro_batch
   assert four.num_accumulation_steps == alone.accumulation_steps
@@ -292,7 +304,7 @@ def test_auto_plans_each_gpu_for_its_share(fv, caplog):
   assert four.num_accumulation_steps < one.num_accumulation_steps
   assert memory_model.estimate_bytes(
       LARGE, 512, alone.micro_batch, "fp32", four.gradient_checkpointing,
-      four.num_accumulation_steps)["total"] <= 12 * GIB
+      four.num_accumulation_steps)["total"] <= 12 * memory_model.GIB
   line = [r.getMessage() for r in caplog.records
           if "auto" in r.getMessage()][-1]
   assert ("micro-batch %d (%d per replica on 4 replicas) x %d accumulation "
@@ -303,15 +315,16 @@ def test_auto_plans_each_gpu_for_its_share(fv, caplog):
 
 def test_auto_splits_ram_between_cpu_replicas(fv, caplog):
   caplog.set_level(std_logging.INFO)
-  settings = memory_settings.resolve(
+  settings = startup.resolve_memory(
       fv("--micro_batch_size=auto", "--max_seq_length=512",
          "--device_memory_gb=24"), LARGE, True, TWO_CPUS)
   # Two CPU replicas in one process: two copies of the weights, gradients
   # and slots in the same 24 GiB, 16 examples of the batch each.
-  alone = memory_model.plan(LARGE, 512, 16, 12 * GIB, precisions=("fp32",))
+  alone = memory_model.plan(LARGE, 512, 16, 12 * memory_model.GIB,
+                            precisions=("fp32",))
   assert (settings.replica_micro_batch_size,
           settings.num_accumulation_steps) == tuple(alone[:2])
-  assert settings.replica_memory_bytes == 12 * GIB
+  assert settings.replica_memory_bytes == 12 * memory_model.GIB
   assert ("of 12.00 GiB (--device_memory_gb=24, 24.00 GiB shared by 2 CPU "
           "replicas)") in caplog.records[-1].getMessage()
 
@@ -320,19 +333,21 @@ def test_auto_refuses_a_batch_the_replicas_cannot_split(fv):
   with pytest.raises(ValueError, match=r"--train_batch_size=30 does not "
                      r"split evenly over the 4 replicas of --distribution; "
                      r"choose a multiple of 4\."):
-    memory_settings.resolve(fv("--micro_batch_size=auto", "--train_batch_size=30",
-                            "--device_memory_gb=12"), LARGE, True, FOUR_GPUS)
+    startup.resolve_memory(
+        fv("--micro_batch_size=auto", "--train_batch_size=30",
+           "--device_memory_gb=12"), LARGE, True, FOUR_GPUS)
 
 
 def test_oom_message_with_replicas_plans_per_replica(fv):
   values = fv("--max_seq_length=512", "--device_memory_gb=12",
               "--train_batch_size=64", "--gradient_checkpointing")
-  settings = memory_settings.resolve(values, LARGE, True, FOUR_GPUS)
+  settings = startup.resolve_memory(values, LARGE, True, FOUR_GPUS)
   assert settings.replica_micro_batch_size == 16
-  message = memory_settings.oom_message(LARGE, values, settings, _oom_error())
+  message = _training_advice(LARGE, values, settings, _oom_error())
   estimate = memory_model.estimate_bytes(LARGE, 512, 16, "fp32",
-                                        True)["total"] / GIB
-  fit = memory_model.plan(LARGE, 512, 16, 12 * GIB, precisions=("fp32",))
+                                        True)["total"] / memory_model.GIB
+  fit = memory_model.plan(LARGE, 512, 16, 12 * memory_model.GIB,
+                          precisions=("fp32",))
   # A smaller micro-batch, not just checkpointing, is what fits.
   assert fit.gradient_checkpointing and fit.accumulation_steps > 1
   for part in ("micro-batch 64 (16 per replica on 4 replicas) x 1 "
@@ -354,10 +369,10 @@ def _oom_error(text="OOM when allocating tensor with shape[32,16,512,512]"):
 
 def test_oom_message_names_setting_estimate_and_fitting_flags(fv):
   values = fv("--max_seq_length=512", "--device_memory_gb=13")
-  settings = memory_settings.resolve(values, LARGE, True)
-  message = memory_settings.oom_message_fn(LARGE, values, settings)(
-      _oom_error())
-  estimate = memory_model.estimate_bytes(LARGE, 512, 32)["total"] / GIB
+  settings = startup.resolve_memory(values, LARGE, True)
+  message = _training_advice(LARGE, values, settings, _oom_error())
+  estimate = (memory_model.estimate_bytes(LARGE, 512, 32)["total"] /
+              memory_model.GIB)
   for part in ("24 layers", "hidden size 1024", LARGE_PARAMS,
                "--max_seq_length=512", "--train_batch_size=32",
                "micro-batch 32 x 1 accumulation step,", "--precision=fp32",
@@ -379,8 +394,8 @@ def test_oom_message_when_the_estimate_fits_plans_for_less(fv):
   # BERT-Base at 128 with batch 32 is estimated at 10.9 GiB, under 12 GiB:
   # the OOM proves the estimate low here, so the advice must be smaller.
   values = fv("--device_memory_gb=12")
-  settings = memory_settings.resolve(values, BASE, True)
-  message = memory_settings.oom_message(BASE, values, settings, _oom_error())
+  settings = startup.resolve_memory(values, BASE, True)
+  message = _training_advice(BASE, values, settings, _oom_error())
   assert "something else holds memory" in message
   assert "--micro_batch_size=16 (accumulation 2)" in message
   assert "--precision=bf16 (or fp16)." in message
@@ -388,8 +403,8 @@ def test_oom_message_when_the_estimate_fits_plans_for_less(fv):
 
 def test_oom_message_without_device_memory(fv):
   values = fv()
-  settings = memory_settings.resolve(values, BASE, True)._replace(device=None)
-  message = memory_settings.oom_message(BASE, values, settings, _oom_error())
+  settings = startup.resolve_memory(values, BASE, True)._replace(device=None)
+  message = _training_advice(BASE, values, settings, _oom_error())
   assert "pass --device_memory_gb" in message
   assert "Flags that fit" not in message
 
@@ -412,10 +427,10 @@ def _oom_model_fn(features, labels, mode, params):
 def test_runner_out_of_memory_error_carries_the_message(fv, tmp_path, capsys):
   values = fv("--output_dir=%s" % tmp_path, "--train_batch_size=4",
               "--max_seq_length=512", "--device_memory_gb=12")
-  settings = memory_settings.resolve(values, LARGE, True)
+  settings = startup.resolve_memory(values, LARGE, True)
   config = startup.make_run_config(
-      values, settings,
-      oom_message_fn=memory_settings.oom_message_fn(LARGE, values, settings))
+      values, settings, oom_message_fn=out_of_memory.training_advice_fn(
+          memory_model.BertMemory(LARGE, 512), settings, 4))
   est = estimator.Estimator(_oom_model_fn, config, train_batch_size=4)
 
   def input_fn(params):
@@ -547,7 +562,7 @@ def test_auto_accumulates_with_the_updates_of_one_big_batch(
                                      num_accumulation_steps=2)["total"]
   per_example = memory_model.estimate_bytes(config, SEQ_LENGTH, 1,
                                            "fp16")["activations"]
-  device_gb = (fixed + 2.5 * per_example) / GIB
+  device_gb = (fixed + 2.5 * per_example) / memory_model.GIB
 
   plain_dir = str(tmp_path / "plain")
   _run_main(monkeypatch, _args(mrpc_files, plain_dir))
@@ -556,7 +571,7 @@ def test_auto_accumulates_with_the_updates_of_one_big_batch(
   # startup refuses fp16 without a GPU (it is slow on CPUs); what this run
   # checks, accumulation and loss scaling, does not depend on the device.
   monkeypatch.setattr(startup.tf_internals, "gpu_memory_limits",
-                      lambda: {"/device:GPU:0": 16 * GIB})
+                      lambda: {"/device:GPU:0": 16 * memory_model.GIB})
   auto_dir = str(tmp_path / "auto")
   _run_main(monkeypatch, _args(
       mrpc_files, auto_dir, micro_batch_size="auto", precision="fp16",

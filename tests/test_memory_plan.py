@@ -8,8 +8,6 @@ import tensorflow as tf
 
 from runner import memory_model as mp
 
-GIB = 2**30
-
 # Google's README: largest batch on a 12 GB Titan X, TF 1.11, fp32, Adam.
 GOOGLE_12GB = {
     "base": {64: 64, 128: 32, 256: 16, 320: 14, 384: 12, 512: 6},
@@ -58,7 +56,7 @@ def test_breakdown_terms_per_parameter():
   assert fp32["gradients"] == pytest.approx(8 * p * cal.state_factor)
   assert fp32["optimizer"] == pytest.approx(12 * p * cal.state_factor)
   assert fp32["accumulation"] == 0
-  assert fp32["workspace"] == pytest.approx(0.5 * GIB)
+  assert fp32["workspace"] == pytest.approx(0.5 * mp.GIB)
   assert fp32["total"] == pytest.approx(sum(
       v for k, v in fp32.items() if k != "total"))
   bf16 = mp.estimate_bytes(mp.BERT_BASE, 128, 8, precision="bf16",
@@ -146,16 +144,27 @@ def test_attention_term_is_quadratic():
   assert act(2 * s) - 2 * act(s) == pytest.approx(2 * quadratic * s * s)
 
 
-def test_reproduces_google_12gb_table():
-  memory = 12 * GIB
+def test_default_calibration_still_gives_the_table_it_was_fitted_to():
+  """A regression test of the default calibration's fit, not a validation.
+
+  The default `Calibration` was fitted to this very table (docs/memory.md,
+  "Calibration against Google's table"), so passing shows only that the
+  planner still gives what the fit gave; it says nothing of models,
+  lengths or devices the fit did not see. What the fit gave: every cell
+  within 25% of Google's, except BERT-Large at 384 tokens, where Google
+  fits no example and the planner one (no term model of this form fits
+  that cell: test_large_384_is_at_the_edge); there it may be at most one
+  example above Google's.
+  """
+  memory = 12 * mp.GIB
   planned = {name: {s: mp.max_micro_batch(CONFIGS[name], s, memory)
                     for s in row} for name, row in GOOGLE_12GB.items()}
   for name, row in GOOGLE_12GB.items():
     for s, google in row.items():
-      if (name, s) == ("large", 384):
-        continue  # See test_large_384_is_at_the_edge.
       got = planned[name][s]
-      if google == 0:
+      if (name, s) == ("large", 384):
+        assert google <= got <= google + 1, (name, s, planned)
+      elif google == 0:
         assert got == 0, (name, s, planned)
       else:
         assert 0.75 * google <= got <= 1.25 * google, (name, s, planned)
@@ -170,13 +179,13 @@ def test_large_384_is_at_the_edge():
   assert (mp.activation_bytes_per_example(mp.BERT_LARGE, 384) <
           6 * mp.activation_bytes_per_example(mp.BERT_LARGE, 128))
   total = mp.estimate_bytes(mp.BERT_LARGE, 384, 1)["total"]
-  assert 0.9 * 12 * GIB < total <= 12 * GIB
+  assert 0.9 * 12 * mp.GIB < total <= 12 * mp.GIB
 
 
 @pytest.mark.parametrize("name", ["base", "large", "minilm"])
 def test_monotonic(name, minilm_config):
   config = minilm_config if name == "minilm" else CONFIGS[name]
-  memory = 16 * GIB
+  memory = 16 * mp.GIB
   for precision in ("fp32", "bf16"):
     for ckpt in (False, True):
       sizes = [mp.max_micro_batch(config, s, memory, precision, ckpt)
@@ -199,7 +208,7 @@ def _fits(config, s, micro, steps, found, memory):
 @pytest.mark.parametrize("batch", [32, 24, 7, 96])
 @pytest.mark.parametrize("s", [128, 384])
 def test_plan_divides_batch_and_fits(batch, s):
-  memory = 12 * GIB
+  memory = 12 * mp.GIB
   for config in (mp.BERT_BASE, mp.BERT_LARGE):
     found = mp.plan(config, s, batch, memory, precisions=("fp32", "bf16"))
     assert found.micro_batch * found.accumulation_steps == batch
@@ -212,7 +221,7 @@ def test_plan_divides_batch_and_fits(batch, s):
 
 
 def test_plan_preferences():
-  memory = 12 * GIB
+  memory = 12 * mp.GIB
   found = mp.plan(mp.BERT_BASE, 128, 32, memory)
   assert found == mp.Plan(32, 1, "fp32", False)
   # Large at 512 tokens: nothing fits without checkpointing.
@@ -224,7 +233,7 @@ def test_plan_preferences():
   # with more accumulation steps.
   found = mp.plan(mp.BERT_BASE, 512, 32, memory)
   assert not found.gradient_checkpointing and found.accumulation_steps > 1
-  assert mp.plan(mp.BERT_BASE, 128, 32, 2 * GIB) is None
+  assert mp.plan(mp.BERT_BASE, 128, 32, 2 * mp.GIB) is None
 
 
 def test_bad_input_is_named():
@@ -247,7 +256,7 @@ def test_cli_prints_table(minilm_dir, minilm_config, run_script):
           "fp16/bf16 + checkpointing |") in lines
   assert "workspace margin 0.5 GiB" in lines[0]
   for s in (128, 512):
-    expected = [mp.max_micro_batch(minilm_config, s, 2 * GIB, p, c)
+    expected = [mp.max_micro_batch(minilm_config, s, 2 * mp.GIB, p, c)
                 for p in ("fp32", "bf16") for c in (False, True)]
     row = "| %d | %s |" % (s, " | ".join(str(n) for n in expected))
     assert row in lines, result.stdout

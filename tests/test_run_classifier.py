@@ -836,7 +836,8 @@ def test_skip_padding_flag_is_off_under_xla(skip_padding, use_xla, expected):
   flag_values(["run_classifier.py",
                "--%sskip_padding" % ("" if skip_padding else "no"),
                "--%suse_xla" % ("" if use_xla else "no")])
-  assert run_classifier._skip_padding(flag_values) is expected
+  assert run_classifier._skip_padding(flag_values.skip_padding,
+                                     flag_values.use_xla) is expected
 
 
 @pytest.mark.slow

@@ -21,7 +21,6 @@ from checkpoints import checkpoint_checks
 from userio import cli
 import conftest
 from runner import estimator
-from runner import memory_settings
 from runner import memory_model
 import modeling
 import pretraining_records
@@ -349,14 +348,14 @@ def test_memory_model_counts_the_masked_lm_head():
   """The planner's hook: BertMemory with max_predictions_per_seq estimates
   memory_model's pretraining terms and plans a smaller micro-batch."""
   large = modeling.BertConfig.from_dict(memory_model.BERT_LARGE)
-  plain = memory_settings.BertMemory(large, 512)
-  heads = memory_settings.BertMemory(large, 512, max_predictions_per_seq=80)
+  plain = memory_model.BertMemory(large, 512)
+  heads = memory_model.BertMemory(large, 512, max_predictions_per_seq=80)
   assert heads.estimate_bytes(4, "fp32", False, 2) == pytest.approx(
       memory_model.estimate_bytes(large, 512, 4, num_accumulation_steps=2,
                                  max_predictions_per_seq=80)["total"])
   assert heads.estimate_bytes(4, "fp32", False, 2) > plain.estimate_bytes(
       4, "fp32", False, 2)
-  budget = 8 * 2**30
+  budget = 8 * memory_model.GIB
   assert heads.plan(256, budget, "bf16", True) == memory_model.plan(
       large, 512, 256, budget, precisions=("bf16",),
       max_predictions_per_seq=80)
@@ -780,9 +779,9 @@ def test_planned_bf16_lamb_run(reference_run, tmp_path, run_script):
       "--log_step_count_steps=1", "--precision=bf16", "--optimizer=lamb",
       "--micro_batch_size=auto", "--device_memory_gb=0.5009"],
              str(tmp_path / "bf16.log"))
-  expected = memory_model.plan(CONFIG, 16, 4, 0.5009 * 2**30,
+  expected = memory_model.plan(CONFIG, 16, 4, 0.5009 * memory_model.GIB,
                               precisions=("bf16",), max_predictions_per_seq=4)
-  without_head = memory_model.plan(CONFIG, 16, 4, 0.5009 * 2**30,
+  without_head = memory_model.plan(CONFIG, 16, 4, 0.5009 * memory_model.GIB,
                                   precisions=("bf16",))
   assert expected != without_head
   planned = [line for line in log.splitlines()

@@ -1,5 +1,6 @@
-"""Tests for runner/shared_flags.py (definitions) and runner/startup.py (what the flags
-make of a run: checks, strategy, memory settings, RunConfig)."""
+"""Tests for runner/shared_flags.py (definitions, reading the values) and
+runner/startup.py (what the flags make of a run: checks, strategy, memory
+settings, RunConfig)."""
 import json
 import logging as std_logging
 import os
@@ -43,34 +44,55 @@ def test_flag_defaults(fv):
     fv(["prog", "--optimizer=sgd"])
 
 
+def _check_tpu_flags(values):
+  shared = shared_flags.read(values)
+  startup.check_tpu_flags(shared.use_tpu, shared.tpu_name,
+                          shared.changed_compatibility_flags)
+
+
+def test_read_gives_the_values_and_what_the_command_line_set(fv):
+  fv(["prog", "--num_accumulation_steps=1", "--master=grpc://x",
+      "--devices=/cpu:0,/cpu:1"])
+  shared = shared_flags.read(fv)
+  assert (shared.max_seq_length, shared.train_batch_size) == (128, 32)
+  assert shared.devices == ("/cpu:0", "/cpu:1")
+  assert shared.explicit_accumulation_steps == 1
+  assert shared.explicit_gradient_checkpointing is None
+  assert shared.changed_compatibility_flags == ("--master=grpc://x",)
+  assert "vocab_file" in shared.defined and shared.vocab_file is None
+  # A script without the vocabulary flags: None, and not defined.
+  values = flags.FlagValues()
+  shared_flags.define_model_flags(128, values)
+  values(["prog"])
+  shared = shared_flags.read(values)
+  assert shared.vocab_file is None and "vocab_file" not in shared.defined
+  assert shared.do_lower_case is None and shared.train_batch_size is None
+
+
 def test_check_tpu_flags(fv):
   fv(["prog"])
-  startup.check_tpu_flags(fv)
+  _check_tpu_flags(fv)
   for argv in (["--use_tpu"], ["--tpu_name=grpc://10.0.0.2"]):
     fv.unparse_flags()
     fv(["prog"] + argv)
     with pytest.raises(ValueError) as info:
-      startup.check_tpu_flags(fv)
+      _check_tpu_flags(fv)
     assert str(info.value) == ("--use_tpu/--tpu_name: no TPU support in "
                                "this build; run on CPU/GPU without them")
 
 
-def test_num_train_and_warmup_steps(fv):
+def test_num_train_and_warmup_steps():
   # MRPC: 3668 training examples, batch 32, 3 epochs -> 343 steps, 34 warmup.
-  fv(["prog"])
-  assert startup.num_train_and_warmup_steps(3668, fv) == (343, 34)
-  fv.unparse_flags()
-  fv(["prog", "--train_batch_size=24", "--num_train_epochs=2.0",
-      "--warmup_proportion=0.25"])
+  assert startup.num_train_and_warmup_steps(3668, 32, 3.0, 0.1) == (343, 34)
   # int(100 / 24 * 2) = int(8.33) = 8; int(8 * 0.25) = 2.
-  assert startup.num_train_and_warmup_steps(100, fv) == (8, 2)
+  assert startup.num_train_and_warmup_steps(100, 24, 2.0, 0.25) == (8, 2)
 
 
 def test_make_run_config(fv, tmp_path):
   fv(["prog", "--output_dir=%s" % tmp_path, "--seed=3",
       "--num_accumulation_steps=4", "--save_checkpoints_steps=50",
       "--keep_checkpoint_max=2", "--log_step_count_steps=10"])
-  config = startup.make_run_config(fv)
+  config = startup.make_run_config(shared_flags.read(fv))
   assert config.model_dir == str(tmp_path)
   assert (config.tf_random_seed, config.num_accumulation_steps) == (3, 4)
   assert (config.save_checkpoints_steps, config.keep_checkpoint_max,
@@ -82,8 +104,8 @@ def test_check_required_files(fv, tmp_path, minilm_dir):
           "--bert_config_file=%s/bert_config.json" % minilm_dir,
           "--output_dir=%s" % tmp_path]
   fv(good + ["--init_checkpoint=%s/bert_model.ckpt" % minilm_dir])
-  startup.check_required_files(fv, do_train=True)
-  startup.check_required_files(fv, do_train=False)
+  startup.check_required_files(shared_flags.read(fv), do_train=True)
+  startup.check_required_files(shared_flags.read(fv), do_train=False)
 
   cases = [
       (["--vocab_file=%s/nope.txt" % minilm_dir], "--vocab_file=.*not found"),
@@ -95,22 +117,23 @@ def test_check_required_files(fv, tmp_path, minilm_dir):
     fv.unparse_flags()
     fv(good + extra)
     with pytest.raises(ValueError, match=pattern):
-      startup.check_required_files(fv, do_train=True)
+      startup.check_required_files(shared_flags.read(fv), do_train=True)
   fv.unparse_flags()
   fv(good)
-  startup.check_required_files(fv, do_train=True)
+  startup.check_required_files(shared_flags.read(fv), do_train=True)
   with pytest.raises(ValueError, match="--output_dir=.*no checkpoint"):
-    startup.check_required_files(fv, do_train=False)
+    startup.check_required_files(shared_flags.read(fv), do_train=False)
 
 
 # ---------------------------------------------------- the shared set-up
 
 
 def _parsed(*argv):
+  """The SharedFlags of a command line of run_classifier.py's flags."""
   values = flags.FlagValues()
   shared_flags.define_common_flags(128, flag_values=values)
   values(["prog"] + list(argv))
-  return values
+  return shared_flags.read(values)
 
 
 @pytest.mark.parametrize("batch, micro, steps, replicas, expected", [
@@ -135,8 +158,11 @@ def test_accumulation_steps_derived(batch, micro, steps, replicas, expected):
     (32, 5, None, 1, "--micro_batch_size=5 does not divide"),
     (32, 8, 2, 1, "means 4 accumulation steps, but --num_accumulation_steps"
      "=2"),
-    (6, None, 2, 2, "A micro-batch of 3 examples .* does not split evenly "
+    (6, 3, None, 2, "A micro-batch of 3 examples .* does not split evenly "
      "over the 2 replicas"),
+    (6, None, 2, 2, "--train_batch_size=6 / --num_accumulation_steps=2 gives "
+     "micro-batches of 3 examples, which do not split evenly over the 2 "
+     "replicas"),
 ])
 def test_accumulation_steps_refused(batch, micro, steps, replicas, pattern):
   with pytest.raises(cli.UserError, match=pattern):
@@ -146,15 +172,17 @@ def test_accumulation_steps_refused(batch, micro, steps, replicas, pattern):
 
 def test_compatibility_flags_are_named_once(caplog):
   caplog.set_level(std_logging.INFO)
-  startup.check_tpu_flags(_parsed("--master=grpc://x", "--tpu_zone=z",
-                                    "--iterations_per_loop=7"))
+  shared = _parsed("--master=grpc://x", "--tpu_zone=z",
+                   "--iterations_per_loop=7")
+  startup.check_tpu_flags(shared.use_tpu, shared.tpu_name,
+                          shared.changed_compatibility_flags)
   lines = [r.getMessage() for r in caplog.records
            if "compatibility" in r.getMessage()]
   assert lines == ["--master=grpc://x, --tpu_zone=z, --iterations_per_loop=7: "
                    "accepted for compatibility with Google's commands; "
                    "without effect on CPU/GPU."]
   caplog.clear()
-  startup.check_tpu_flags(_parsed())
+  startup.check_tpu_flags(False, None, _parsed().changed_compatibility_flags)
   assert not [r for r in caplog.records if "compatibility" in r.getMessage()]
 
 
@@ -214,10 +242,10 @@ def test_set_up_takes_a_script_s_own_memory_model(tmp_path):
   wider = modeling.BertConfig.from_dict(dict(
       config.to_dict(), hidden_size=128, intermediate_size=512))
   own = startup.set_up(values, config, do_train=True,
-                         memory_model=memory_settings.BertMemory(wider, 128))
-  expected = memory_model.plan(wider, 128, 32, 0.7 * 2**30)
+                       step_memory=memory_model.BertMemory(wider, 128))
+  expected = memory_model.plan(wider, 128, 32, 0.7 * memory_model.GIB)
   assert plain.memory.micro_batch_size == memory_model.plan(
-      config, 128, 32, 0.7 * 2**30).micro_batch
+      config, 128, 32, 0.7 * memory_model.GIB).micro_batch
   assert (own.memory.micro_batch_size, own.num_accumulation_steps) == (
       expected.micro_batch, expected.accumulation_steps)
   assert own.memory.micro_batch_size < plain.memory.micro_batch_size

@@ -552,6 +552,7 @@ def test_missing_fields_name_file_and_question(tmp_path, paragraph,
 
 def _flags(**overrides):
   values = dict(do_lower_case=True, init_checkpoint=None, do_train=True,
+                bert_config_file="bert_config.json",
                 do_predict=False, train_file="t.json", predict_file=None,
                 max_seq_length=384, max_query_length=64, doc_stride=128,
                 n_best_size=20, max_answer_length=30, export_dir=None)

@@ -156,21 +156,6 @@ def check_cpu_allocator_cap(environ):
             CPU_ALLOCATOR_CAP, value))
 
 
-def cpu_allocator_cap_line(environ):
-  """A line naming TF_MKL_ALLOC_MAX_BYTES when `environ` sets it, else None:
-  the cap may be why TensorFlow ran out of memory."""
-  value = environ.get(CPU_ALLOCATOR_CAP)
-  if not value:
-    return None
-  try:
-    size = " (%.2f GiB)" % (int(value) / 2**30)
-  except ValueError:
-    size = ""
-  return ("%s=%s%s caps what TensorFlow's CPU allocator may reserve: raise "
-          "or unset it if the machine has more RAM." % (CPU_ALLOCATOR_CAP,
-                                                        value, size))
-
-
 def call(main, *args):
   """Runs `main(*args)` and ends the program as the module docstring says.
 
