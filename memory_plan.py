@@ -24,6 +24,7 @@ import modeling
 import optimization
 from runner import memory_model
 from userio import cli
+from userio import units
 
 
 def load_config(path):
@@ -87,7 +88,7 @@ def main(argv):
                    "false": (False,)}[f.gradient_checkpointing]
   try:
     table = memory_model.format_table(config, _parse_seq_lengths(f.max_seq_length),
-                         f.gpu_memory_gb * memory_model.GIB, precisions, checkpointing,
+                         f.gpu_memory_gb * units.GIB, precisions, checkpointing,
                          f.train_batch_size, f.optimizer,
                          name=os.path.basename(
                              os.path.dirname(os.path.abspath(

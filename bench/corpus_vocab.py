@@ -110,7 +110,7 @@ def main(argv):
   if not os.path.isdir(folder):
     raise cli.UserError("--output_file=%s: folder %s does not exist"
                         % (FLAGS.output_file, folder), fix="Create it first.")
-  tokenizer = startup.make_tokenizer(FLAGS)
+  tokenizer = startup.make_tokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
   pieces = list(tokenizer.vocab)
   required = required_pieces(pieces, FLAGS.size)  # Before the slow count.
   counts = count_pieces(tokenizer, FLAGS.input_file)

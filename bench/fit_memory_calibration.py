@@ -21,6 +21,7 @@ from absl import flags
 import numpy as np
 
 from runner import memory_model
+from userio import units
 
 FLAGS = flags.FLAGS
 flags.DEFINE_bool("check", False, "Only report the errors of "
@@ -100,8 +101,8 @@ def report(runs, calibration):
     worst = max(worst, abs(error))
     print("| %s | %d | %d | %s | %s | %.2f | %.2f | %+.0f%% |" % (
         run["model"], run["seq"], run["batch"], run["precision"],
-        "on" if run["checkpointing"] else "off", measured / memory_model.GIB,
-        planned / memory_model.GIB, 100 * error))
+        "on" if run["checkpointing"] else "off", measured / units.GIB,
+        planned / units.GIB, 100 * error))
   return worst
 
 

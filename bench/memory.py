@@ -59,8 +59,8 @@ import numpy as np
 import bench
 from engine import host_memory
 from runner import memory_model
+from userio import units
 
-GIB = 2**30
 CPU_DEVICE = "CPU:0"
 # With this set, TensorFlow serves CPU tensors from its BFC allocator, the
 # allocator a GPU uses, which counts the bytes it hands out.
@@ -343,7 +343,7 @@ def _wait_for_memory(needed):
     if time.time() > deadline:
       return False
     logging.info("Waiting for %.1f GiB free (MemAvailable %.1f GiB).",
-                 needed / GIB, _mem_available() / GIB)
+                 needed / units.GIB, _mem_available() / units.GIB)
     time.sleep(30)
   return True
 
@@ -363,7 +363,7 @@ def _watch(proc):
   """Waits for `proc`; kills it if free memory runs out or time is up."""
   deadline = time.time() + 60 * FLAGS.timeout_minutes
   while proc.poll() is None:
-    if _mem_available() < FLAGS.min_free_gb * GIB:
+    if _mem_available() < FLAGS.min_free_gb * units.GIB:
       proc.kill()
       return "killed: MemAvailable fell below %.1f GiB" % FLAGS.min_free_gb
     if time.time() > deadline:
@@ -378,7 +378,7 @@ def run_parent(run, calibration):
   estimate = planned_bytes(run, calibration)["total"]
   record = dict(run, planned_bytes=estimate,
                 load_average=os.getloadavg()[0])
-  if not _wait_for_memory(estimate + FLAGS.min_free_gb * GIB):
+  if not _wait_for_memory(estimate + FLAGS.min_free_gb * units.GIB):
     record["error"] = "skipped: not enough free memory"
     return record
   cmd = bench.child_command("memory", ["--child=" + json.dumps(run)])
@@ -425,7 +425,7 @@ def _runs():
 
 
 def _gib(value):
-  return "%.2f" % (value / GIB)
+  return "%.2f" % (value / units.GIB)
 
 
 def markdown(records):

@@ -42,10 +42,10 @@ from absl import flags
 from absl import logging
 
 import bench
+from userio import units
 
 CORPUS_DIR = os.path.join(bench.REPO_ROOT, "bench", "out",
                           "pretraining_corpus")
-GIB = 2**30
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list(
@@ -176,7 +176,7 @@ def run_once(corpus, mode, output_dir):
     proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
                             cwd=bench.REPO_ROOT,
                             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-    sampler = TreeSampler(proc.pid, FLAGS.max_rss_gb * GIB)
+    sampler = TreeSampler(proc.pid, FLAGS.max_rss_gb * units.GIB)
     proc.wait()
     sampler.stop()
     seconds = time.time() - start
@@ -242,8 +242,8 @@ def markdown(records):
     rows.append("| %s | %.0f | %s | %d | %.0f | %.0f | %.2f | %.2f | %.2f |" %
                 (r["corpus"], r["corpus_mb"], r["mode"], r["instances"],
                  r["seconds"], r["instances_per_second"],
-                 r["time_v_peak"] / GIB, r["tree_rss_peak"] / GIB,
-                 r["tree_pss_peak"] / GIB))
+                 r["time_v_peak"] / units.GIB, r["tree_rss_peak"] / units.GIB,
+                 r["tree_pss_peak"] / units.GIB))
   return "\n".join(rows + [""] + targets(records)) + "\n"
 
 

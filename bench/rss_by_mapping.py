@@ -31,7 +31,8 @@ import sys
 import tempfile
 import time
 
-GIB = 2**30
+from userio import units
+
 PAGE = 4096
 CHUNK_TABLE_RATIO = 256 // 8  # bytes reserved per byte of chunk table
 TIMEOUT_SECONDS = 3600
@@ -126,10 +127,10 @@ def _follow(process, command, interval, timeline):
     except (FileNotFoundError, ProcessLookupError):
       break
     if timeline is not None:
-      row = {kind: round(value / GIB, 3) for kind, value in totals.items()}
+      row = {kind: round(value / units.GIB, 3) for kind, value in totals.items()}
       row["seconds"] = round(time.monotonic() - start, 2)
       row["clock"] = time.strftime("%H:%M:%S")
-      row["total"] = round(sum(totals.values()) / GIB, 3)
+      row["total"] = round(sum(totals.values()) / units.GIB, 3)
       try:
         timeline.write(json.dumps(row) + "\n")
       except OSError as e:
@@ -186,19 +187,19 @@ def main():
   finally:
     if not args.stderr and os.path.exists(log_path):
       os.unlink(log_path)
-  result = {kind: round(value / GIB, 3) for kind, value in sorted(peak.items())}
-  result["total"] = round(sum(peak.values()) / GIB, 3)
+  result = {kind: round(value / units.GIB, 3) for kind, value in sorted(peak.items())}
+  result["total"] = round(sum(peak.values()) / units.GIB, 3)
   if args.allocator_pages:
     result["TensorFlow allocator, pages handed out by exit"] = round(
-        handed_out / GIB, 3)
+        handed_out / units.GIB, 3)
     result["TensorFlow allocator regions"] = regions
     result["TensorFlow allocator, reserved in its regions"] = round(
-        reserved / GIB, 3)
+        reserved / units.GIB, 3)
     # The allocator keeps an 8-byte chunk handle for every 256 bytes it
     # reserved, written when the region is made, so all of it is resident
     # however little of the region is used.
     result["TensorFlow allocator, its chunk table"] = round(
-        reserved / CHUNK_TABLE_RATIO / GIB, 3)
+        reserved / CHUNK_TABLE_RATIO / units.GIB, 3)
   print(json.dumps(result, indent=1))
   if code:
     raise SystemExit("the command exited with %d" % code)

@@ -26,8 +26,8 @@ import collections
 import dataclasses
 
 import optimization
+from userio import units
 
-GIB = 2**30
 PRECISIONS = ("fp32", "fp16", "bf16")
 
 # Bytes per parameter of each term.
@@ -316,7 +316,7 @@ def estimate_bytes(config, seq_length, micro_batch, precision="fp32",
           config, seq_length, precision, gradient_checkpointing, cal),
       "masked_lm_head": micro_batch * masked_lm_bytes_per_example(
           config, max_predictions_per_seq),
-      "workspace": cal.workspace_gb * GIB,
+      "workspace": cal.workspace_gb * units.GIB,
   }
   breakdown["total"] = sum(breakdown.values())
   return breakdown
@@ -460,7 +460,7 @@ def format_table(config, seq_lengths, memory_bytes, precisions=PRECISIONS,
              for ckpt in checkpointing_options]
   lines = ["Largest micro-batch for %s on a %.4g GiB GPU (%s, workspace "
            "margin %.4g GiB, %d parameters):" % (
-               name, memory_bytes / GIB, optimizer, cal.workspace_gb,
+               name, memory_bytes / units.GIB, optimizer, cal.workspace_gb,
                params), ""]
   header = ["seq length"] + ["%s%s" % (label, " + checkpointing" if ckpt
                                        else "")

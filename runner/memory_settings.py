@@ -21,6 +21,7 @@ import tensorflow as tf
 from userio import cli
 from runner import memory_model
 from engine import tf_internals
+from userio import units
 
 AUTO = "auto"
 MEMINFO = "/proc/meminfo"
@@ -123,12 +124,12 @@ def _replica_memory(device, replicas):
   return DeviceMemory(
       device.bytes / replicas.per_memory,
       "%s, %.2f GiB shared by %d CPU replicas" % (
-          device.source, device.bytes / memory_model.GIB, replicas.per_memory))
+          device.source, device.bytes / units.GIB, replicas.per_memory))
 
 
 def describe_memory(memory):
   """E.g. "12.00 GiB (--device_memory_gb=12)"."""
-  return "%.2f GiB (%s)" % (memory.bytes / memory_model.GIB, memory.source)
+  return "%.2f GiB (%s)" % (memory.bytes / units.GIB, memory.source)
 
 
 # ------------------------------------------------------------ device memory
@@ -174,7 +175,7 @@ def device_memory(device_memory_gb=None):
     if not (math.isfinite(device_memory_gb) and device_memory_gb > 0):
       raise cli.UserError("--device_memory_gb=%s must be positive (GiB of the "
                        "device, e.g. 12 or 16)." % device_memory_gb)
-    return DeviceMemory(int(device_memory_gb * memory_model.GIB),
+    return DeviceMemory(int(device_memory_gb * units.GIB),
                         "--device_memory_gb=%g" % device_memory_gb)
   if tf.config.list_physical_devices("GPU"):
     return _smallest_gpu_memory()
@@ -357,7 +358,7 @@ def _auto(model, request, device, replicas):
       device, replicas)
   logging.info("--micro_batch_size=auto: %s; planned peak %.2f GiB%s of "
                "%s.", settings.describe(),
-               estimate_bytes(model, settings) / memory_model.GIB,
+               estimate_bytes(model, settings) / units.GIB,
                " per replica" if replicas.total > 1 else "",
                describe_memory(memory))
   return settings

@@ -18,6 +18,7 @@ import os
 from userio import cli
 from runner import memory_model
 from runner import memory_settings
+from userio import units
 
 TRAINING = "Training"
 EVALUATION = "Evaluation"
@@ -50,7 +51,7 @@ def cpu_allocator_cap_line(environ):
   if not value:
     return None
   try:
-    size = " (%.2f GiB)" % (int(value) / memory_model.GIB)
+    size = " (%.2f GiB)" % (int(value) / units.GIB)
   except ValueError:
     size = ""
   return ("%s=%s%s caps what TensorFlow's CPU allocator may reserve: raise "
@@ -140,9 +141,9 @@ def _fitting_flags(model, settings, train_batch_size, budget):
     return ("Nothing fits %.2f GiB%s, even one example per micro-batch with "
             "gradient checkpointing in half precision: lower "
             "--max_seq_length or use a smaller model." % (
-                budget / memory_model.GIB, per_replica))
+                budget / units.GIB, per_replica))
   return "Flags that fit %.2f GiB%s: %s." % (
-      budget / memory_model.GIB, per_replica, "; or ".join(options))
+      budget / units.GIB, per_replica, "; or ".join(options))
 
 
 def training_advice(model, settings, train_batch_size, error):
@@ -164,11 +165,11 @@ def training_advice(model, settings, train_batch_size, error):
     lines.append("The memory planner estimates %.2f GiB%s for it. The "
                  "device's memory is unknown: pass --device_memory_gb for "
                  "flags that fit, or use --micro_batch_size=auto with it." %
-                 (estimate / memory_model.GIB, per_replica))
+                 (estimate / units.GIB, per_replica))
   else:
     budget = settings.replica_memory_bytes
     lines.append("The memory planner estimates %.2f GiB%s for it; %s has "
-                 "%s." % (estimate / memory_model.GIB, per_replica,
+                 "%s." % (estimate / units.GIB, per_replica,
                           "each replica" if per_replica else "the device",
                           memory_settings.describe_memory(
                               settings.replica_memory)))

@@ -25,6 +25,7 @@ import run_classifier
 from runner import startup
 import run_squad
 from runner import shared_flags
+from userio import units
 
 LARGE = modeling.BertConfig.from_dict(memory_model.BERT_LARGE)
 BASE = modeling.BertConfig.from_dict(memory_model.BERT_BASE)
@@ -211,11 +212,11 @@ def test_auto_fits_bert_large_512_on_12_gib(fv, caplog):
   assert settings.precision == "fp32"
   assert (settings.micro_batch_size, settings.num_accumulation_steps,
           settings.gradient_checkpointing) == tuple(memory_model.plan(
-              LARGE, 512, 32, 12 * memory_model.GIB,
+              LARGE, 512, 32, 12 * units.GIB,
               precisions=("fp32",))[:2]) + (True,)
   assert memory_model.estimate_bytes(
       LARGE, 512, settings.micro_batch_size, "fp32", True,
-      settings.num_accumulation_steps)["total"] <= 12 * memory_model.GIB
+      settings.num_accumulation_steps)["total"] <= 12 * units.GIB
   lines = [r.getMessage() for r in caplog.records
            if "--micro_batch_size=auto" in r.getMessage()]
   assert len(lines) == 1
@@ -283,7 +284,7 @@ def test_auto_on_cpu_workers_needs_the_same_memory_on_each(fv):
       fv("--micro_batch_size=auto", "--device_memory_gb=16"), BASE, True,
       TWO_WORKERS)
   # Each machine has its own 16 GiB and 16 examples of every batch.
-  assert settings.replica_memory_bytes == 16 * memory_model.GIB
+  assert settings.replica_memory_bytes == 16 * units.GIB
   assert settings.replica_micro_batch_size * 2 == settings.micro_batch_size
 
 
@@ -295,7 +296,7 @@ def test_auto_plans_each_gpu_for_its_share(fv, caplog):
   four = startup.resolve_memory(values, LARGE, True, FOUR_GPUS)
   # Each of the 4 GPUs holds a whole model and 32 / 4 = 8 examples of the
   # batch, so its plan is one GPU's plan for a batch of 8.
-  alone = memory_model.plan(LARGE, 512, 8, 12 * memory_model.GIB,
+  alone = memory_model.plan(LARGE, 512, 8, 12 * units.GIB,
                             precisions=("fp32",))
   assert four.micro_batch_size == 4 * alone.micro_batch
   assert four.replica_micro_batch_size == alone.micro_batch
@@ -304,7 +305,7 @@ def test_auto_plans_each_gpu_for_its_share(fv, caplog):
   assert four.num_accumulation_steps < one.num_accumulation_steps
   assert memory_model.estimate_bytes(
       LARGE, 512, alone.micro_batch, "fp32", four.gradient_checkpointing,
-      four.num_accumulation_steps)["total"] <= 12 * memory_model.GIB
+      four.num_accumulation_steps)["total"] <= 12 * units.GIB
   line = [r.getMessage() for r in caplog.records
           if "auto" in r.getMessage()][-1]
   assert ("micro-batch %d (%d per replica on 4 replicas) x %d accumulation "
@@ -320,11 +321,11 @@ def test_auto_splits_ram_between_cpu_replicas(fv, caplog):
          "--device_memory_gb=24"), LARGE, True, TWO_CPUS)
   # Two CPU replicas in one process: two copies of the weights, gradients
   # and slots in the same 24 GiB, 16 examples of the batch each.
-  alone = memory_model.plan(LARGE, 512, 16, 12 * memory_model.GIB,
+  alone = memory_model.plan(LARGE, 512, 16, 12 * units.GIB,
                             precisions=("fp32",))
   assert (settings.replica_micro_batch_size,
           settings.num_accumulation_steps) == tuple(alone[:2])
-  assert settings.replica_memory_bytes == 12 * memory_model.GIB
+  assert settings.replica_memory_bytes == 12 * units.GIB
   assert ("of 12.00 GiB (--device_memory_gb=24, 24.00 GiB shared by 2 CPU "
           "replicas)") in caplog.records[-1].getMessage()
 
@@ -345,8 +346,8 @@ def test_oom_message_with_replicas_plans_per_replica(fv):
   assert settings.replica_micro_batch_size == 16
   message = _training_advice(LARGE, values, settings, _oom_error())
   estimate = memory_model.estimate_bytes(LARGE, 512, 16, "fp32",
-                                        True)["total"] / memory_model.GIB
-  fit = memory_model.plan(LARGE, 512, 16, 12 * memory_model.GIB,
+                                        True)["total"] / units.GIB
+  fit = memory_model.plan(LARGE, 512, 16, 12 * units.GIB,
                           precisions=("fp32",))
   # A smaller micro-batch, not just checkpointing, is what fits.
   assert fit.gradient_checkpointing and fit.accumulation_steps > 1
@@ -372,7 +373,7 @@ def test_oom_message_names_setting_estimate_and_fitting_flags(fv):
   settings = startup.resolve_memory(values, LARGE, True)
   message = _training_advice(LARGE, values, settings, _oom_error())
   estimate = (memory_model.estimate_bytes(LARGE, 512, 32)["total"] /
-              memory_model.GIB)
+              units.GIB)
   for part in ("24 layers", "hidden size 1024", LARGE_PARAMS,
                "--max_seq_length=512", "--train_batch_size=32",
                "micro-batch 32 x 1 accumulation step,", "--precision=fp32",
@@ -562,7 +563,7 @@ def test_auto_accumulates_with_the_updates_of_one_big_batch(
                                      num_accumulation_steps=2)["total"]
   per_example = memory_model.estimate_bytes(config, SEQ_LENGTH, 1,
                                            "fp16")["activations"]
-  device_gb = (fixed + 2.5 * per_example) / memory_model.GIB
+  device_gb = (fixed + 2.5 * per_example) / units.GIB
 
   plain_dir = str(tmp_path / "plain")
   _run_main(monkeypatch, _args(mrpc_files, plain_dir))
@@ -571,7 +572,7 @@ def test_auto_accumulates_with_the_updates_of_one_big_batch(
   # startup refuses fp16 without a GPU (it is slow on CPUs); what this run
   # checks, accumulation and loss scaling, does not depend on the device.
   monkeypatch.setattr(startup.tf_internals, "gpu_memory_limits",
-                      lambda: {"/device:GPU:0": 16 * memory_model.GIB})
+                      lambda: {"/device:GPU:0": 16 * units.GIB})
   auto_dir = str(tmp_path / "auto")
   _run_main(monkeypatch, _args(
       mrpc_files, auto_dir, micro_batch_size="auto", precision="fp16",

@@ -7,6 +7,7 @@ import pytest
 import tensorflow as tf
 
 from runner import memory_model as mp
+from userio import units
 
 # Google's README: largest batch on a 12 GB Titan X, TF 1.11, fp32, Adam.
 GOOGLE_12GB = {
@@ -56,7 +57,7 @@ def test_breakdown_terms_per_parameter():
   assert fp32["gradients"] == pytest.approx(8 * p * cal.state_factor)
   assert fp32["optimizer"] == pytest.approx(12 * p * cal.state_factor)
   assert fp32["accumulation"] == 0
-  assert fp32["workspace"] == pytest.approx(0.5 * mp.GIB)
+  assert fp32["workspace"] == pytest.approx(0.5 * units.GIB)
   assert fp32["total"] == pytest.approx(sum(
       v for k, v in fp32.items() if k != "total"))
   bf16 = mp.estimate_bytes(mp.BERT_BASE, 128, 8, precision="bf16",
@@ -156,7 +157,7 @@ def test_default_calibration_still_gives_the_table_it_was_fitted_to():
   that cell: test_large_384_is_at_the_edge); there it may be at most one
   example above Google's.
   """
-  memory = 12 * mp.GIB
+  memory = 12 * units.GIB
   planned = {name: {s: mp.max_micro_batch(CONFIGS[name], s, memory)
                     for s in row} for name, row in GOOGLE_12GB.items()}
   for name, row in GOOGLE_12GB.items():
@@ -179,13 +180,13 @@ def test_large_384_is_at_the_edge():
   assert (mp.activation_bytes_per_example(mp.BERT_LARGE, 384) <
           6 * mp.activation_bytes_per_example(mp.BERT_LARGE, 128))
   total = mp.estimate_bytes(mp.BERT_LARGE, 384, 1)["total"]
-  assert 0.9 * 12 * mp.GIB < total <= 12 * mp.GIB
+  assert 0.9 * 12 * units.GIB < total <= 12 * units.GIB
 
 
 @pytest.mark.parametrize("name", ["base", "large", "minilm"])
 def test_monotonic(name, minilm_config):
   config = minilm_config if name == "minilm" else CONFIGS[name]
-  memory = 16 * mp.GIB
+  memory = 16 * units.GIB
   for precision in ("fp32", "bf16"):
     for ckpt in (False, True):
       sizes = [mp.max_micro_batch(config, s, memory, precision, ckpt)
@@ -208,7 +209,7 @@ def _fits(config, s, micro, steps, found, memory):
 @pytest.mark.parametrize("batch", [32, 24, 7, 96])
 @pytest.mark.parametrize("s", [128, 384])
 def test_plan_divides_batch_and_fits(batch, s):
-  memory = 12 * mp.GIB
+  memory = 12 * units.GIB
   for config in (mp.BERT_BASE, mp.BERT_LARGE):
     found = mp.plan(config, s, batch, memory, precisions=("fp32", "bf16"))
     assert found.micro_batch * found.accumulation_steps == batch
@@ -221,7 +222,7 @@ def test_plan_divides_batch_and_fits(batch, s):
 
 
 def test_plan_preferences():
-  memory = 12 * mp.GIB
+  memory = 12 * units.GIB
   found = mp.plan(mp.BERT_BASE, 128, 32, memory)
   assert found == mp.Plan(32, 1, "fp32", False)
   # Large at 512 tokens: nothing fits without checkpointing.
@@ -233,7 +234,7 @@ def test_plan_preferences():
   # with more accumulation steps.
   found = mp.plan(mp.BERT_BASE, 512, 32, memory)
   assert not found.gradient_checkpointing and found.accumulation_steps > 1
-  assert mp.plan(mp.BERT_BASE, 128, 32, 2 * mp.GIB) is None
+  assert mp.plan(mp.BERT_BASE, 128, 32, 2 * units.GIB) is None
 
 
 def test_bad_input_is_named():
@@ -256,7 +257,7 @@ def test_cli_prints_table(minilm_dir, minilm_config, run_script):
           "fp16/bf16 + checkpointing |") in lines
   assert "workspace margin 0.5 GiB" in lines[0]
   for s in (128, 512):
-    expected = [mp.max_micro_batch(minilm_config, s, 2 * mp.GIB, p, c)
+    expected = [mp.max_micro_batch(minilm_config, s, 2 * units.GIB, p, c)
                 for p in ("fp32", "bf16") for c in (False, True)]
     row = "| %d | %s |" % (s, " | ".join(str(n) for n in expected))
     assert row in lines, result.stdout

@@ -27,6 +27,7 @@ import pretraining_records
 import run_pretraining
 import rounding
 import test_modeling
+from userio import units
 
 pytestmark = pytest.mark.slow
 
@@ -355,7 +356,7 @@ def test_memory_model_counts_the_masked_lm_head():
                                  max_predictions_per_seq=80)["total"])
   assert heads.estimate_bytes(4, "fp32", False, 2) > plain.estimate_bytes(
       4, "fp32", False, 2)
-  budget = 8 * memory_model.GIB
+  budget = 8 * units.GIB
   assert heads.plan(256, budget, "bf16", True) == memory_model.plan(
       large, 512, 256, budget, precisions=("bf16",),
       max_predictions_per_seq=80)
@@ -779,9 +780,9 @@ def test_planned_bf16_lamb_run(reference_run, tmp_path, run_script):
       "--log_step_count_steps=1", "--precision=bf16", "--optimizer=lamb",
       "--micro_batch_size=auto", "--device_memory_gb=0.5009"],
              str(tmp_path / "bf16.log"))
-  expected = memory_model.plan(CONFIG, 16, 4, 0.5009 * memory_model.GIB,
+  expected = memory_model.plan(CONFIG, 16, 4, 0.5009 * units.GIB,
                               precisions=("bf16",), max_predictions_per_seq=4)
-  without_head = memory_model.plan(CONFIG, 16, 4, 0.5009 * memory_model.GIB,
+  without_head = memory_model.plan(CONFIG, 16, 4, 0.5009 * units.GIB,
                                   precisions=("bf16",))
   assert expected != without_head
   planned = [line for line in log.splitlines()

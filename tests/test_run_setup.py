@@ -16,6 +16,7 @@ import modeling
 from runner import startup
 from runner import shared_flags
 from engine import tf_internals
+from userio import units
 
 TINY_CONFIG = os.path.join(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))), "sample_data", "tiny_bert_config.json")
@@ -243,9 +244,9 @@ def test_set_up_takes_a_script_s_own_memory_model(tmp_path):
       config.to_dict(), hidden_size=128, intermediate_size=512))
   own = startup.set_up(values, config, do_train=True,
                        step_memory=memory_model.BertMemory(wider, 128))
-  expected = memory_model.plan(wider, 128, 32, 0.7 * memory_model.GIB)
+  expected = memory_model.plan(wider, 128, 32, 0.7 * units.GIB)
   assert plain.memory.micro_batch_size == memory_model.plan(
-      config, 128, 32, 0.7 * memory_model.GIB).micro_batch
+      config, 128, 32, 0.7 * units.GIB).micro_batch
   assert (own.memory.micro_batch_size, own.num_accumulation_steps) == (
       expected.micro_batch, expected.accumulation_steps)
   assert own.memory.micro_batch_size < plain.memory.micro_batch_size
