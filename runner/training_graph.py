@@ -50,9 +50,10 @@ def train_op(total_loss, learning_rate, num_train_steps, num_warmup_steps,
       accumulation steps of its RunConfig there
       (estimator.ACCUMULATION_STEPS_KEY), so the op applies an update
       after exactly as many micro-batches as the runner feeds per update.
+      A caller of the model_fn that leaves them out gets an update per run.
   """
   return optimization.create_optimizer(
       total_loss, learning_rate, num_train_steps, num_warmup_steps, use_tpu,
-      num_accumulation_steps=params[estimator.ACCUMULATION_STEPS_KEY],
+      num_accumulation_steps=params.get(estimator.ACCUMULATION_STEPS_KEY, 1),
       optimizer=optimizer,
       loss_scale="dynamic" if compute_dtype == tf.float16 else None)
