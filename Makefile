@@ -17,7 +17,7 @@ $(STAMP): requirements.txt requirements-dev.txt | $(PY)
 
 # Three workers for two cores: a worker waiting for a fixture that another
 # one builds (conftest.build_once), or for a script's subprocess, leaves its
-# core to the third. README.md gives the timings.
+# core to the third.
 test: $(STAMP)
 	$(PY) -m pytest -q -n 3 --dist worksteal tests
 

@@ -25,9 +25,9 @@ examples, and of the bare signature on the same batches (padded to their
 longest example).
 
 The exports are MiniLM (../shared/assets) fine-tuned for a few dozen steps:
-accuracy does not matter for speed. docs/serving.md has the commands that
-make them. Writes bench/out/predictor_latency-<date>.json and prints a
-markdown table.
+accuracy does not matter for speed. docs/results.md ("Predictor latency")
+has the commands that make them. Writes bench/out/predictor_latency-<date>.json
+and prints a markdown table.
 """
 
 import csv

@@ -21,7 +21,7 @@ autodiff), but keeps fewer or smaller tensors for the backward pass:
     and one float32 number per row; each direction is one compiled pass.
 
 `BackwardPolicy` says, per layer, which of these the backward pass uses.
-docs/architecture.md explains the choices; docs/memory.md measures them.
+docs/architecture.md explains the choices; docs/results.md measures them.
 """
 
 import collections
@@ -76,14 +76,14 @@ class BackwardPolicy(collections.namedtuple(
       A group's weight gradients are matmuls that sum over its rows, and
       short sums run slower: BERT-Base at 512 tokens, batch 4 (2048 rows)
       trained about 10% slower in four groups of 512 rows than in one
-      (docs/memory.md).
+      (docs/results.md, "Group sizes of a recomputed layer").
     min_rows_per_head_group: likewise fewer groups of heads where the
       attention's query rows (B * F, or their upper bound) would give
       fewer than this many rows a group. Each group adds a few hundred ops
       to every recomputed layer, and the session holds a kernel and
       buffers for each; below this the smaller [B, N / groups, F, T]
       tensors save less memory than those ops take (BERT-Large at 512
-      tokens, batch 2: docs/memory.md).
+      tokens, batch 2: docs/results.md, "Group sizes of a recomputed layer").
   """
 
   def keeps_at(self, seq_length):

@@ -7,8 +7,7 @@ dozen passes over a layer's widest tensor, TensorFlow's Philox random
 kernel is several times slower than the counter-based generator below, and
 its softmax cross-entropy makes several passes over float32 copies of a
 [positions, vocabulary] logits tensor; as one compiled kernel each, they
-are a single pass. Measurements are in docs/performance.md and
-docs/run_pretraining.md.
+are a single pass (measured in docs/results.md, "Speed").
 """
 
 import functools

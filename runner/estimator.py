@@ -614,7 +614,7 @@ class Estimator(object):
     place_pruned_graph: the session then places and keeps only the parts of
     the graph it runs, instead of a placed copy of all of it (the Saver's
     restore ops, the initializers, ...), which lowers the process's peak
-    (docs/memory.md, "The training script's path"). None (TensorFlow's
+    (docs/results.md, "Whole-process peak of run_classifier.py"). None (TensorFlow's
     default, unchanged) when the default cannot be read."""
     if self._config.session_config is not None:
       config = tf.compat.v1.ConfigProto()
@@ -798,8 +798,7 @@ class Estimator(object):
         # A new run saves its starting point, as tf.estimator did: a folder
         # that cannot take a checkpoint fails before the first step, and
         # TensorFlow's first save, which grows the C heap for good, runs
-        # before the step's tensors exist instead of on top of them
-        # (docs/memory.md).
+        # before the step's tensors exist instead of on top of them.
         self._save(sess, built, step)
       while step < max_steps:
         values = self._run_train_step(step_fns, micro_step)

@@ -154,8 +154,7 @@ class Calibration:
 # 512 tokens with batch 2 and 8, BERT-Base at 512 and 128, 4- and 6-layer
 # models; fp32 and bf16; with and without checkpointing) by
 # bench/fit_memory_calibration.py: every estimate within 12.4%, and within
-# 12.5% for those and 8 runs at 384 tokens (docs/memory.md; refitted after a
-# recomputed layer's attention stopped holding four [A, S, S] tensors).
+# 12.5% for those and 8 runs at 384 tokens (docs/memory.md).
 CPU_MEASURED = Calibration(state_factor=0.58, linear_factor=0.39,
                            quadratic_factor=0.1, workspace_gb=0.05)
 
