@@ -9,7 +9,8 @@ The flags, file formats and behaviour follow Google's run_squad.py:
     --max_seq_length - len(question) - 3 tokens, started every --doc_stride
     tokens. Each window is one feature: [CLS] question [SEP] window [SEP].
   * A token is scored only in the window where it has the most context
-    (`_check_is_max_context`), so overlapping windows never compete.
+    (tasks/windows.py, Google's `_check_is_max_context`), so overlapping
+    windows never compete.
   * The model adds `cls/squad/output_weights` [2, hidden] and
     `cls/squad/output_bias` [2] on top of BERT's sequence output, giving
     start and end logits for every position. The loss is the mean of the
@@ -68,6 +69,7 @@ import squad_evaluate
 from runner import tfrecord_input
 import tokenization
 from runner import training_graph
+from tasks import windows
 
 FLAGS = flags.FLAGS
 
@@ -206,9 +208,6 @@ FeatureMetadata = collections.namedtuple("FeatureMetadata", [
 
 RawResult = collections.namedtuple("RawResult",
                                    ["unique_id", "start_logits", "end_logits"])
-
-_DocSpan = collections.namedtuple("DocSpan", ["start", "length"])
-
 
 def feature_metadata(feature):
   """The FeatureMetadata of an InputFeatures."""
@@ -466,45 +465,6 @@ def _improve_answer_span(doc_tokens, input_start, input_end, tokenizer,
   return input_start, input_end
 
 
-def _check_is_max_context(doc_spans, cur_span_index, position):
-  """Whether window `cur_span_index` gives token `position` most context.
-
-  The score of a window for a token is min(left context, right context) +
-  0.01 * window length; the first window with the best score wins.
-  """
-  best_score = None
-  best_span_index = None
-  for span_index, doc_span in enumerate(doc_spans):
-    end = doc_span.start + doc_span.length - 1
-    if position < doc_span.start or position > end:
-      continue
-    num_left_context = position - doc_span.start
-    num_right_context = end - position
-    score = min(num_left_context, num_right_context) + 0.01 * doc_span.length
-    if best_score is None or score > best_score:
-      best_score = score
-      best_span_index = span_index
-  return cur_span_index == best_span_index
-
-
-def _doc_spans(num_tokens, max_tokens_for_doc, doc_stride):
-  """Windows (start, length) covering `num_tokens` document tokens."""
-  if max_tokens_for_doc < 1 or doc_stride < 1:
-    raise ValueError(
-        "No room for the document: max_seq_length - query tokens - 3 = %d "
-        "and doc_stride = %d must both be at least 1; raise --max_seq_length "
-        "or lower --max_query_length." % (max_tokens_for_doc, doc_stride))
-  doc_spans = []
-  start_offset = 0
-  while start_offset < num_tokens:
-    length = min(num_tokens - start_offset, max_tokens_for_doc)
-    doc_spans.append(_DocSpan(start=start_offset, length=length))
-    if start_offset + length == num_tokens:
-      break
-    start_offset += min(length, doc_stride)
-  return doc_spans
-
-
 def _tokenize_document(doc_tokens, tokenizer):
   """(all_doc_tokens, tok_to_orig_index, orig_to_tok_index) of the words."""
   tok_to_orig_index = []
@@ -543,7 +503,7 @@ def _window_tokens(query_tokens, all_doc_tokens, tok_to_orig_index,
   for i in range(doc_span.length):
     split_token_index = doc_span.start + i
     token_to_orig_map[len(tokens)] = tok_to_orig_index[split_token_index]
-    token_is_max_context[len(tokens)] = _check_is_max_context(
+    token_is_max_context[len(tokens)] = windows.check_is_max_context(
         doc_spans, doc_span_index, split_token_index)
     tokens.append(all_doc_tokens[split_token_index])
     segment_ids.append(1)
@@ -621,7 +581,11 @@ def example_features(example, tokenizer, max_seq_length, doc_stride,
                                   tokenizer)
   # [CLS], [SEP] and [SEP] take 3 positions.
   max_tokens_for_doc = max_seq_length - len(query_tokens) - 3
-  doc_spans = _doc_spans(len(all_doc_tokens), max_tokens_for_doc, doc_stride)
+  doc_spans = windows.doc_spans(
+      len(all_doc_tokens), max_tokens_for_doc, doc_stride,
+      fix="The room is --max_seq_length - query tokens - 3; raise "
+      "--max_seq_length or lower --max_query_length, and keep --doc_stride "
+      "at least 1.")
   features = []
   for doc_span_index, doc_span in enumerate(doc_spans):
     tokens, segment_ids, token_to_orig_map, token_is_max_context = (

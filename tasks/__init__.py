@@ -1,3 +1,4 @@
 """What the task scripts share: the layout of one text or a pair of texts,
-and the official metrics of GLUE.
+the official metrics of GLUE, windows over long texts (SQuAD, NER, long
+classified texts), and CoNLL-2003 named-entity files and their scoring.
 """
