@@ -41,7 +41,7 @@ def init_from_checkpoint(init_checkpoint):
 
 
 def train_op(total_loss, learning_rate, num_train_steps, num_warmup_steps,
-             use_tpu, *, params, optimizer, compute_dtype):
+             use_tpu, *, params, optimizer, compute_dtype, tvars=None):
   """optimization.create_optimizer's train op; float16 activations get
   dynamic loss scaling (their gradients would underflow without it).
 
@@ -51,9 +51,12 @@ def train_op(total_loss, learning_rate, num_train_steps, num_warmup_steps,
       (estimator.ACCUMULATION_STEPS_KEY), so the op applies an update
       after exactly as many micro-batches as the runner feeds per update.
       A caller of the model_fn that leaves them out gets an update per run.
+    tvars: the variables to train (None: every trainable variable); the
+      others get no gradient and no optimizer slots.
   """
   return optimization.create_optimizer(
       total_loss, learning_rate, num_train_steps, num_warmup_steps, use_tpu,
       num_accumulation_steps=params.get(estimator.ACCUMULATION_STEPS_KEY, 1),
       optimizer=optimizer,
-      loss_scale="dynamic" if compute_dtype == tf.float16 else None)
+      loss_scale="dynamic" if compute_dtype == tf.float16 else None,
+      tvars=tvars)
