@@ -1,5 +1,6 @@
 # coding=utf-8
-"""Predicts raw text with a model run_classifier.py or run_squad.py exported.
+"""Predicts raw text with a model run_classifier.py, run_squad.py or
+run_ner.py exported.
 
     python predictor.py --export_dir=/tmp/mrpc_export --input=pairs.txt
     echo '{"question": "Who won?", "context": "..."}' | \
@@ -11,7 +12,9 @@ question and its context for SQuAD), or a JSON object ({"text_a": ...,
 that is copied to the output). Each line gets one JSON line on stdout, in
 input order: {"label", "probabilities"} (or {"score"} for a regression
 task such as STS-B), or {"answer", "nbest"} for SQuAD ("null_score_diff"
-too for a SQuAD 2.0 model).
+too for a SQuAD 2.0 model). A NER model reads one text per line (or
+{"text": ...}) and gives {"entities": [{"text", "type", "start", "end",
+"score"}, ...]}, the character offsets into the line's text.
 
 In Python, the model is loaded once and predicts one example or a batch:
 
@@ -45,6 +48,8 @@ from userio import cli
 from userio import progress
 import run_classifier
 from checkpoints import run_info
+from tasks import conll
+import run_ner
 import run_squad
 from runner import serving_input
 import tokenization
@@ -54,6 +59,7 @@ FLAGS = flags.FLAGS
 SAVED_MODEL_FILE = "saved_model.pb"
 ASSETS_DIR = "assets.extra"
 SQUAD_TASK = "squad"
+NER_TASK = run_ner.TASK_NAME
 # What run_info.json must hold for prediction.
 _RECORD_FIELDS = ("task", "labels", "do_lower_case", "max_seq_length",
                   "vocab_file")
@@ -85,7 +91,9 @@ def define_flags(flag_values=flags.FLAGS):
       "predicted as soon as it is typed.", flag_values=flag_values)
   flags.DEFINE_integer("doc_stride", 128,
                        "SQuAD: tokens between the starts of two windows of "
-                       "a long context.", flag_values=flag_values)
+                       "a long context. NER: the same for a long text, by "
+                       "default the stride the model was trained with.",
+                       flag_values=flag_values)
   flags.DEFINE_integer("max_query_length", 64,
                        "SQuAD: questions are cut to this many tokens.",
                        flag_values=flag_values)
@@ -272,6 +280,8 @@ def example_fields(task):
   optional for some tasks)."""
   if task == SQUAD_TASK:
     return "question", "context"
+  if task == NER_TASK:
+    return "text", "text_b"
   return "text_a", "text_b"
 
 
@@ -286,6 +296,9 @@ def check_example(task, values):
   """
   fields = example_fields(task)
   processor = run_classifier.PROCESSORS.get(task)
+  if task == NER_TASK and values[1] is not None:
+    raise cli.UserError("the NER model tags one text: give text alone (a "
+                        "text line holds no tab)")
   if task == SQUAD_TASK:
     wants_second = True
   elif processor is not None:
@@ -509,6 +522,87 @@ class SquadPredictor(object):
     return self.predict_batch([(question, context)])[0]
 
 
+# ------------------------------------------------------------------ NER --
+
+
+class NerPredictor(object):
+  """The entities of raw texts, with run_ner.py's windows.
+
+  A text is cut into words at whitespace and punctuation
+  (run_ner.split_text), read in windows of the export's max_seq_length as
+  run_ner.py reads a document, each word tagged from the window where its
+  first sub-token has the most context; entities are the tags' chunks by
+  conlleval's rules (tasks/conll.py).
+  """
+
+  def __init__(self, model, *, doc_stride=None, batch_size=32):
+    """Keeps the model and the window settings.
+
+    Args:
+      model: an ExportedModel of run_ner.py.
+      doc_stride: tokens between window starts; default: the stride the
+        model was trained with (its run_info.json), else half a window.
+      batch_size: windows per model call.
+    """
+    self.model = model
+    if run_ner.TAG_IDS not in model.output_names:
+      raise cli.UserError("%s serves %s, not NER's %s." % (
+          model.path, ", ".join(model.output_names), run_ner.TAG_IDS))
+    self.labels = list(model.record["labels"])
+    if doc_stride is None:
+      doc_stride = model.record.get(
+          "doc_stride", max(1, (model.max_seq_length - 2) // 2))
+    if doc_stride < 1:
+      raise cli.UserError("doc_stride=%d must be at least 1." % doc_stride)
+    self.doc_stride = doc_stride
+    self.batch_size = _check_batch_size(batch_size)
+
+  def _entities(self, text, words, tags, scores):
+    found = []
+    for chunk in conll.chunks(tags):
+      start, end = words[chunk.start][1], words[chunk.end - 1][2]
+      found.append({"text": text[start:end], "type": chunk.type,
+                    "start": start, "end": end,
+                    "score": float(np.mean(scores[chunk.start:chunk.end]))})
+    return found
+
+  def predict_batch(self, texts):
+    """Tags a list of texts.
+
+    Returns:
+      list of dicts, one per text: {"entities": [{"text", "type", "start",
+      "end", "score"}, ...]} in text order; text[start:end] is the entity,
+      score the mean probability of its words' predicted tags.
+    """
+    jobs = []
+    rows = []
+    for text in texts:
+      check_example(NER_TASK, (text, None))
+      words = run_ner.split_text(text)
+      windows = run_ner.text_windows(
+          [word for word, _, _ in words], self.model.tokenizer,
+          self.model.max_seq_length, self.doc_stride)
+      jobs.append((text, words, windows))
+      rows += [(self.model.tokenizer.convert_tokens_to_ids(w.tokens),
+                [0] * len(w.tokens)) for w in windows]
+    outputs = self.model.run_rows(rows, self.batch_size)
+    results = []
+    for text, words, windows in jobs:
+      tags, scores = [None] * len(words), [None] * len(words)
+      for window, output in zip(windows, outputs):
+        for position, word in window.word_positions:
+          label = int(output[run_ner.TAG_IDS][position])
+          tags[word] = self.labels[label]
+          scores[word] = output[run_ner.TAG_PROBABILITIES][position][label]
+      outputs = outputs[len(windows):]
+      results.append({"entities": self._entities(text, words, tags, scores)})
+    return results
+
+  def predict(self, text):
+    """The entities of one text (see predict_batch)."""
+    return self.predict_batch([text])[0]
+
+
 def load(export_dir, **options):
   """A predictor of the model exported in `export_dir`.
 
@@ -518,11 +612,14 @@ def load(export_dir, **options):
     **options: keyword arguments of ClassifierPredictor or SquadPredictor.
 
   Returns:
-    SquadPredictor for a run_squad.py model, else ClassifierPredictor.
+    SquadPredictor for a run_squad.py model, NerPredictor for a run_ner.py
+    one, else ClassifierPredictor.
   """
   model = ExportedModel(export_dir)
   if model.record["task"] == SQUAD_TASK:
     return SquadPredictor(model, **options)
+  if model.record["task"] == NER_TASK:
+    return NerPredictor(model, **options)
   return ClassifierPredictor(model, **options)
 
 
@@ -648,12 +745,15 @@ def main(_):
         max_answer_length=FLAGS.max_answer_length,
         null_score_diff_threshold=FLAGS.null_score_diff_threshold,
         pad_to_max_seq_length=FLAGS.pad_to_max_seq_length)
+  if task == NER_TASK and FLAGS["doc_stride"].present:
+    options["doc_stride"] = FLAGS.doc_stride
   model = load(path, **options)
   logging.info("Predicting with %s (task %s).", path, task)
   meter = progress.Progress("Predicting %s" % source.name, source.total,
                             unit="lines")
   for batch in source.batches():
-    results = model.predict_batch([values for _, _, values in batch])
+    results = model.predict_batch([values[0] if task == NER_TASK else values
+                                   for _, _, values in batch])
     for (_, line_id, _), result in zip(batch, results):
       if line_id is not None:
         result = dict(id=line_id, **result)

@@ -57,6 +57,7 @@ from runner import training_graph
 from tasks import conll
 from tasks import text_pair
 from tasks import windows
+import tokenization
 from userio import cli
 from userio import output_files
 from userio import progress
@@ -142,6 +143,31 @@ NerWindow.__doc__ = """One window of a text, unpadded.
     this window gives the most context.
   word_positions: (position, word index) of the 1s of label_mask.
 """
+
+
+def split_text(text):
+  """The words of raw text with their character offsets, as CoNLL's tokens
+  are cut: at whitespace, with each punctuation character a word of its
+  own (BasicTokenizer's rules, case and accents kept).
+
+  Returns:
+    list of (word, start, end), `text[start:end] == word`.
+  """
+  words = []
+  start = None
+  for index, char in enumerate(text + " "):
+    # pylint: disable=protected-access
+    space = tokenization._is_whitespace(char) or index == len(text)
+    punctuation = not space and tokenization._is_punctuation(char)
+    # pylint: enable=protected-access
+    if start is not None and (space or punctuation):
+      words.append((text[start:index], start, index))
+      start = None
+    if punctuation:
+      words.append((char, index, index + 1))
+    elif not space and start is None:
+      start = index
+  return words
 
 
 def word_pieces(words, tokenizer):
