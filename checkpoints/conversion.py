@@ -12,8 +12,9 @@ written into a new folder that appears only when complete.
 
 Converted: the encoder and pooler, the pretraining heads (masked LM with its
 output projection tied to the word embeddings, next sentence), and the
-heads of run_classifier.py and run_squad.py (BertForSequenceClassification
-and BertForQuestionAnswering). The names, shapes and config fields of the
+heads of run_classifier.py, run_squad.py and run_ner.py
+(BertForSequenceClassification, BertForQuestionAnswering and
+BertForTokenClassification). The names, shapes and config fields of the
 two sides are checkpoints/hf_mapping.py's. Optimizer slots, step counters and gradient
 accumulators are training state, not model, and are left out. Google's
 "gelu" is the tanh approximation and Hugging Face's the erf form; see
@@ -56,6 +57,8 @@ HF_TOKENIZER_FILE = "tokenizer.json"
 PYTORCH_WEIGHTS_FILES = ("pytorch_model.bin", "pytorch_model.bin.index.json")
 GOOGLE_CHECKPOINT_NAME = "bert_model.ckpt"
 VOCAB_FILE = run_info.WORDPIECE_VOCAB_FILE
+# run_ner.py's task name: a converted token classifier is its model.
+TOKEN_CLASSIFICATION_TASK = "ner"
 
 
 # ---------------------------------------------------------------- configs
@@ -435,6 +438,7 @@ def read_hf_model(folder):
   where = ", ".join(weight_files)
   tensors, origins = hf_mapping.hf_to_google_tensors(
       read_safetensors(weight_files), where)
+  hf_mapping.rename_token_classifier(tensors, origins, hf_config)
   architecture = hf_mapping.architecture_of(tensors, where)
   hf_mapping.check_declared_architecture(hf_config, architecture, config_path)
   outputs = hf_mapping.classifier_outputs(tensors)
@@ -449,6 +453,8 @@ def read_hf_model(folder):
   vocab, vocab_file = hf_vocab(folder)
   task = hf_config.get("finetuning_task") or (
       "squad" if architecture == "BertForQuestionAnswering" else None)
+  if architecture == hf_mapping.TOKEN_CLASSIFICATION:
+    task = TOKEN_CLASSIFICATION_TASK
   return Model(tensors, bert_config, architecture, labels, task,
                hf_do_lower_case(folder, vocab), vocab, vocab_file,
                {"layout": HF, "path": os.path.abspath(folder),

@@ -68,6 +68,12 @@ _MODULES = (
     ("output_bias", "classifier.bias", _AS_IS),
     ("cls/squad/output_weights", "qa_outputs.weight", _AS_IS),
     ("cls/squad/output_bias", "qa_outputs.bias", _AS_IS),
+    # run_ner.py's token classifier: BertForTokenClassification calls it
+    # "classifier" too. Read from Hugging Face's side, "classifier" is the
+    # sequence classifier's unless config.json names the token model
+    # (`rename_token_classifier`).
+    ("cls/ner/output_weights", "classifier.weight", _AS_IS),
+    ("cls/ner/output_bias", "classifier.bias", _AS_IS),
 )
 _HF_ENCODER_PREFIX = "bert."
 
@@ -83,6 +89,7 @@ _HEADS = (
                        "cls/seq_relationship/output_bias")),
     ("classifier", ("output_weights", "output_bias")),
     ("SQuAD", ("cls/squad/output_weights", "cls/squad/output_bias")),
+    ("token classifier", ("cls/ner/output_weights", "cls/ner/output_bias")),
 )
 # Hugging Face's architecture of each combination of heads.
 _ARCHITECTURES = (
@@ -91,13 +98,19 @@ _ARCHITECTURES = (
     ("BertForNextSentencePrediction", ("next sentence",)),
     ("BertForSequenceClassification", ("classifier",)),
     ("BertForQuestionAnswering", ("SQuAD",)),
+    ("BertForTokenClassification", ("token classifier",)),
     ("BertModel", ()),
 )
 # Architectures whose weights are a fine-tuned task's; config.json must
 # name the one its weights make (pretraining ones are often named loosely,
 # e.g. BertForMaskedLM for weights with both pretraining heads).
 _TASK_ARCHITECTURES = ("BertForSequenceClassification",
-                       "BertForQuestionAnswering")
+                       "BertForQuestionAnswering", "BertForTokenClassification")
+TOKEN_CLASSIFICATION = "BertForTokenClassification"
+# The sequence classifier's names and the token classifier's, which share
+# Hugging Face's names.
+_TOKEN_CLASSIFIER_NAMES = (("output_weights", "cls/ner/output_weights"),
+                           ("output_bias", "cls/ner/output_bias"))
 PLAIN_ENCODER = "BertModel"
 
 # Hugging Face tensors that are not weights: buffers of positions and
@@ -423,6 +436,8 @@ def expected_shapes(bert_config, architecture, num_labels=None):
       "output_bias": [num_labels],
       "cls/squad/output_weights": [2, h],
       "cls/squad/output_bias": [2],
+      "cls/ner/output_weights": [num_labels, h],
+      "cls/ner/output_bias": [num_labels],
   }
   shapes.update({name: heads[name]
                  for name in head_tensor_names(architecture)})
@@ -477,8 +492,10 @@ def check_tensors(tensors, bert_config, architecture, where, config_where,
 
 
 def classifier_outputs(tensors):
-  """The classifier's output count (rows of output_weights), or None."""
-  weights = tensors.get("output_weights")
+  """The classifier's output count (rows of output_weights, or of the token
+  classifier's), or None."""
+  weights = tensors.get("output_weights",
+                        tensors.get(_TOKEN_CLASSIFIER_NAMES[0][1]))
   return None if weights is None else int(weights.shape[0])
 
 
@@ -540,6 +557,24 @@ def hf_to_google_tensors(tensors, where):
     out[google] = _float32(value.T if rule.transpose else value, name, where)
     origins[google] = prefixed.get(name, name)
   return out, origins
+
+
+def rename_token_classifier(tensors, origins, hf_config):
+  """Gives Hugging Face's "classifier" the token classifier's Google names
+  when config.json's architectures name BertForTokenClassification (the
+  tensors alone cannot tell it from a sequence classifier).
+
+  Args:
+    tensors, origins: what `hf_to_google_tensors` returned; changed in
+      place.
+    hf_config: the dict of config.json.
+  """
+  if TOKEN_CLASSIFICATION not in (hf_config.get("architectures") or []):
+    return
+  for sequence_name, token_name in _TOKEN_CLASSIFIER_NAMES:
+    if sequence_name in tensors:
+      tensors[token_name] = tensors.pop(sequence_name)
+      origins[token_name] = origins.pop(sequence_name)
 
 
 def _float32(value, name, where):
