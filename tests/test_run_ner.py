@@ -1,0 +1,605 @@
+"""Tests for run_ner.py: windows and first sub-tokens on worked examples,
+the token head and its loss against NumPy, the frozen feature modes and
+their BiLSTM against NumPy, an end-to-end run (scores recomputed from its
+CoNLL-format predictions), export + predictor, Hugging Face conversion, and
+one-line errors for bad input."""
+import json
+import os
+import random
+import signal
+
+from absl import flags
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import conftest
+import modeling
+import predictor
+import run_ner
+import tokenization
+from checkpoints import conversion
+from tasks import conll
+
+WORDS = "river stone quiet apple window garden doctor music paper".split()
+NAMES = ["anna", "boris", "clara"]
+PLACES = ["paris", "tokyo", "lima"]
+# Word pieces for the worked examples: "johanson" -> jo ##han ##son,
+# "visited" -> vis ##ited.
+PIECES = ["jo", "##han", "##son", "vis", "##ited", "went", "to"]
+VOCAB = (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "."] + WORDS + NAMES +
+         PLACES + PIECES)
+TINY_CONFIG = {
+    "attention_probs_dropout_prob": 0.1, "hidden_act": "gelu",
+    "hidden_dropout_prob": 0.1, "hidden_size": 16, "initializer_range": 0.02,
+    "intermediate_size": 32, "max_position_embeddings": 64,
+    "num_attention_heads": 2, "num_hidden_layers": 4, "type_vocab_size": 2,
+    "vocab_size": len(VOCAB)}
+
+
+def _write_model_files(directory):
+  vocab_file = os.path.join(directory, "vocab.txt")
+  with open(vocab_file, "w") as f:
+    f.write("".join(token + "\n" for token in VOCAB))
+  config_file = os.path.join(directory, "bert_config.json")
+  with open(config_file, "w") as f:
+    json.dump(TINY_CONFIG, f)
+  return vocab_file, config_file
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory):
+  vocab_file, _ = _write_model_files(str(tmp_path_factory.mktemp("vocab")))
+  return tokenization.FullTokenizer(vocab_file, do_lower_case=True)
+
+
+# ---------------------------------------------------------------- windows
+
+
+def test_first_sub_tokens_and_max_context_worked_example(tokenizer):
+  # Pieces: anna(0) jo(1) ##han(2) ##son(3) vis(4) ##ited(5) paris(6) .(7);
+  # words start at 0, 1, 4, 6, 7. max_seq_length 6 leaves 4 tokens per
+  # window; stride 2 gives windows [0, 4), [2, 6), [4, 8). Owners by
+  # min(left, right) + 0.01 * 4: positions 0-2 -> window 0, 3-4 -> 1,
+  # 5-7 -> 2. So anna and johanson are read from window 0, visited from
+  # window 1, paris and "." from window 2.
+  words = ["Anna", "Johanson", "visited", "Paris", "."]
+  labels = [3, 4, 0, 1, 0]
+  predict = run_ner.text_windows(words, tokenizer, 6, 2, label_ids=labels)
+  assert [w.tokens for w in predict] == [
+      ["[CLS]", "anna", "jo", "##han", "##son", "[SEP]"],
+      ["[CLS]", "##han", "##son", "vis", "##ited", "[SEP]"],
+      ["[CLS]", "vis", "##ited", "paris", ".", "[SEP]"]]
+  assert [w.word_positions for w in predict] == [
+      [(1, 0), (2, 1)], [(3, 2)], [(3, 3), (4, 4)]]
+  assert [w.label_mask for w in predict] == [
+      [0, 1, 1, 0, 0, 0], [0, 0, 0, 1, 0, 0], [0, 0, 0, 1, 1, 0]]
+  assert [w.label_ids for w in predict] == [
+      [0, 3, 4, 0, 0, 0], [0, 0, 0, 0, 0, 0], [0, 0, 0, 1, 0, 0]]
+  # Training labels every word's first sub-token in every window.
+  train = run_ner.text_windows(words, tokenizer, 6, 2, label_ids=labels,
+                               is_training=True)
+  assert [w.word_positions for w in train] == [
+      [(1, 0), (2, 1)], [(3, 2)], [(1, 2), (3, 3), (4, 4)]]
+
+
+def test_file_windows_document_and_sentence_context(tmp_path, tokenizer):
+  path = tmp_path / "valid.txt"
+  path.write_text("-DOCSTART- -X- O O\n\nanna B-PER\nwent O\n\nto O\n"
+                  "paris B-LOC\n\n-DOCSTART- -X- O O\n\nlima B-LOC\n")
+  documents, _ = conll.read_file(str(path), "iob2")
+  labels = ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
+  document = run_ner.file_windows(documents, labels, tokenizer, 16, 7,
+                                  "document", False)
+  assert [(w.tokens, first) for w, first in document] == [
+      (["[CLS]", "anna", "went", "to", "paris", "[SEP]"], 0),
+      (["[CLS]", "lima", "[SEP]"], 4)]
+  assert document[0][0].label_ids == [0, 3, 0, 0, 1, 0]
+  sentence = run_ner.file_windows(documents, labels, tokenizer, 16, 7,
+                                  "sentence", False)
+  assert [(w.tokens, first) for w, first in sentence] == [
+      (["[CLS]", "anna", "went", "[SEP]"], 0),
+      (["[CLS]", "to", "paris", "[SEP]"], 2),
+      (["[CLS]", "lima", "[SEP]"], 4)]
+  sentences = conll.sentences_of(documents)
+  results = [np.array([0, 3, 0, 0, 1, 0]), np.array([0, 1, 0])]
+  assert run_ner.predicted_tags(document, results, labels, sentences) == [
+      ["B-PER", "O"], ["O", "B-LOC"], ["B-LOC"]]
+  with pytest.raises(RuntimeError, match="predictions for 4 of 5 words"):
+    run_ner.predicted_tags(document[:1], results, labels, sentences)
+
+
+def test_word_the_tokenizer_drops_is_unk(tokenizer):
+  pieces, first = run_ner.word_pieces(["anna", "\u200b", "lima"], tokenizer)
+  assert (pieces, first) == (["anna", "[UNK]", "lima"], [0, 1, 2])
+
+
+def test_split_text_keeps_offsets():
+  text = "Anna Smith-Jones visited Paris,\u00a0(France)."
+  words = run_ner.split_text(text)
+  assert [w for w, _, _ in words] == ["Anna", "Smith", "-", "Jones",
+                                      "visited", "Paris", ",", "(", "France",
+                                      ")", "."]
+  assert all(text[start:end] == word for word, start, end in words)
+
+
+# --------------------------------------------------------- head and loss
+
+
+def _bert_config():
+  return modeling.BertConfig.from_dict(TINY_CONFIG)
+
+
+def _inputs():
+  """Two windows of 7: the second has 3 padding positions; label_ids hold
+  junk where label_mask is 0, which the loss must ignore. A third window
+  has no labeled position."""
+  ids = np.array([[2, 19, 22, 23, 20, 5, 3], [2, 15, 16, 3, 0, 0, 0],
+                  [2, 6, 3, 0, 0, 0, 0]], np.int32)
+  mask = (ids > 0).astype(np.int32)
+  labels = np.array([[4, 3, 2, 2, 1, 0, 4], [3, 3, 0, 1, 2, 2, 2],
+                     [1, 1, 1, 1, 1, 1, 1]], np.int32)
+  label_mask = np.array([[0, 1, 1, 0, 1, 1, 0], [0, 1, 1, 0, 0, 0, 0],
+                         [0, 0, 0, 0, 0, 0, 0]], np.int32)
+  return ids, mask, labels, label_mask
+
+
+def _log_softmax(x):
+  x = x - x.max(axis=-1, keepdims=True)
+  return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
+
+
+def test_token_head_and_loss_against_numpy():
+  ids, mask, labels, label_mask = _inputs()
+  with tf.Graph().as_default():
+    tf.compat.v1.set_random_seed(1)
+    loss, per_example, logits, probabilities = run_ner.create_model(
+        _bert_config(), False, tf.constant(ids), tf.constant(mask),
+        tf.zeros_like(ids), tf.constant(labels), tf.constant(label_mask), 5,
+        False)
+    with tf.compat.v1.variable_scope("", reuse=True):
+      sequence = modeling.BertModel(
+          _bert_config(), False, tf.constant(ids), tf.constant(mask),
+          scope="bert").get_sequence_output()
+      weights = tf.compat.v1.get_variable("cls/ner/output_weights")
+      bias = tf.compat.v1.get_variable("cls/ner/output_bias")
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      # A non-zero bias, so that its use is checked too.
+      sess.run(bias.assign([0.3, -0.2, 0.1, 0.0, 0.5]))
+      got = sess.run([loss, per_example, logits, probabilities, sequence,
+                      weights, bias])
+  loss, per_example, logits, probabilities, sequence, weights, bias = got
+  want_logits = sequence @ weights.T + bias
+  np.testing.assert_allclose(logits, want_logits, rtol=1e-5, atol=1e-6)
+  log_probs = _log_softmax(want_logits.astype(np.float64))
+  np.testing.assert_allclose(probabilities, np.exp(log_probs), atol=1e-6)
+  want = []
+  for window in range(3):
+    positions = np.flatnonzero(label_mask[window])
+    nll = [-log_probs[window, p, labels[window, p]] for p in positions]
+    want.append(np.mean(nll) if nll else 0.0)
+  np.testing.assert_allclose(per_example, want, rtol=1e-5)
+  assert loss == pytest.approx(np.mean(want), rel=1e-5)
+
+
+def _sigmoid(x):
+  return 1.0 / (1.0 + np.exp(-x))
+
+
+def _numpy_lstm(inputs, length, kernel, bias, reverse):
+  """One direction of an LSTM over the first `length` rows of [S, D]."""
+  units = bias.shape[0] // 4
+  c, h = np.zeros(units), np.zeros(units)
+  out = np.zeros((inputs.shape[0], units))
+  steps = range(length - 1, -1, -1) if reverse else range(length)
+  for t in steps:
+    gates = np.concatenate([inputs[t], h]) @ kernel + bias
+    i, j, f, o = np.split(gates, 4)
+    c = _sigmoid(f + 1.0) * c + _sigmoid(i) * np.tanh(j)
+    h = _sigmoid(o) * np.tanh(c)
+    out[t] = h
+  return out
+
+
+def test_bilstm_against_numpy_with_padding():
+  rng = np.random.RandomState(0)
+  inputs = rng.randn(2, 5, 3).astype(np.float32)
+  mask = np.array([[1, 1, 1, 1, 1], [1, 1, 0, 0, 0]], np.int32)
+  with tf.Graph().as_default():
+    outputs = run_ner.bilstm(tf.constant(inputs), tf.constant(mask), 4)
+    names = ["lstm_%d/%s/%s" % (layer, direction, kind) for layer in (0, 1)
+             for direction in ("forward", "backward")
+             for kind in ("kernel", "bias")]
+    with tf.compat.v1.variable_scope("", reuse=True):
+      variables = [tf.compat.v1.get_variable(name) for name in names]
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      # Biases away from 0, so that they are checked too.
+      for variable in variables[1::2]:
+        sess.run(variable.assign(rng.randn(16) * 0.5))
+      got, values = sess.run([outputs, variables])
+  values = dict(zip(names, values))
+  for row in range(2):
+    length = int(mask[row].sum())
+    layer_input = inputs[row].astype(np.float64)
+    for layer in (0, 1):
+      directions = [_numpy_lstm(
+          layer_input, length, values["lstm_%d/%s/kernel" % (layer, d)],
+          values["lstm_%d/%s/bias" % (layer, d)], d == "backward")
+                    for d in ("forward", "backward")]
+      layer_input = np.concatenate(directions, axis=1)
+    np.testing.assert_allclose(got[row], layer_input, atol=1e-5)
+    assert not got[row, length:].any()
+
+
+@pytest.mark.parametrize("mode", run_ner.FEATURE_MODES[1:])
+def test_feature_modes_read_their_layers(mode):
+  ids, mask, _, _ = _inputs()
+  with tf.Graph().as_default():
+    model = modeling.BertModel(_bert_config(), False, tf.constant(ids),
+                               tf.constant(mask))
+    features = run_ner.frozen_features(model, mode)
+    layers = [model.get_embedding_output()] + model.get_all_encoder_layers()
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      got, layers = sess.run([features, layers])
+  # Layers: 0 = embeddings, 1-4 = the encoder's. The learned weighted sums
+  # start with equal weights and scale 1: the mean.
+  want = {"embeddings": layers[0], "second_to_last": layers[3],
+          "last": layers[4], "sum_last_four": np.mean(layers[1:5], axis=0),
+          "concat_last_four": np.concatenate(layers[1:5], axis=-1),
+          "sum_all": np.mean(layers[1:5], axis=0)}[mode]
+  np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", run_ner.FEATURE_MODES)
+def test_head_variable_shapes_are_the_models(mode):
+  ids, mask, labels, label_mask = _inputs()
+  with tf.Graph().as_default():
+    run_ner.create_model(_bert_config(), True, tf.constant(ids),
+                         tf.constant(mask), tf.zeros_like(ids),
+                         tf.constant(labels), tf.constant(label_mask), 5,
+                         False, feature_mode=mode, lstm_size=6)
+    made = {v.op.name: v.shape.as_list() for v in run_ner.head_variables(
+        tf.compat.v1.trainable_variables())}
+  assert made == dict(run_ner.head_variable_shapes(_bert_config(), 5, mode,
+                                                   6))
+
+
+# -------------------------------------------------------------- the runs
+
+
+def _document(rng):
+  lines = ["-DOCSTART- -X- O O", ""]
+  for _ in range(rng.randint(2, 4)):
+    for _ in range(rng.randint(3, 8)):
+      draw = rng.random()
+      if draw < 0.15:
+        lines.append("%s NNP I-NP I-PER" % rng.choice(NAMES))
+      elif draw < 0.3:
+        lines.append("%s NNP I-NP I-LOC" % rng.choice(PLACES))
+      else:
+        lines.append("%s NN I-NP O" % rng.choice(WORDS))
+    lines.append("")
+  return lines
+
+
+def _write_data(data_dir, seed=1):
+  """IOB1 files where names are persons and places locations: learnable in
+  a few dozen updates."""
+  rng = random.Random(seed)
+  os.makedirs(data_dir, exist_ok=True)
+  for name, count in (("train.txt", 30), ("valid.txt", 5), ("test.txt", 5)):
+    lines = sum((_document(rng) for _ in range(count)), [])
+    with open(os.path.join(data_dir, name), "w") as f:
+      f.write("\n".join(lines) + "\n")
+
+
+def _command(root, output_dir, actions, extra=()):
+  return ["--data_dir=" + os.path.join(root, "data"),
+          "--vocab_file=" + os.path.join(root, "vocab.txt"),
+          "--bert_config_file=" + os.path.join(root, "bert_config.json"),
+          "--output_dir=" + output_dir, "--max_seq_length=24",
+          "--train_batch_size=8", "--learning_rate=3e-3",
+          "--num_train_epochs=20", "--save_checkpoints_steps=20",
+          "--seed=3"] + ["--" + a for a in actions] + list(extra)
+
+
+def _build_run(run_script, root):
+  _write_model_files(root)
+  _write_data(os.path.join(root, "data"))
+  conftest.run_logged(run_script, "run_ner.py", _command(
+      root, os.path.join(root, "out"),
+      ["do_train", "do_eval", "do_predict",
+       "export_dir=" + os.path.join(root, "export")]),
+                      os.path.join(root, "run.log"))
+
+
+@pytest.fixture(scope="module")
+def ner_run(shared_dir, run_script):
+  return conftest.build_once(shared_dir, "ner_e2e",
+                             lambda root: _build_run(run_script, root))
+
+
+def _read_results(path):
+  with open(path) as f:
+    return {key: float(value) for key, value in
+            (line.rstrip("\n").split(" = ") for line in f)}
+
+
+def _spans(tags):
+  """Entities of IOB tags written out independently: an entity starts at
+  B-X, or at I-X unless the tag before is B-X or I-X; it goes on over I-X."""
+  spans, start, kind = set(), None, None
+  for i, tag in enumerate(tags + ["O"]):
+    prefix, _, entity_type = tag.partition("-")
+    continues = prefix == "I" and kind == entity_type
+    if start is not None and not continues:
+      spans.add((kind, start, i))
+      start = kind = None
+    if prefix in ("B", "I") and not continues:
+      start, kind = i, entity_type
+  return spans
+
+
+@pytest.mark.slow
+def test_end_to_end_scores_equal_its_predictions(ner_run):
+  out = os.path.join(ner_run, "out")
+  for name, data_file in (("eval", "valid.txt"), ("test", "test.txt")):
+    with open(os.path.join(out, name + "_predictions.txt")) as f:
+      sentences = [[line.split(" ") for line in block.split("\n")]
+                   for block in f.read().strip("\n").split("\n\n")]
+    documents, _ = conll.read_file(os.path.join(ner_run, "data", data_file),
+                                   "iob1")
+    assert [[(w.text, w.tag) for w in s]
+            for s in conll.sentences_of(documents)] == [
+                [(token, gold) for token, gold, _ in s] for s in sentences]
+    gold, guess = set(), set()
+    for index, sentence in enumerate(sentences):
+      gold |= {(index,) + span for span in _spans([g for _, g, _ in sentence])}
+      guess |= {(index,) + span for span in _spans([p for _, _, p in
+                                                    sentence])}
+    results = _read_results(os.path.join(out, name + "_results.txt"))
+    precision = len(gold & guess) / len(guess)
+    recall = len(gold & guess) / len(gold)
+    assert results[name + "_precision"] == pytest.approx(precision)
+    assert results[name + "_recall"] == pytest.approx(recall)
+    assert results[name + "_f1"] == pytest.approx(
+        2 * precision * recall / (precision + recall))
+    assert results["global_step"] == conftest.checkpoint_step(out)
+    # The task is learnable: far above the all-O baseline's F1 of 0.
+    assert results[name + "_f1"] > 0.9
+  with open(os.path.join(out, "run_info.json")) as f:
+    record = json.load(f)
+  assert (record["task"], record["labels"], record["tag_scheme"],
+          record["feature_mode"], record["context"], record["doc_stride"]) == (
+              "ner", ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"], "iob1", "none",
+              "document", 11)
+
+
+@pytest.mark.slow
+def test_predictor_entities_and_offsets(ner_run):
+  model = predictor.load(os.path.join(ner_run, "export"))
+  assert isinstance(model, predictor.NerPredictor)
+  # Words of the training data only; a double space keeps offsets honest.
+  text = "Anna river quiet  Paris stone Boris"
+  (result,) = model.predict_batch([text])
+  entities = [(e["text"], e["type"], e["start"], e["end"])
+              for e in result["entities"]]
+  assert entities == [("Anna", "PER", 0, 4), ("Paris", "LOC", 18, 23),
+                      ("Boris", "PER", 30, 35)]
+  assert all(0.5 < e["score"] <= 1.0 for e in result["entities"])
+  # The same tags as the bare signature on the padded window.
+  serve = tf.saved_model.load(os.path.join(
+      ner_run, "export", os.listdir(os.path.join(ner_run, "export"))[0])
+                              ).signatures["serving_default"]
+  ids = [2] + [VOCAB.index(word) for word in (
+      "anna", "river", "quiet", "paris", "stone", "boris")] + [3]
+  padded = ids + [0] * 16
+  tags = serve(input_ids=tf.constant([padded]),
+               input_mask=tf.constant([[1] * 8 + [0] * 16]),
+               segment_ids=tf.zeros([1, 24], tf.int32))[run_ner.TAG_IDS]
+  labels = ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
+  assert [labels[t] for t in tags.numpy()[0][1:7]] == [
+      "I-PER", "O", "O", "I-LOC", "O", "I-PER"]
+
+
+@pytest.mark.slow
+def test_predictor_command_reads_text_and_json_lines(ner_run, run_script):
+  result = run_script("predictor.py", [
+      "--export_dir=" + os.path.join(ner_run, "export")],
+                      stdin='lima\n{"id": 3, "text": "clara"}\n')
+  assert result.returncode == 0, result.stderr[-2000:]
+  lines = [json.loads(line) for line in result.stdout.splitlines()]
+  assert [[e["text"] for e in line["entities"]] for line in lines] == [
+      ["lima"], ["clara"]]
+  assert lines[1]["id"] == 3
+  bad = run_script("predictor.py", [
+      "--export_dir=" + os.path.join(ner_run, "export")], stdin="a\tb\n")
+  assert bad.returncode == 2
+  assert bad.stderr.strip().splitlines()[-1].endswith(
+      "stdin:1: the NER model tags one text: give text alone (a text line "
+      "holds no tab).")
+
+
+@pytest.mark.slow
+def test_hugging_face_round_trip_is_exact(ner_run, tmp_path):
+  out = os.path.join(ner_run, "out")
+  conversion.convert(out, str(tmp_path / "hf"))
+  with open(str(tmp_path / "hf" / "config.json")) as f:
+    config = json.load(f)
+  assert config["architectures"] == ["BertForTokenClassification"]
+  assert config["id2label"] == {"0": "O", "1": "B-LOC", "2": "I-LOC",
+                                "3": "B-PER", "4": "I-PER"}
+  hf = conversion.read_safetensors([str(tmp_path / "hf" /
+                                        "model.safetensors")])
+  checkpoint = tf.train.load_checkpoint(tf.train.latest_checkpoint(out))
+  np.testing.assert_array_equal(hf["classifier.weight"],
+                                checkpoint.get_tensor("cls/ner/output_weights"))
+  conversion.convert(str(tmp_path / "hf"), str(tmp_path / "back"))
+  back = tf.train.load_checkpoint(str(tmp_path / "back" / "bert_model.ckpt"))
+  names = sorted(back.get_variable_to_shape_map())
+  assert names == sorted(
+      name for name in checkpoint.get_variable_to_shape_map()
+      if not name.endswith(("adam_m", "adam_v")) and
+      name not in ("global_step", "micro_step"))
+  for name in names:
+    np.testing.assert_array_equal(back.get_tensor(name),
+                                  checkpoint.get_tensor(name), err_msg=name)
+  with open(str(tmp_path / "back" / "run_info.json")) as f:
+    record = json.load(f)
+  assert (record["task"], record["labels"]) == (
+      "ner", ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"])
+
+
+@pytest.mark.slow
+def test_feature_mode_trains_no_bert_variable(ner_run, tmp_path, run_script):
+  init = tf.train.latest_checkpoint(os.path.join(ner_run, "out"))
+  output_dir = str(tmp_path / "features")
+  conftest.run_logged(run_script, "run_ner.py", _command(
+      ner_run, output_dir, ["do_train", "do_eval"],
+      ["--init_checkpoint=" + init, "--feature_mode=concat_last_four",
+       "--lstm_size=8", "--num_train_epochs=2"]), str(tmp_path / "run.log"))
+  trained = tf.train.load_checkpoint(tf.train.latest_checkpoint(output_dir))
+  start = tf.train.load_checkpoint(init)
+  names = trained.get_variable_to_shape_map()
+  bert = [n for n in names if n.startswith("bert/")]
+  assert bert and not [n for n in bert if n.endswith(("adam_m", "adam_v"))]
+  for name in bert:
+    np.testing.assert_array_equal(trained.get_tensor(name),
+                                  start.get_tensor(name), err_msg=name)
+  head = dict(run_ner.head_variable_shapes(_bert_config(), 5,
+                                           "concat_last_four", 8))
+  assert head["cls/ner/lstm_0/forward/kernel"] == [4 * 16 + 8, 32]
+  for name, shape in head.items():
+    assert names[name] == shape and name + "/adam_m" in names
+  # The classifier restarts from its initializer (its shape changed): it
+  # moved in training.
+  assert "cls/ner/output_weights/adam_m" in names
+  with open(os.path.join(output_dir, "run_info.json")) as f:
+    record = json.load(f)
+  assert (record["feature_mode"], record["lstm_size"]) == (
+      "concat_last_four", 8)
+  assert os.path.exists(os.path.join(output_dir, "eval_results.txt"))
+
+
+@pytest.mark.slow
+def test_sigterm_saves_and_resume_finishes(ner_run, tmp_path, run_script,
+                                           script_runner):
+  output_dir = str(tmp_path / "stopped")
+  args = _command(ner_run, output_dir, ["do_train"])
+  returncode = conftest.signal_after_first_update_saved(
+      script_runner, "run_ner.py", args, output_dir,
+      str(tmp_path / "stopped.log"), signal.SIGTERM)
+  assert returncode == 128 + signal.SIGTERM
+  final = conftest.checkpoint_step(os.path.join(ner_run, "out"))
+  stopped_at = conftest.checkpoint_step(output_dir)
+  assert stopped_at is not None and 0 < stopped_at < final
+  log = conftest.run_logged(run_script, "run_ner.py", args,
+                            str(tmp_path / "resumed.log"))
+  assert "Resuming from" in log
+  assert conftest.checkpoint_step(output_dir) == final
+
+
+# -------------------------------------------------------------- bad input
+
+
+@pytest.fixture
+def main_flags(monkeypatch, tmp_path):
+  """run_main(**overrides): main() with valid flags for a tiny run."""
+  data_dir = str(tmp_path / "data")
+  os.makedirs(data_dir)
+  for name in ("train.txt", "valid.txt", "test.txt"):
+    with open(os.path.join(data_dir, name), "w") as f:
+      f.write("anna NNP I-NP I-PER\nwent VBD I-VP O\n")
+  vocab_file, config_file = _write_model_files(str(tmp_path))
+  defaults = {"data_dir": data_dir, "vocab_file": vocab_file,
+              "bert_config_file": config_file,
+              "output_dir": str(tmp_path / "out"), "max_seq_length": 16,
+              "do_train": True}
+
+  def run_main(**overrides):
+    values = dict(defaults, **overrides)
+    flag_values = flags.FlagValues()
+    run_ner.define_flags(flag_values)
+    flag_values(["run_ner.py"] + ["--%s=%s" % kv for kv in values.items()])
+    monkeypatch.setattr(run_ner, "FLAGS", flag_values)
+    run_ner.main([])
+
+  return run_main
+
+
+def _write(path, text):
+  with open(path, "w") as f:
+    f.write(text)
+
+
+@pytest.mark.parametrize("overrides,message", [
+    ({"do_train": False}, "Nothing to do: pass at least one of --do_train"),
+    ({"doc_stride": 0}, "--doc_stride=0 must be at least 1"),
+    ({"feature_mode": "last", "lstm_size": 0}, "--lstm_size=0 must be at "
+     "least 1"),
+    ({"max_seq_length": 2}, "--max_seq_length=2 leaves no room"),
+    ({"tag_scheme": "iob2"}, r"train.txt:1: an entity starts with I-PER, "
+     r"but under IOB2 it starts with B-PER \(--tag_scheme=iob2\)\. If the "
+     r"file is IOB1, pass --tag_scheme=iob1"),
+])
+def test_bad_flags_are_one_line_errors(main_flags, overrides, message):
+  with pytest.raises(ValueError, match=message) as error:
+    main_flags(**overrides)
+  assert "\n" not in str(error.value)
+
+
+def test_feature_mode_needs_its_layers(main_flags, tmp_path):
+  config_file = str(tmp_path / "two_layers.json")
+  with open(config_file, "w") as f:
+    json.dump(dict(TINY_CONFIG, num_hidden_layers=2), f)
+  with pytest.raises(ValueError, match="--feature_mode=concat_last_four "
+                     "reads 4 encoder layers, but --bert_config_file=.* has 2"):
+    main_flags(feature_mode="concat_last_four", bert_config_file=config_file)
+
+
+def test_bad_data_lines_are_one_line_errors(main_flags, tmp_path):
+  data_dir = tmp_path / "data"
+  _write(str(data_dir / "valid.txt"), "anna I-PER\nwent\n")
+  with pytest.raises(ValueError, match=r"valid.txt:2: found 1 fields, but "
+                     r"line 1 has 2"):
+    main_flags(do_eval=True)
+  _write(str(data_dir / "valid.txt"), "anna I-DATE\n")
+  with pytest.raises(ValueError, match=r"valid.txt:1: tag I-DATE is not one "
+                     r"the model knows \(O, B-PER, I-PER\)"):
+    main_flags(do_eval=True)
+  _write(str(data_dir / "valid.txt"), "anna\nwent\n")
+  with pytest.raises(ValueError, match=r"valid.txt has no tags .*--do_eval "
+                     r"needs the gold tags"):
+    main_flags(do_eval=True)
+  os.remove(str(data_dir / "test.txt"))
+  with pytest.raises(ValueError, match=r"holds no test file \(looked for "
+                     r"test.txt, eng.testb\)"):
+    main_flags(do_predict=True)
+
+
+def test_eval_without_training_needs_a_ner_run(main_flags, tmp_path):
+  # A checkpoint prefix beside no run_info.json: nothing names the labels.
+  os.makedirs(str(tmp_path / "model"))
+  _write(str(tmp_path / "model" / "ckpt.index"), "")
+  with pytest.raises(ValueError, match="Cannot tell the model's labels"):
+    main_flags(do_train=False, do_eval=True,
+               init_checkpoint=str(tmp_path / "model" / "ckpt"))
+
+
+@pytest.mark.slow
+def test_bad_file_ends_the_script_with_one_line(tmp_path, run_script):
+  root = str(tmp_path)
+  _write_model_files(root)
+  os.makedirs(os.path.join(root, "data"))
+  _write(os.path.join(root, "data", "train.txt"), "anna B-PER\nwent O\n")
+  result = run_script("run_ner.py", _command(root, os.path.join(root, "out"),
+                                             ["do_train"]))
+  assert result.returncode == 2
+  last = result.stderr.strip().splitlines()[-1]
+  assert last.startswith("run_ner.py: error: ")
+  assert "train.txt:1: B-PER follows O or a sentence start" in last
+  assert "pass --tag_scheme=iob2" in last
+  assert "Traceback" not in result.stderr
