@@ -13,6 +13,9 @@ the learning rate chosen on dev), "appendix" (the ranges of Appendix A.3),
 "small_models" (Google README's grid for its smaller models) and "custom"
 (only what --batch_sizes, --learning_rates and --epochs give). SQuAD always
 follows the paper's recipes (Sections 4.2 and 4.3) except under "custom".
+CoNLL-2003 NER (run_ner.py, Table 7) follows "paper_ner" except under
+"custom": every restart of every configuration, fine-tuned, or frozen BERT
+under a BiLSTM with one of the six feature modes (a task each).
 """
 
 import collections
@@ -32,16 +35,24 @@ PRESET_PROTOCOLS = {"paper": "paper_glue", "appendix": "paper_appendix",
                     "small_models": "readme_small_models", "custom": None}
 # SQuAD's fixed recipes in the paper (Sections 4.2 and 4.3).
 SQUAD_PROTOCOLS = {"SQuAD1.1": "paper_squad11", "SQuAD2.0": "paper_squad20"}
+# CoNLL-2003's (Table 7 gives none of its own; see reference_results.json).
+NER_PROTOCOL = "paper_ner"
 
 # The published sequence lengths: GLUE at 128 tokens, SQuAD at 384.
 GLUE_MAX_SEQ_LENGTH = 128
 SQUAD_MAX_SEQ_LENGTH = 384
+# run_ner.py's default; the paper does not say what NER's was.
+NER_MAX_SEQ_LENGTH = 128
 
 # Tasks with fewer training examples than this get every --seeds seed by
 # default (the paper restarted fine-tuning on the small data sets).
 SMALL_TASK_EXAMPLES = 10000
 
 TaskSpec = collections.namedtuple("TaskSpec", "name kind metrics")
+# The NER tasks: fine-tuning is "CoNLL-2003", a feature mode of run_ner.py
+# "CoNLL-2003-<mode>" (Table 7's rows). A "test_" metric is scored on the
+# test file and compared with the published test number.
+NER_TASK = "CoNLL-2003"
 # metrics: what the task reports, the first one selects on dev (the metric
 # of the paper's Table 1 for GLUE, F1 for SQuAD).
 TASKS = collections.OrderedDict((spec.name, spec) for spec in (
@@ -56,10 +67,16 @@ TASKS = collections.OrderedDict((spec.name, spec) for spec in (
     TaskSpec("WNLI", "glue", ("accuracy",)),
     TaskSpec("SQuAD1.1", "squad", ("f1", "exact_match")),
     TaskSpec("SQuAD2.0", "squad", ("f1", "exact_match")),
-))
+    TaskSpec("CoNLL-2003", "ner", ("f1", "test_f1")),
+) + tuple(TaskSpec(NER_TASK + "-" + mode, "ner", ("f1",)) for mode in (
+    "embeddings", "second_to_last", "last", "sum_last_four",
+    "concat_last_four", "sum_all")))
 # --tasks=all: the tasks of the paper's Tables 1 to 3 (WNLI was left out
 # there; its submission was the majority class).
-ALL_TASKS = tuple(name for name in TASKS if name != "WNLI")
+ALL_TASKS = tuple(name for name in TASKS
+                  if name != "WNLI" and TASKS[name].kind != "ner")
+# --tasks=table7: the NER rows of Table 7.
+TABLE7_TASKS = tuple(name for name in TASKS if TASKS[name].kind == "ner")
 
 SQUAD_FILES = {
     "SQuAD1.1": ("train-v1.1.json", "dev-v1.1.json"),
@@ -125,7 +142,8 @@ class Model:
 class Setup:
   """Everything the commands need besides a cell's own hyperparameters.
 
-  data: task -> GLUE data folder, or (train file, predict file) for SQuAD.
+  data: task -> GLUE data folder, (train file, predict file) for SQuAD,
+    or the CoNLL-2003 folder for NER.
   """
   root: str
   model: Model
@@ -134,6 +152,8 @@ class Setup:
   max_seq_length: int
   squad_max_seq_length: int
   extra_flags: tuple
+  ner_max_seq_length: int = NER_MAX_SEQ_LENGTH
+  ner_tag_scheme: str = "iob1"
 
 
 def load_references(path=REFERENCE_FILE):
@@ -159,14 +179,17 @@ def grid_for(task, preset, overrides, references):
   protocol = PRESET_PROTOCOLS[preset]
   if TASKS[task].kind == "squad" and preset != "custom":
     protocol = SQUAD_PROTOCOLS[task]
+  if TASKS[task].kind == "ner" and preset != "custom":
+    protocol = NER_PROTOCOL
   base = protocol_grid(references, protocol)
   return Grid(*(tuple(new) or old for new, old in zip(overrides, base)))
 
 
 def cells_for(task, grid, seeds, orders):
   """The cells of one task, in grid order, seeds innermost."""
-  if TASKS[task].kind == "squad":
-    orders = ("shuffled",)  # run_squad.py always shuffles its examples.
+  if TASKS[task].kind in ("squad", "ner"):
+    # run_squad.py and run_ner.py always shuffle their training features.
+    orders = ("shuffled",)
   return [Cell(task, b, lr, ep, order, seed)
           for b in grid.batch_sizes for lr in grid.learning_rates
           for ep in grid.epochs for order in orders for seed in seeds]
@@ -199,6 +222,9 @@ def cell_step(setup, cell):
             "--do_eval=true", "--max_seq_length=%d" % setup.max_seq_length,
             "--train_example_order=" + cell.order]
     done = ("eval_results.txt",)
+  elif TASKS[cell.task].kind == "ner":
+    args = ner_args(setup, cell.task)
+    done = ("eval_results.txt", "test_results.txt")
   else:
     train_file, predict_file = setup.data[cell.task]
     args = [os.path.join(setup.root, "run_squad.py"),
@@ -211,6 +237,21 @@ def cell_step(setup, cell):
   args += (_model_flags(setup.model) + _cell_hparam_flags(cell) +
            ["--output_dir=" + output_dir] + list(setup.extra_flags))
   return Step(cell.name, tuple(args), output_dir, done)
+
+
+def ner_feature_mode(task):
+  """run_ner.py's --feature_mode of a NER task ("none": fine-tuning)."""
+  return task[len(NER_TASK) + 1:] or "none"
+
+
+def ner_args(setup, task):
+  """run_ner.py and its task flags: dev and test scored, document context."""
+  return [os.path.join(setup.root, "run_ner.py"),
+          "--data_dir=" + setup.data[task],
+          "--tag_scheme=" + setup.ner_tag_scheme, "--do_eval=true",
+          "--do_predict=true", "--context=document",
+          "--feature_mode=" + ner_feature_mode(task),
+          "--max_seq_length=%d" % setup.ner_max_seq_length]
 
 
 def prediction_step(setup, cell, checkpoint, task_name, submission_name,
@@ -282,6 +323,30 @@ def subset_glue_dir(source_dir, target_dir, train_file, has_header, count):
   rows = [line for line in lines[len(header):] if line.strip()]
   _write_if_changed(os.path.join(target_dir, train_file),
                     b"".join(header + sample_lines(rows, count)))
+
+
+def subset_conll_dir(source_dir, target_dir, train_file, count):
+  """A CoNLL-2003 folder whose training file holds whole documents from its
+  start up to `count` sentences (at least one document); the other files
+  are linked."""
+  os.makedirs(target_dir, exist_ok=True)
+  for name in sorted(os.listdir(source_dir)):
+    link = os.path.join(target_dir, name)
+    if name != train_file and not os.path.lexists(link):
+      os.symlink(os.path.abspath(os.path.join(source_dir, name)), link)
+  with open(os.path.join(source_dir, train_file), "rb") as f:
+    lines = f.read().splitlines(keepends=True)
+  kept, sentences, in_sentence = [], 0, False
+  for line in lines:
+    if line.startswith(b"-DOCSTART-") and kept and sentences >= count:
+      break
+    if line.strip() and not line.startswith(b"-DOCSTART-"):
+      sentences += not in_sentence
+      in_sentence = True
+    else:
+      in_sentence = False
+    kept.append(line)
+  _write_if_changed(os.path.join(target_dir, train_file), b"".join(kept))
 
 
 def split_squad_articles(dataset, num_train_articles):

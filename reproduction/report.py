@@ -29,6 +29,8 @@ _CLASSIFIER_KEYS = {"eval_accuracy": "accuracy", "eval_f1": "f1",
 # SQuAD 2.0: the paper picks the no-answer threshold on dev to maximize F1.
 _SQUAD2_KEYS = {"best_f1": "f1", "best_exact": "exact_match",
                 "best_f1_thresh": "null_threshold"}
+# Metrics of ours scored on a test file (run_ner.py's test_results.txt).
+_TEST_PREFIX = "test_"
 # The files GLUE's server expects in a submission zip.
 SUBMISSION_HEADER = "index\tprediction"
 
@@ -66,9 +68,28 @@ def read_squad_metrics(output_dir, version_2):
           "exact_match": float(results["exact_match"])}
 
 
+def read_ner_metrics(output_dir):
+  """run_ner.py's entity F1 in percent: "f1" on dev (eval_results.txt),
+  "test_f1" on the test file (test_results.txt)."""
+  metrics = {}
+  for name, prefix, metric in (("eval_results.txt", "eval_", "f1"),
+                               ("test_results.txt", "test_", "test_f1")):
+    path = os.path.join(output_dir, name)
+    if not os.path.exists(path):
+      continue
+    with open(path) as f:
+      for line in f:
+        key, _, value = line.partition(" = ")
+        if key == prefix + "f1":
+          metrics[metric] = 100.0 * float(value)
+  return metrics
+
+
 def read_cell_metrics(cell, output_dir):
   if plan.TASKS[cell.task].kind == "glue":
     return read_classifier_metrics(output_dir)
+  if plan.TASKS[cell.task].kind == "ner":
+    return read_ner_metrics(output_dir)
   return read_squad_metrics(output_dir, cell.task == "SQuAD2.0")
 
 
@@ -142,10 +163,14 @@ def single_run_summary(task, values, cell_name):
 
 
 def matching_references(references, model, task, metric):
-  """The published results for (model, task, metric), dev ones first."""
+  """The published results for (model, task, metric), dev ones first; a
+  "test_" metric (ours on a test file) matches the published test ones."""
+  split = None
+  if metric.startswith(_TEST_PREFIX):
+    metric, split = metric[len(_TEST_PREFIX):], "test"
   found = [entry for entry in references["results"]
            if entry["model"] == model and entry["task"] == task and
-           entry["metric"] == metric]
+           entry["metric"] == metric and split in (None, entry["split"])]
   return sorted(found, key=lambda entry: entry["split"] != "dev")
 
 

@@ -603,3 +603,106 @@ def test_bad_file_ends_the_script_with_one_line(tmp_path, run_script):
   assert "train.txt:1: B-PER follows O or a sentence start" in last
   assert "pass --tag_scheme=iob2" in last
   assert "Traceback" not in result.stderr
+
+
+# ----------------------------------------------------------- reproduction
+
+
+def test_table7_as_published():
+  from reproduction import plan  # pylint: disable=import-outside-toplevel
+  references = plan.load_references()
+  table = {(e["model"], e["task"], e["split"]): e["value"]
+           for e in references["results"]
+           if e["where"] == "Table 7 (Section 5.3)"}
+  assert table[("BERT-Base", "CoNLL-2003", "test")] == 92.4
+  assert table[("BERT-Large", "CoNLL-2003", "test")] == 92.8
+  # Section 5.3: the best feature-based row (concatenating the last four
+  # layers) is "only 0.3 F1 behind fine-tuning the entire model".
+  best = max((value, task) for (model, task, split), value in table.items()
+             if task.startswith("CoNLL-2003-"))
+  assert best[1] == "CoNLL-2003-concat_last_four"
+  assert table[("BERT-Base", "CoNLL-2003", "dev")] - best[0] == (
+      pytest.approx(0.3))
+  assert {e["statistic"] for e in references["results"]
+          if e["where"].startswith("Table 7")} == {"mean"}
+  # Every Table 7 row is a task reproduce.py runs.
+  assert {task for _, task, _ in table} == set(plan.TABLE7_TASKS)
+
+
+def test_ner_cells_grid_and_metrics(tmp_path):
+  from reproduction import plan  # pylint: disable=import-outside-toplevel
+  from reproduction import report  # pylint: disable=import-outside-toplevel
+  references = plan.load_references()
+  grid = plan.grid_for("CoNLL-2003-last", "paper", plan.NO_GRID, references)
+  # Appendix A.3's ranges: Section 5.3 gives no grid of its own.
+  assert grid == ((16, 32), (5e-5, 3e-5, 2e-5), (2.0, 3.0, 4.0))
+  model = plan.Model("c.json", "v.txt", "m.ckpt", False)
+  setup = plan.Setup("/root", model, {"CoNLL-2003-last": "/conll"},
+                     str(tmp_path), 128, 384, (), 256, "iob2")
+  cell = plan.Cell("CoNLL-2003-last", 32, 3e-5, 3.0, "shuffled", 4)
+  step = plan.cell_step(setup, cell)
+  assert step.args[:8] == (
+      "/root/run_ner.py", "--data_dir=/conll", "--tag_scheme=iob2",
+      "--do_eval=true", "--do_predict=true", "--context=document",
+      "--feature_mode=last", "--max_seq_length=256")
+  assert "--do_lower_case=false" in step.args
+  assert step.done_files == ("eval_results.txt", "test_results.txt")
+  os.makedirs(step.output_dir)
+  _write(os.path.join(step.output_dir, "eval_results.txt"),
+         "eval_f1 = 0.95\neval_f1_PER = 0.5\nglobal_step = 9\n")
+  _write(os.path.join(step.output_dir, "test_results.txt"),
+         "test_f1 = 0.9\n")
+  metrics = report.read_cell_metrics(cell, step.output_dir)
+  assert metrics == pytest.approx({"f1": 95.0, "test_f1": 90.0})
+  test_refs = report.matching_references(references, "BERT-Base",
+                                         "CoNLL-2003", "test_f1")
+  assert [(e["split"], e["value"]) for e in test_refs] == [("test", 92.4)]
+  dev_first = report.matching_references(references, "BERT-Base",
+                                         "CoNLL-2003", "f1")
+  assert [e["split"] for e in dev_first] == ["dev", "test"]
+
+
+def test_conll_subset_keeps_whole_documents(tmp_path):
+  from reproduction import plan  # pylint: disable=import-outside-toplevel
+  source = tmp_path / "conll"
+  source.mkdir()
+  _write(str(source / "train.txt"),
+         "-DOCSTART- O\n\na O\n\nb O\n\n-DOCSTART- O\n\nc O\n\n"
+         "-DOCSTART- O\n\nd O\n")
+  _write(str(source / "valid.txt"), "e O\n")
+  target = str(tmp_path / "subset")
+  plan.subset_conll_dir(str(source), target, "train.txt", 3)
+  with open(os.path.join(target, "train.txt")) as f:
+    # Two sentences, then the second document takes it to 3.
+    assert f.read() == ("-DOCSTART- O\n\na O\n\nb O\n\n-DOCSTART- O\n\n"
+                        "c O\n\n")
+  assert os.path.islink(os.path.join(target, "valid.txt"))
+
+
+@pytest.mark.slow
+def test_reproduce_dry_run_lists_table7_cells(tmp_path, run_script):
+  root = str(tmp_path)
+  vocab_file, config_file = _write_model_files(root)
+  conll_dir = os.path.join(root, "conll")
+  os.makedirs(conll_dir)
+  for name in ("train.txt", "valid.txt", "test.txt"):
+    _write(os.path.join(conll_dir, name), "anna I-PER\nwent O\n")
+  result = run_script("reproduce.py", [
+      "--bert_config_file=" + config_file, "--vocab_file=" + vocab_file,
+      "--init_checkpoint=", "--do_lower_case=true", "--conll_dir=" + conll_dir,
+      "--tasks=table7", "--seeds=1,2", "--batch_sizes=32",
+      "--learning_rates=3e-5", "--epochs=3", "--dry_run",
+      "--output_dir=" + os.path.join(root, "out")])
+  assert result.returncode == 0, result.stderr[-2000:]
+  commands = [line for line in result.stdout.splitlines()
+              if "run_ner.py" in line]
+  # 7 tasks (fine-tuning and six feature modes) x 2 restarts.
+  assert len(commands) == 14
+  assert sum("--feature_mode=none" in c for c in commands) == 2
+  assert sum("--feature_mode=concat_last_four" in c for c in commands) == 2
+  result = run_script("reproduce.py", [
+      "--bert_config_file=" + config_file, "--vocab_file=" + vocab_file,
+      "--init_checkpoint=", "--do_lower_case=true", "--tasks=CoNLL-2003",
+      "--dry_run", "--output_dir=" + os.path.join(root, "out")])
+  assert result.returncode != 0
+  assert "set --conll_dir" in result.stderr.strip().splitlines()[-1]
