@@ -10,12 +10,14 @@ reusable feature files and refusing an --output_dir of another task.
 import collections
 import csv
 import io
+import itertools
 import json
 import os
 import random
 
 from absl import flags
 from absl import logging
+import numpy as np
 # Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
 from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
 import tensorflow as tf
@@ -31,6 +33,7 @@ from runner import startup
 from runner import shared_flags
 from runner import serving_input
 from tasks import text_pair
+from tasks import windows
 from runner import tfrecord_input
 import tokenization
 from runner import training_graph
@@ -39,6 +42,8 @@ FLAGS = flags.FLAGS
 
 # Values of --train_example_order.
 TRAIN_EXAMPLE_ORDERS = ("shuffled", "file")
+# Values of --long_text.
+LONG_TEXT_MODES = ("truncate", "windows")
 
 
 def define_flags(flag_values=flags.FLAGS):
@@ -74,6 +79,20 @@ def define_flags(flag_values=flags.FLAGS):
       "has. Off with --use_xla, which compiles graphs of fixed shapes.",
       flag_values=flag_values)
   flags.DEFINE_enum(
+      "long_text", "truncate", list(LONG_TEXT_MODES),
+      "A text longer than --max_seq_length: truncate (Google's: the pair's "
+      "longer text loses its end) or windows (its first text is read in "
+      "overlapping windows, --doc_stride tokens apart, each window a "
+      "training example with the text's label; evaluation and prediction "
+      "classify the text by the mean of its windows' log-probabilities, "
+      "renormalized; a regression score is the mean of the windows'; a "
+      "second text stays whole in every window, cut to at most half of it).",
+      flag_values=flag_values)
+  flags.DEFINE_integer(
+      "doc_stride", None,
+      "With --long_text=windows: tokens between the starts of two windows; "
+      "default: half of a window's room.", flag_values=flag_values)
+  flags.DEFINE_enum(
       "train_example_order", "shuffled", list(TRAIN_EXAMPLE_ORDERS),
       "Order of the examples in train.tf_record. shuffled: the whole "
       "training set permuted with --seed before the features are written, "
@@ -87,6 +106,8 @@ def define_flags(flag_values=flags.FLAGS):
 # Bumped whenever the TFRecord layout written here changes, so feature files
 # of an older layout are rebuilt instead of reused.
 _RECORD_FORMAT_VERSION = 1
+# The smallest probability the windows' combination takes the log of.
+_MIN_PROBABILITY = 1e-30
 
 
 class InputExample(object):
@@ -106,6 +127,17 @@ class InputExample(object):
     self.text_a = text_a
     self.text_b = text_b
     self.label = label
+
+
+class WindowExample(InputExample):
+  """One window of a long example (--long_text=windows): its tokens and
+  segment ids, already laid out, and the example's guid and label."""
+
+  def __init__(self, example, tokens, segment_ids):
+    super().__init__(example.guid, example.text_a, example.text_b,
+                     example.label)
+    self.tokens = tokens
+    self.segment_ids = segment_ids
 
 
 class PaddingInputExample(object):
@@ -559,13 +591,70 @@ def example_tokens(example, max_seq_length, tokenizer):
     (tokens, segment_ids): [CLS] a [SEP] (b [SEP]), the pair cut to fit
     max_seq_length, and the segment of each token (0 up to the first [SEP],
     1 after it); see tasks/text_pair.py. The [CLS] vector is what the
-    pooler, and so the classifier, reads.
+    pooler, and so the classifier, reads. A WindowExample's own.
   """
+  if isinstance(example, WindowExample):
+    return list(example.tokens), list(example.segment_ids)
   tokens_a = tokenizer.tokenize(example.text_a)
   tokens_b = None
   if example.text_b:
     tokens_b = tokenizer.tokenize(example.text_b)
   return text_pair.layout(tokens_a, tokens_b, max_seq_length)
+
+
+def example_windows(example, max_seq_length, tokenizer, doc_stride=None):
+  """The windows of one example (--long_text=windows).
+
+  An example that fits is one window, laid out as `example_tokens` lays it
+  out. A longer one: its second text (if any) cut to at most half of the
+  room, and its first text in windows of the rest of the room started every
+  `doc_stride` tokens (default: half that room), tasks/windows.py's.
+
+  Returns:
+    list of WindowExample.
+  """
+  tokens_a = tokenizer.tokenize(example.text_a)
+  tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else []
+  room = max_seq_length - (3 if tokens_b else 2)
+  if len(tokens_a) + len(tokens_b) <= room:
+    return [WindowExample(example, *text_pair.layout(tokens_a, tokens_b,
+                                                     max_seq_length))]
+  tokens_b = tokens_b[:room // 2]
+  room_a = room - len(tokens_b)
+  spans = windows.doc_spans(
+      len(tokens_a), room_a, doc_stride or max(1, room_a // 2),
+      fix="Raise --max_seq_length and keep --doc_stride at least 1.")
+  return [WindowExample(example, *text_pair.layout(
+      tokens_a[span.start:span.start + span.length], list(tokens_b),
+      max_seq_length)) for span in spans]
+
+
+def expand_windows(examples, max_seq_length, tokenizer, doc_stride=None):
+  """(the windows of all `examples` in order, the number of each one's
+  windows)."""
+  expanded, counts = [], []
+  for example in examples:
+    parts = example_windows(example, max_seq_length, tokenizer, doc_stride)
+    expanded += parts
+    counts.append(len(parts))
+  return expanded, counts
+
+
+def combine_windows(outputs, counts, is_regression):
+  """Each example's output from its windows' (in order): the mean of the
+  regression scores, or the probabilities of the mean log-probabilities
+  (tasks/windows.mean_log_probabilities)."""
+  combined, start = [], 0
+  for count in counts:
+    part = np.asarray(outputs[start:start + count], np.float64)
+    start += count
+    if is_regression:
+      combined.append(float(part.mean()))
+    else:
+      # float32 probabilities: a floor keeps log() finite.
+      combined.append(np.exp(windows.mean_log_probabilities(
+          np.log(np.maximum(part, _MIN_PROBABILITY)))))
+  return combined
 
 
 def _label_id(example, label_list):
@@ -633,11 +722,13 @@ def file_based_convert_examples_to_features(examples, label_list,
 
 def record_fingerprint(data_files, vocab_file, do_lower_case, max_seq_length,
                        task_name, num_examples, *, example_order="file",
-                       shuffle_seed=None):
+                       shuffle_seed=None, window_stride=None):
   """What a feature file depends on: equal fingerprints -> same records.
 
   `example_order` is "file" (the records follow the data file) or
   "shuffled" (permuted with `shuffle_seed`, which then changes the file).
+  `window_stride`: with --long_text=windows, its --doc_stride (0: the
+  default); None: truncation.
   """
   fingerprint = {
       "record_format": _RECORD_FORMAT_VERSION,
@@ -651,6 +742,8 @@ def record_fingerprint(data_files, vocab_file, do_lower_case, max_seq_length,
   }
   if example_order == "shuffled":
     fingerprint["shuffle_seed"] = int(shuffle_seed)
+  if window_stride is not None:
+    fingerprint["window_stride"] = int(window_stride)
   return fingerprint
 
 
@@ -860,6 +953,9 @@ def _check_flags():
   if not os.path.isdir(FLAGS.data_dir):
     raise cli.UserError("--data_dir=%s is not a directory; point it at the "
                         "task's data folder." % FLAGS.data_dir)
+  if FLAGS.doc_stride is not None and FLAGS.doc_stride < 1:
+    raise cli.UserError("--doc_stride=%d must be at least 1 (tokens between "
+                        "the starts of two windows)." % FLAGS.doc_stride)
   return _processor_for(FLAGS.task_name)
 
 
@@ -924,6 +1020,7 @@ def _train(shared, estimator, processor, train_examples, label_list,
            tokenizer, num_train_steps):
   """Writes train.tf_record in --train_example_order and trains."""
   order = {"example_order": FLAGS.train_example_order}
+  order.update(_window_order())
   if FLAGS.train_example_order == "shuffled":
     # The input's shuffle buffer only mixes neighbours; a whole-set
     # permutation keeps a run from ending on one source of the data.
@@ -945,12 +1042,18 @@ def _train(shared, estimator, processor, train_examples, label_list,
 
 
 def _evaluate(shared, estimator, processor, eval_examples, label_list,
-              tokenizer):
-  """Evaluates on the dev set and writes eval_results.txt."""
+              tokenizer, window_counts=None):
+  """Evaluates on the dev set and writes eval_results.txt.
+
+  `window_counts`: with --long_text=windows, the number of windows of each
+  example (`eval_examples` are the windows); the examples are then scored
+  from their windows' combined outputs.
+  """
   num_actual_eval_examples = len(eval_examples)
   eval_examples = _pad_to_batch_multiple(eval_examples, FLAGS.eval_batch_size)
   eval_file = _prepare_features(shared, processor, "dev", eval_examples,
-                                label_list, tokenizer, "eval.tf_record")
+                                label_list, tokenizer, "eval.tf_record",
+                                **_window_order())
   logging.info("***** Running evaluation *****")
   logging.info("  Num examples = %d (%d actual, %d padding)",
                len(eval_examples), num_actual_eval_examples,
@@ -958,17 +1061,74 @@ def _evaluate(shared, estimator, processor, eval_examples, label_list,
   logging.info("  Batch size = %d", FLAGS.eval_batch_size)
   eval_input_fn = file_based_input_fn_builder(
       input_file=eval_file, seq_length=shared.max_seq_length,
-      is_training=False, drop_remainder=True,
+      is_training=False, drop_remainder=window_counts is None,
       is_regression=processor.is_regression)
-  result = estimator.evaluate(
-      input_fn=eval_input_fn, steps=None,
-      num_batches=len(eval_examples) // FLAGS.eval_batch_size)
+  if window_counts is None:
+    result = estimator.evaluate(
+        input_fn=eval_input_fn, steps=None,
+        num_batches=len(eval_examples) // FLAGS.eval_batch_size)
+  else:
+    result = _window_eval_results(processor, estimator, eval_input_fn,
+                                  eval_examples, window_counts)
 
   logging.info("***** Eval results *****")
   for key in sorted(result.keys()):
     logging.info("  %s = %s", key, str(result[key]))
   output_files.write_eval_results(
       os.path.join(shared.output_dir, "eval_results.txt"), result)
+
+
+def _window_order():
+  """The feature files' fingerprint of --long_text (nothing for Google's
+  truncation, so its files keep their fingerprints)."""
+  if FLAGS.long_text != "windows":
+    return {}
+  return {"window_stride": FLAGS.doc_stride or 0}
+
+
+def _combined_results(processor, results, window_counts):
+  """The predict results of windows combined per example, in the form
+  `_prediction_lines` reads."""
+  key = "predictions" if processor.is_regression else "probabilities"
+  outputs = [result[key] for result in
+             itertools.islice(results, sum(window_counts))]
+  return [{key: value} for value in combine_windows(
+      outputs, window_counts, processor.is_regression)]
+
+
+def _window_eval_results(processor, estimator, input_fn, eval_examples,
+                         window_counts):
+  """eval_results.txt's metrics of examples read in windows: the metrics
+  of the combined outputs (run_classifier's names; eval_loss is the mean
+  cross-entropy, or squared error, of the combined outputs)."""
+  combined = [r["predictions" if processor.is_regression else
+                "probabilities"] for r in _combined_results(
+                    processor, estimator.predict(input_fn), window_counts)]
+  first_windows = np.cumsum([0] + list(window_counts[:-1]))
+  labels = [eval_examples[i].label for i in first_windows]
+  if processor.is_regression:
+    scores, predictions = np.array(labels, np.float64), np.array(combined)
+    result = {"eval_loss": float(np.mean((predictions - scores) ** 2)),
+              "eval_pearson": classifier_metrics.pearson(predictions, scores),
+              "eval_spearman": classifier_metrics.spearman(predictions,
+                                                           scores)}
+  else:
+    label_ids = np.array([processor.get_labels().index(label)
+                          for label in labels])
+    probabilities = np.array(combined)
+    predictions = probabilities.argmax(axis=1)
+    result = {"eval_accuracy": classifier_metrics.accuracy(label_ids,
+                                                           predictions),
+              "eval_loss": float(-np.mean(np.log(probabilities[
+                  np.arange(len(label_ids)), label_ids])))}
+    numpy_metrics = {"f1": classifier_metrics.f1_score,
+                     "mcc": classifier_metrics.matthews_corrcoef}
+    for metric in processor.official_metrics:
+      result["eval_" + metric] = numpy_metrics[metric](label_ids, predictions)
+  checkpoint = estimator.latest_checkpoint()
+  if checkpoint:
+    result["global_step"] = int(checkpoint.rsplit("-", 1)[1])
+  return result
 
 
 def _prediction_lines(processor, label_list, results, num_actual):
@@ -991,14 +1151,17 @@ def _prediction_lines(processor, label_list, results, num_actual):
 
 
 def _predict(shared, estimator, processor, predict_examples, label_list,
-             tokenizer):
-  """Predicts the test set: test_results.tsv and the GLUE submission file."""
+             tokenizer, window_counts=None):
+  """Predicts the test set: test_results.tsv and the GLUE submission file.
+
+  `window_counts`: as `_evaluate`'s; one line per example, from its windows.
+  """
   num_actual_predict_examples = len(predict_examples)
   predict_examples = _pad_to_batch_multiple(predict_examples,
                                             shared.predict_batch_size)
   predict_file = _prepare_features(shared, processor, "test",
                                    predict_examples, label_list, tokenizer,
-                                   "predict.tf_record")
+                                   "predict.tf_record", **_window_order())
   logging.info("***** Running prediction *****")
   logging.info("  Num examples = %d (%d actual, %d padding)",
                len(predict_examples), num_actual_predict_examples,
@@ -1011,6 +1174,9 @@ def _predict(shared, estimator, processor, predict_examples, label_list,
   results = estimator.predict(
       input_fn=predict_input_fn,
       num_batches=len(predict_examples) // shared.predict_batch_size)
+  if window_counts is not None:
+    results = _combined_results(processor, results, window_counts)
+    num_actual_predict_examples = len(window_counts)
   result_lines, submission_lines = _prediction_lines(
       processor, label_list, results, num_actual_predict_examples)
   if len(result_lines) != num_actual_predict_examples:
@@ -1035,6 +1201,12 @@ def main(_):
   record = _record(task_name, label_list, shared)
   startup.check_output_dir(shared.output_dir, record, do_train=FLAGS.do_train)
   examples = _read_examples(processor)
+  window_counts = {}
+  if FLAGS.long_text == "windows":
+    for set_type in examples:
+      examples[set_type], window_counts[set_type] = expand_windows(
+          examples[set_type], shared.max_seq_length, tokenizer,
+          FLAGS.doc_stride)
   num_train_steps = num_warmup_steps = None
   if FLAGS.do_train:
     num_train_steps, num_warmup_steps = startup.num_train_and_warmup_steps(
@@ -1075,10 +1247,10 @@ def main(_):
     return
   if FLAGS.do_eval:
     _evaluate(shared, estimator, processor, examples["dev"], label_list,
-              tokenizer)
+              tokenizer, window_counts.get("dev"))
   if FLAGS.do_predict:
     _predict(shared, estimator, processor, examples["test"], label_list,
-             tokenizer)
+             tokenizer, window_counts.get("test"))
   if shared.export_dir:
     estimator.export_saved_model(
         shared.export_dir, serving_input_receiver_fn_builder(

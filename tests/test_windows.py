@@ -1,6 +1,7 @@
 """Tests for tasks/windows.py: windows over long texts, Google's max-context
 rule on worked examples, and the mean of the windows' log-probabilities."""
 import itertools
+import random
 
 import numpy as np
 import pytest
@@ -86,3 +87,155 @@ def test_mean_log_probabilities_worked_example():
   np.testing.assert_allclose(
       windows.mean_log_probabilities(np.log([[0.3, 0.7]])),
       np.log([0.3, 0.7]), rtol=1e-12)
+
+
+# ------------------------------------------- run_classifier --long_text
+
+
+import json  # pylint: disable=g-import-not-at-top,wrong-import-position
+import os  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+import conftest  # pylint: disable=g-import-not-at-top
+import run_classifier  # pylint: disable=g-import-not-at-top
+import tokenization  # pylint: disable=g-import-not-at-top
+
+WORDS = ("one two three four five six seven eight nine ten apple pear "
+         "cat dog").split()
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS
+
+
+@pytest.fixture(scope="module")
+def vocab_file(tmp_path_factory):
+  path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
+  path.write_text("".join(token + "\n" for token in VOCAB))
+  return str(path)
+
+
+def _example(text_a, text_b=None, label="1"):
+  return run_classifier.InputExample("dev-1", text_a, text_b, label)
+
+
+def test_classifier_windows_of_one_long_text(vocab_file):
+  tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
+  words = WORDS[:10]
+  # max_seq_length 6: 4 tokens of room, windows every 2 tokens:
+  # [0, 4), [2, 6), [4, 8), [6, 10).
+  parts = run_classifier.example_windows(_example(" ".join(words)), 6,
+                                         tokenizer)
+  assert [p.tokens for p in parts] == [
+      ["[CLS]"] + words[start:start + 4] + ["[SEP]"] for start in (0, 2, 4, 6)]
+  assert all(p.segment_ids == [0] * 6 and p.label == "1" for p in parts)
+  # The features of a window are its tokens, whatever the max length.
+  feature = run_classifier.convert_single_example(0, parts[1], ["0", "1"], 6,
+                                                  tokenizer)
+  assert feature.input_ids == [2] + [VOCAB.index(w) for w in words[2:6]] + [3]
+
+
+def test_classifier_windows_of_a_long_pair(vocab_file):
+  tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
+  # max_seq_length 10: 7 tokens of room; the second text (5 tokens) is cut
+  # to 7 // 2 = 3, leaving 4 for windows of the first text (6 tokens),
+  # stride 3: [0, 4) and [3, 6).
+  parts = run_classifier.example_windows(
+      _example(" ".join(WORDS[:6]), "apple pear cat dog one"), 10, tokenizer,
+      doc_stride=3)
+  assert [p.tokens for p in parts] == [
+      ["[CLS]"] + WORDS[start:end] + ["[SEP]", "apple", "pear", "cat",
+                                      "[SEP]"] for start, end in ((0, 4),
+                                                                  (3, 6))]
+  assert parts[0].segment_ids == [0] * 6 + [1] * 4
+
+
+def test_classifier_example_that_fits_is_laid_out_as_google_does(vocab_file):
+  tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
+  example = _example("one two three", "apple pear")
+  (part,) = run_classifier.example_windows(example, 16, tokenizer)
+  assert (part.tokens, part.segment_ids) == run_classifier.example_tokens(
+      example, 16, tokenizer)
+
+
+def test_classifier_combination_is_the_mean_of_log_probabilities():
+  # Example 1 has windows (0.9, 0.1) and (0.5, 0.5); example 2 one window.
+  combined = run_classifier.combine_windows(
+      [np.array([0.9, 0.1]), np.array([0.5, 0.5]), np.array([0.2, 0.8])],
+      [2, 1], is_regression=False)
+  geometric = np.array([np.sqrt(0.45), np.sqrt(0.05)])
+  np.testing.assert_allclose(combined[0], geometric / geometric.sum())
+  np.testing.assert_allclose(combined[1], [0.2, 0.8])
+  assert run_classifier.combine_windows([1.0, 2.0, 4.5], [2, 1], True) == [
+      1.5, 4.5]
+
+
+def _write(path, rows):
+  with open(path, "w") as f:
+    f.write("".join("\t".join(row) + "\n" for row in rows))
+
+
+@pytest.mark.slow
+def test_classifier_long_texts_end_to_end(tmp_path, run_script, vocab_file):
+  """SST-2 files of 12-word sentences read in windows of 6 tokens: one
+  test_results.tsv line per sentence, equal to the combination of the
+  exported model's outputs on its windows; the eval metrics are those of
+  the combined probabilities."""
+  rng = random.Random(0)
+  sentences = []
+  for i in range(48):
+    words = [rng.choice(WORDS[:10]) for _ in range(12)]
+    if i % 2:
+      words[rng.randrange(12)] = "apple"
+    sentences.append((" ".join(words), str(i % 2)))
+  data_dir = str(tmp_path / "data")
+  os.makedirs(data_dir)
+  _write(os.path.join(data_dir, "train.tsv"),
+         [["sentence", "label"]] + [list(s) for s in sentences[:40]])
+  dev = sentences[40:]
+  _write(os.path.join(data_dir, "dev.tsv"),
+         [["sentence", "label"]] + [list(s) for s in dev])
+  _write(os.path.join(data_dir, "test.tsv"), [["index", "sentence"]] + [
+      [str(i), text] for i, (text, _) in enumerate(dev)])
+  config_file = str(tmp_path / "bert_config.json")
+  with open(config_file, "w") as f:
+    json.dump({"hidden_size": 16, "intermediate_size": 32,
+               "num_attention_heads": 2, "num_hidden_layers": 2,
+               "max_position_embeddings": 16, "type_vocab_size": 2,
+               "vocab_size": len(VOCAB), "hidden_act": "gelu",
+               "hidden_dropout_prob": 0.1,
+               "attention_probs_dropout_prob": 0.1,
+               "initializer_range": 0.02}, f)
+  out = str(tmp_path / "out")
+  conftest.run_logged(run_script, "run_classifier.py", [
+      "--task_name=SST-2", "--data_dir=" + data_dir,
+      "--vocab_file=" + vocab_file, "--bert_config_file=" + config_file,
+      "--output_dir=" + out, "--export_dir=" + str(tmp_path / "export"),
+      "--max_seq_length=6", "--long_text=windows", "--doc_stride=2",
+      "--do_train", "--do_eval", "--do_predict", "--train_batch_size=8",
+      "--eval_batch_size=3", "--predict_batch_size=5",
+      "--learning_rate=1e-3", "--num_train_epochs=1", "--seed=2"],
+                      str(tmp_path / "run.log"))
+  with open(os.path.join(out, "test_results.tsv")) as f:
+    probabilities = np.array([line.split("\t") for line in f], np.float64)
+  assert probabilities.shape == (8, 2)
+  # Every 12-word sentence has windows starting at 0, 2, 4, 6, 8.
+  (name,) = os.listdir(str(tmp_path / "export"))
+  serve = tf.saved_model.load(os.path.join(str(tmp_path / "export"), name)
+                              ).signatures["serving_default"]
+  for row, (text, _) in enumerate(dev):
+    ids = [VOCAB.index(w) for w in text.split()]
+    windows_ids = np.array([[2] + ids[start:start + 4] + [3]
+                            for start in (0, 2, 4, 6, 8)], np.int32)
+    served = serve(input_ids=tf.constant(windows_ids),
+                   input_mask=tf.ones_like(windows_ids),
+                   segment_ids=tf.zeros_like(windows_ids))
+    window_probs = served["probabilities"].numpy().astype(np.float64)
+    geometric = np.exp(np.log(window_probs).mean(axis=0))
+    np.testing.assert_allclose(probabilities[row],
+                               geometric / geometric.sum(), atol=1e-5)
+  labels = np.array([int(label) for _, label in dev])
+  with open(os.path.join(out, "eval_results.txt")) as f:
+    results = dict(line.rstrip("\n").split(" = ") for line in f)
+  assert float(results["eval_accuracy"]) == pytest.approx(
+      np.mean(probabilities.argmax(axis=1) == labels))
+  assert float(results["eval_loss"]) == pytest.approx(
+      -np.mean(np.log(probabilities[np.arange(8), labels])), rel=1e-4)
