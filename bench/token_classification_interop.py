@@ -12,7 +12,9 @@ is converted with checkpoints/conversion.py. On the words of real SQuAD
 paragraphs (run_ner's windows, tokenized with the uncased vocabulary) it
 compares BertForTokenClassification's logits with run_ner.create_model's
 at the real tokens, to --tolerance, and checks that transformers loads
-every weight of its model from the converted folder. Prints one line per
+every weight of its model from the converted folder; then transformers'
+own save_pretrained of that model, converted back to Google's layout, must
+hold the original tensors bit for bit. Prints one line per
 comparison; exits with status 1 if one fails. Not a unit test:
 transformers is not a dependency of the project.
 """
@@ -106,7 +108,9 @@ def _ours(prefix, ids, mask):
       return sess.run(logits)
 
 
-def _theirs(folder, ids, mask):
+def _theirs(folder, ids, mask, saved):
+  """BertForTokenClassification's logits; the model is also saved into
+  `saved` by transformers itself."""
   import torch  # pylint: disable=import-outside-toplevel
   import transformers  # pylint: disable=import-outside-toplevel
   model, info = transformers.BertForTokenClassification.from_pretrained(
@@ -114,10 +118,27 @@ def _theirs(folder, ids, mask):
   if info["missing_keys"] or info["mismatched_keys"]:
     raise AssertionError("missing %s, mismatched %s" % (
         info["missing_keys"], info["mismatched_keys"]))
+  model.save_pretrained(saved)
+  transformers.BertTokenizer(os.path.join(folder, "vocab.txt"),
+                             do_lower_case=True).save_pretrained(saved)
   with torch.no_grad():
     return model.eval()(
         input_ids=torch.from_numpy(ids.astype(np.int64)),
         attention_mask=torch.from_numpy(mask.astype(np.int64))).logits.numpy()
+
+
+def _same_model(prefix, folder):
+  """Whether Google checkpoint `prefix` and the conversion in `folder`
+  hold the same tensors bit for bit (those transformers' model has: no
+  pooler)."""
+  original = conversion.read_google_checkpoint(prefix)
+  back = conversion.read_google_checkpoint(
+      os.path.join(folder, conversion.GOOGLE_CHECKPOINT_NAME))
+  return all(np.array_equal(original[name], value)
+             for name, value in back.items()) and (
+                 "cls/ner/output_weights" in back and
+                 set(original) - set(back) <= {"bert/pooler/dense/kernel",
+                                               "bert/pooler/dense/bias"})
 
 
 def main(_):
@@ -130,7 +151,8 @@ def main(_):
     conversion.convert(google, hf)
     ids, mask = _windows()
     ours = _ours(prefix, ids, mask)
-    theirs = _theirs(hf, ids, mask)
+    saved = os.path.join(work, "saved_by_transformers")
+    theirs = _theirs(hf, ids, mask, saved)
     real = mask.astype(bool)
     diff = float(np.max(np.abs(ours[real] - theirs[real])))
     agree = float(np.mean(ours[real].argmax(-1) == theirs[real].argmax(-1)))
@@ -140,6 +162,12 @@ def main(_):
           "agreement %.4f %s" % (len(ids), int(real.sum()), diff,
                                  float(np.max(np.abs(ours[real]))), agree,
                                  "ok" if ok else "FAIL"))
+    back = os.path.join(work, "back")
+    conversion.convert(saved, back)
+    same = _same_model(prefix, back)
+    print("transformers' save_pretrained converted back: the same tensors "
+          "bit for bit %s" % ("ok" if same else "FAIL"))
+    ok = ok and same
   return 0 if ok else 1
 
 

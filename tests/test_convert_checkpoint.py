@@ -458,9 +458,12 @@ def test_bad_hf_tensors_are_refused(pretrained, tmp_path, change, message):
      "position_embedding_type is 'relative_key'"),
     ({"hidden_act": "silu"}, "hidden_act 'silu'"),
     ({"vocab_size": "many"}, "vocab_size must be a positive integer"),
+    ({"architectures": ["BertLMHeadModel"]},
+     "architectures names BertLMHeadModel, which is not supported"),
+    # Supported (run_ner.py's head), but not what these weights make.
     ({"architectures": ["BertForTokenClassification"]},
-     "architectures names BertForTokenClassification, which is not "
-     "supported"),
+     "names architectures .*BertForTokenClassification.*, but the weights "
+     "make a BertForPreTraining"),
     ({"architectures": ["BertForSequenceClassification"]},
      "names architectures .*BertForSequenceClassification.*, but the "
      "weights make a BertForPreTraining"),
