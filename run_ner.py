@@ -27,7 +27,8 @@ ran it (Devlin et al. 2019, Section 5.3 and Table 7).
   * Scores are conlleval's (entity-level precision, recall and F1, overall
     and per type): eval_results.txt and eval_conlleval.txt for --do_eval on
     the dev file, test_results.txt and test_conlleval.txt for --do_predict
-    on the test file when it has tags; the predictions in CoNLL format
+    on the test file when it has tags (also TensorBoard scalars in
+    output_dir/eval and output_dir/test); the predictions in CoNLL format
     (token, gold tag, predicted tag per line) in eval_predictions.txt /
     test_predictions.txt, for the official script.
 
@@ -515,11 +516,15 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
     training_graph.init_from_checkpoint(init_checkpoint)
     if is_training:
       tvars = tf.compat.v1.trainable_variables()
+      if feature_mode != FINE_TUNING:
+        tvars = head_variables(tvars)
+        logging.info("--feature_mode=%s: BERT is frozen; training the %d "
+                     "variables of %s only.", feature_mode, len(tvars),
+                     HEAD_SCOPE)
       train_op = training_graph.train_op(
           loss, learning_rate, num_train_steps, num_warmup_steps, use_tpu,
           params=params, optimizer=optimizer, compute_dtype=compute_dtype,
-          tvars=tvars if feature_mode == FINE_TUNING else
-          head_variables(tvars))
+          tvars=tvars)
       return estimator_lib.EstimatorSpec(mode=mode, loss=loss,
                                          train_op=train_op)
     return estimator_lib.EstimatorSpec(mode=mode, predictions={
@@ -669,6 +674,7 @@ def _predict_set(settings, estimator, data_set, name, batch_size):
   checkpoint = estimator.latest_checkpoint()
   if checkpoint:
     metrics["global_step"] = int(checkpoint.rsplit("-", 1)[1])
+    _write_summaries(os.path.join(shared.output_dir, name), metrics)
   output_files.write_eval_results(
       os.path.join(shared.output_dir, name + "_results.txt"), metrics)
   report = conll.report(counts)
@@ -676,6 +682,18 @@ def _predict_set(settings, estimator, data_set, name, batch_size):
       os.path.join(shared.output_dir, name + "_conlleval.txt"), report)
   logging.info("***** %s results (conlleval) *****\n%s", name, report)
   return metrics
+
+
+def _write_summaries(folder, metrics):
+  """The metrics as TensorBoard scalars at their global step, in `folder`
+  (output_dir/eval beside the training summaries, as the classifier's)."""
+  with tf.Graph().as_default():
+    writer = tf.compat.v1.summary.FileWriter(folder)
+    writer.add_summary(tf.compat.v1.Summary(value=[
+        tf.compat.v1.Summary.Value(tag=tag, simple_value=float(value))
+        for tag, value in sorted(metrics.items()) if tag != "global_step"]),
+                       metrics["global_step"])
+    writer.close()
 
 
 def _check_flags():
