@@ -209,6 +209,7 @@ FeatureMetadata = collections.namedtuple("FeatureMetadata", [
 RawResult = collections.namedtuple("RawResult",
                                    ["unique_id", "start_logits", "end_logits"])
 
+
 def feature_metadata(feature):
   """The FeatureMetadata of an InputFeatures."""
   return FeatureMetadata(feature.unique_id, feature.example_index,
