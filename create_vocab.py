@@ -133,6 +133,11 @@ def define_flags(flag_values=flags.FLAGS):
       "max_input_words", 5000000,
       "Learn from at most this many distinct words, the most frequent.",
       flag_values=fv)
+  flags.DEFINE_integer(
+      "lower_thresh", 10,
+      "The count threshold is not searched below this (TensorFlow Text's "
+      "learn parameter of that name); lower it when a small corpus leaves "
+      "the vocabulary short of --vocab_size.", flag_values=fv)
   flags.DEFINE_float(
       "slack_ratio", 0.05,
       "The search for the count threshold stops at a vocabulary this "
@@ -159,7 +164,7 @@ def check_flags(flag_obj):
                   "the special tokens and %d [unusedN] slots take %d lines" %
                   (flag_obj.num_unused, reserved))
   for name in ("min_char_count", "max_unique_chars", "num_iterations",
-               "max_input_words"):
+               "max_input_words", "lower_thresh"):
     _check_at_least(flag_obj, name, 1)
   if flag_obj.num_workers is not None:
     _check_at_least(flag_obj, "num_workers", 1)
@@ -265,6 +270,7 @@ def learn_vocabulary(counts, flag_obj):
     raise cli.UserError("The input holds no words to learn from.")
   params = wordpiece_learner.learner_params(
       flag_obj.vocab_size, layout.reserved_tokens(flag_obj.num_unused),
+      lower_thresh=flag_obj.lower_thresh,
       num_iterations=flag_obj.num_iterations,
       max_input_words=flag_obj.max_input_words,
       max_token_length=flag_obj.max_token_length,
@@ -298,7 +304,8 @@ def _fit_note(dropped, added):
   if dropped:
     return "; the %d least frequent pieces left out to fit" % dropped
   if added:
-    return "; %d more [unusedN] slots at the end fill it up" % added
+    return ("; %d more [unusedN] slots at the end fill it up (a lower "
+            "--lower_thresh or --slack_ratio learns more pieces)" % added)
   return ""
 
 
