@@ -285,7 +285,7 @@ def _diff(ours_path, theirs_path):
   with open(ours_path, encoding="utf-8") as f:
     ours = _without_padding(f.read().splitlines())
   with open(theirs_path, encoding="utf-8") as f:
-    theirs = f.read().splitlines()
+    theirs = _without_padding(f.read().splitlines())
   only_ours = sorted(set(ours) - set(theirs))
   only_theirs = sorted(set(theirs) - set(ours))
   return {"identical_prefix": next(
