@@ -29,17 +29,22 @@ from absl import flags
 
 from tasks import swag
 
-flags.DEFINE_string("input", None, "A SQuAD json file (its contexts are "
-                    "the text).")
-flags.DEFINE_integer("num_train_articles", 38,
-                     "How many leading articles make train.csv.")
-flags.DEFINE_integer("questions_per_paragraph", 1,
-                     "Questions drawn from each paragraph (at most one per "
-                     "pair of neighbouring sentences).")
-flags.DEFINE_integer("seed", 0, "Seed of the draws.")
-flags.DEFINE_string("output_dir", None,
-                    "Where train.csv, val.csv and test.csv go.")
 FLAGS = flags.FLAGS
+
+
+def define_flags():
+  """The command's flags; defined when run, not on import (bench/
+  swag_interop.py imports the question builder)."""
+  flags.DEFINE_string("input", None, "A SQuAD json file (its contexts are "
+                      "the text).")
+  flags.DEFINE_integer("num_train_articles", 38,
+                       "How many leading articles make train.csv.")
+  flags.DEFINE_integer("questions_per_paragraph", 1,
+                       "Questions drawn from each paragraph (at most one "
+                       "per pair of neighbouring sentences).")
+  flags.DEFINE_integer("seed", 0, "Seed of the draws.")
+  flags.DEFINE_string("output_dir", None,
+                      "Where train.csv, val.csv and test.csv go.")
 
 HEADER = ["", "video-id", "fold-ind", "startphrase", swag.CONTEXT_COLUMN,
           swag.START_COLUMN, "gold-source"] + list(swag.ENDING_COLUMNS) + [
@@ -104,5 +109,6 @@ def main(_):
 
 
 if __name__ == "__main__":
+  define_flags()
   flags.mark_flags_as_required(["input", "output_dir"])
   app.run(main)
