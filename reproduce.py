@@ -4,6 +4,8 @@
   python reproduce.py --bert_dir=$BERT --glue_dir=$GLUE --squad_dir=$SQUAD \
     --tasks=all --output_dir=/tmp/reproduce
 
+(add --swag_dir=$SWAG --tasks=all,SWAG for the paper's Table 4)
+
 runs run_classifier.py and run_squad.py (as child processes, with their
 flags) over the published protocol of each task, then writes results.md,
 results.json, TensorBoard HParams summaries and a GLUE test-server
@@ -56,6 +58,10 @@ def define_flags():
       "squad_dir", None,
       "SQuAD files: train-v1.1.json, dev-v1.1.json, train-v2.0.json, "
       "dev-v2.0.json (only those of the tasks asked for).")
+  flags.DEFINE_string(
+      "swag_dir", None,
+      "SWAG's files as released (train.csv, val.csv, test.csv), for "
+      "--tasks=SWAG (run_swag.py with the paper's recipe).")
   flags.DEFINE_list(
       "tasks", ["all"],
       "Tasks to run: all (the tasks of the paper's Tables 1 to 3) or some of "
@@ -218,6 +224,26 @@ def _glue_data(task, output_dir):
   plan.subset_glue_dir(
       source, target, processor.file_names["train"],
       processor.layouts["train"].has_header, FLAGS.max_train_examples)
+  return os.path.abspath(target), num_train
+
+
+def _swag_data(task, output_dir):
+  """(data folder the cells read, training questions in train.csv).
+
+  Reading the files here checks every line before anything runs.
+  """
+  from tasks import swag  # pylint: disable=g-import-not-at-top
+  if not FLAGS.swag_dir:
+    raise ValueError("--tasks includes %s: set --swag_dir." % task)
+  source = FLAGS.swag_dir
+  num_train = len(swag.read_examples(swag.data_file(source, "train"),
+                                     "train", needs_label=True))
+  swag.read_examples(swag.data_file(source, "dev"), "dev", needs_label=True)
+  if FLAGS.max_train_examples is None:
+    return os.path.abspath(source), num_train
+  target = os.path.join(output_dir, "data", task)
+  plan.subset_csv_dir(source, target, swag.FILE_NAMES["train"],
+                      FLAGS.max_train_examples)
   return os.path.abspath(target), num_train
 
 
@@ -499,6 +525,8 @@ def _plan():
   for task in tasks:
     if plan.TASKS[task].kind == "glue":
       data[task], num_train[task] = _glue_data(task, output_dir)
+    elif plan.TASKS[task].kind == "swag":
+      data[task], num_train[task] = _swag_data(task, output_dir)
     else:
       data[task], num_train[task] = _squad_data(task, output_dir)
   setup = plan.Setup(

@@ -435,6 +435,8 @@ def read_hf_model(folder):
   where = ", ".join(weight_files)
   tensors, origins = hf_mapping.hf_to_google_tensors(
       read_safetensors(weight_files), where)
+  tensors, origins = hf_mapping.multiple_choice_from_hf(tensors, origins,
+                                                       hf_config)
   architecture = hf_mapping.architecture_of(tensors, where)
   hf_mapping.check_declared_architecture(hf_config, architecture, config_path)
   outputs = hf_mapping.classifier_outputs(tensors)

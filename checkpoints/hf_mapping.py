@@ -68,6 +68,11 @@ _MODULES = (
     ("output_bias", "classifier.bias", _AS_IS),
     ("cls/squad/output_weights", "qa_outputs.weight", _AS_IS),
     ("cls/squad/output_bias", "qa_outputs.bias", _AS_IS),
+    # After the classifier's rows: Hugging Face's names are the same, and
+    # only a config declaring BertForMultipleChoice reads them as these
+    # (`multiple_choice_from_hf`).
+    ("cls/multiple_choice/output_weights", "classifier.weight", _AS_IS),
+    ("cls/multiple_choice/output_bias", "classifier.bias", _AS_IS),
 )
 _HF_ENCODER_PREFIX = "bert."
 
@@ -83,6 +88,8 @@ _HEADS = (
                        "cls/seq_relationship/output_bias")),
     ("classifier", ("output_weights", "output_bias")),
     ("SQuAD", ("cls/squad/output_weights", "cls/squad/output_bias")),
+    ("multiple choice", ("cls/multiple_choice/output_weights",
+                         "cls/multiple_choice/output_bias")),
 )
 # Hugging Face's architecture of each combination of heads.
 _ARCHITECTURES = (
@@ -91,13 +98,14 @@ _ARCHITECTURES = (
     ("BertForNextSentencePrediction", ("next sentence",)),
     ("BertForSequenceClassification", ("classifier",)),
     ("BertForQuestionAnswering", ("SQuAD",)),
+    ("BertForMultipleChoice", ("multiple choice",)),
     ("BertModel", ()),
 )
 # Architectures whose weights are a fine-tuned task's; config.json must
 # name the one its weights make (pretraining ones are often named loosely,
 # e.g. BertForMaskedLM for weights with both pretraining heads).
 _TASK_ARCHITECTURES = ("BertForSequenceClassification",
-                       "BertForQuestionAnswering")
+                       "BertForQuestionAnswering", "BertForMultipleChoice")
 PLAIN_ENCODER = "BertModel"
 
 # Hugging Face tensors that are not weights: buffers of positions and
@@ -423,6 +431,8 @@ def expected_shapes(bert_config, architecture, num_labels=None):
       "output_bias": [num_labels],
       "cls/squad/output_weights": [2, h],
       "cls/squad/output_bias": [2],
+      "cls/multiple_choice/output_weights": [1, h],
+      "cls/multiple_choice/output_bias": [1],
   }
   shapes.update({name: heads[name]
                  for name in head_tensor_names(architecture)})
@@ -474,6 +484,31 @@ def check_tensors(tensors, bert_config, architecture, where, config_where,
   if not all(name in tensors for name in _POOLER):
     logging.warning("%s has no pooler (bert/pooler/dense); a model that reads "
                     "the pooled output starts it from random values.", where)
+
+
+def multiple_choice_from_hf(tensors, origins, hf_config):
+  """Hugging Face's `classifier` read as the multiple-choice head when
+  config.json declares BertForMultipleChoice.
+
+  BertForSequenceClassification and BertForMultipleChoice name their heads
+  alike; `hf_to_google_tensors` reads the names as the classifier's, and
+  the declared architecture tells the multiple-choice head apart.
+
+  Args:
+    tensors, origins: what `hf_to_google_tensors` returned.
+    hf_config: the model's config.json.
+
+  Returns:
+    (tensors, origins), the classifier's renamed when the config declares
+    BertForMultipleChoice, else as given.
+  """
+  if "BertForMultipleChoice" not in (hf_config.get("architectures") or []):
+    return tensors, origins
+  renames = dict(zip(dict(_HEADS)["classifier"],
+                     dict(_HEADS)["multiple choice"]))
+  return ({renames.get(name, name): value for name, value in tensors.items()},
+          {renames.get(name, name): origin
+           for name, origin in origins.items()})
 
 
 def classifier_outputs(tensors):

@@ -12,11 +12,14 @@ beside their sources: "paper" (Section 4.1: one batch size and epoch count,
 the learning rate chosen on dev), "appendix" (the ranges of Appendix A.3),
 "small_models" (Google README's grid for its smaller models) and "custom"
 (only what --batch_sizes, --learning_rates and --epochs give). SQuAD always
-follows the paper's recipes (Sections 4.2 and 4.3) except under "custom".
+follows the paper's recipes (Sections 4.2 and 4.3) except under "custom",
+and so does SWAG (run_swag.py, Section 4.4).
 """
 
 import collections
+import csv
 import dataclasses
+import io
 import json
 import os
 import random
@@ -32,6 +35,8 @@ PRESET_PROTOCOLS = {"paper": "paper_glue", "appendix": "paper_appendix",
                     "small_models": "readme_small_models", "custom": None}
 # SQuAD's fixed recipes in the paper (Sections 4.2 and 4.3).
 SQUAD_PROTOCOLS = {"SQuAD1.1": "paper_squad11", "SQuAD2.0": "paper_squad20"}
+# SWAG's fixed recipe in the paper (Section 4.4).
+SWAG_PROTOCOL = "paper_swag"
 
 # The published sequence lengths: GLUE at 128 tokens, SQuAD at 384.
 GLUE_MAX_SEQ_LENGTH = 128
@@ -56,10 +61,12 @@ TASKS = collections.OrderedDict((spec.name, spec) for spec in (
     TaskSpec("WNLI", "glue", ("accuracy",)),
     TaskSpec("SQuAD1.1", "squad", ("f1", "exact_match")),
     TaskSpec("SQuAD2.0", "squad", ("f1", "exact_match")),
+    TaskSpec("SWAG", "swag", ("accuracy",)),
 ))
 # --tasks=all: the tasks of the paper's Tables 1 to 3 (WNLI was left out
-# there; its submission was the majority class).
-ALL_TASKS = tuple(name for name in TASKS if name != "WNLI")
+# there; its submission was the majority class). SWAG (Table 4) is asked
+# for by name.
+ALL_TASKS = tuple(name for name in TASKS if name not in ("WNLI", "SWAG"))
 
 SQUAD_FILES = {
     "SQuAD1.1": ("train-v1.1.json", "dev-v1.1.json"),
@@ -159,6 +166,8 @@ def grid_for(task, preset, overrides, references):
   protocol = PRESET_PROTOCOLS[preset]
   if TASKS[task].kind == "squad" and preset != "custom":
     protocol = SQUAD_PROTOCOLS[task]
+  if TASKS[task].kind == "swag" and preset != "custom":
+    protocol = SWAG_PROTOCOL
   base = protocol_grid(references, protocol)
   return Grid(*(tuple(new) or old for new, old in zip(overrides, base)))
 
@@ -197,6 +206,12 @@ def cell_step(setup, cell):
     args = [os.path.join(setup.root, "run_classifier.py"),
             "--task_name=" + cell.task, "--data_dir=" + setup.data[cell.task],
             "--do_eval=true", "--max_seq_length=%d" % setup.max_seq_length,
+            "--train_example_order=" + cell.order]
+    done = ("eval_results.txt",)
+  elif TASKS[cell.task].kind == "swag":
+    # run_swag.py's sequence length (128): the paper gives none for SWAG.
+    args = [os.path.join(setup.root, "run_swag.py"),
+            "--data_dir=" + setup.data[cell.task], "--do_eval=true",
             "--train_example_order=" + cell.order]
     done = ("eval_results.txt",)
   else:
@@ -282,6 +297,25 @@ def subset_glue_dir(source_dir, target_dir, train_file, has_header, count):
   rows = [line for line in lines[len(header):] if line.strip()]
   _write_if_changed(os.path.join(target_dir, train_file),
                     b"".join(header + sample_lines(rows, count)))
+
+
+def subset_csv_dir(source_dir, target_dir, train_file, count):
+  """`subset_glue_dir` for comma-separated files with a header (SWAG's),
+  whose quoted fields may hold line breaks: rows are parsed as CSV, drawn
+  the same way and written back as CSV."""
+  for name in sorted(os.listdir(source_dir)):
+    link = os.path.join(target_dir, name)
+    os.makedirs(target_dir, exist_ok=True)
+    if name != train_file and not os.path.lexists(link):
+      os.symlink(os.path.abspath(os.path.join(source_dir, name)), link)
+  with open(os.path.join(source_dir, train_file), encoding="utf-8",
+            newline="") as f:
+    rows = [row for row in csv.reader(f) if row]
+  text = io.StringIO()
+  csv.writer(text, lineterminator="\n").writerows(
+      rows[:1] + sample_lines(rows[1:], count))
+  _write_if_changed(os.path.join(target_dir, train_file),
+                    text.getvalue().encode("utf-8"))
 
 
 def split_squad_articles(dataset, num_train_articles):

@@ -67,7 +67,8 @@ def read_squad_metrics(output_dir, version_2):
 
 
 def read_cell_metrics(cell, output_dir):
-  if plan.TASKS[cell.task].kind == "glue":
+  # run_swag.py writes eval_results.txt as run_classifier.py does.
+  if plan.TASKS[cell.task].kind in ("glue", "swag"):
     return read_classifier_metrics(output_dir)
   return read_squad_metrics(output_dir, cell.task == "SQuAD2.0")
 
