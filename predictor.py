@@ -1,6 +1,6 @@
 # coding=utf-8
-"""Predicts raw text with a model run_classifier.py, run_squad.py or
-run_ner.py exported.
+"""Predicts raw text with a model run_classifier.py, run_squad.py,
+run_swag.py or run_ner.py exported.
 
     python predictor.py --export_dir=/tmp/mrpc_export --input=pairs.txt
     echo '{"question": "Who won?", "context": "..."}' | \
@@ -15,6 +15,11 @@ task such as STS-B), or {"answer", "nbest"} for SQuAD ("null_score_diff"
 too for a SQuAD 2.0 model). A NER model reads one text per line (or
 {"text": ...}) and gives {"entities": [{"text", "type", "start", "end",
 "score"}, ...]}, the character offsets into the line's text.
+
+A run_swag.py model reads a sentence and its candidate endings: a text line
+holds the sentence, then each ending, separated by tabs, a JSON line
+{"sentence": ..., "endings": [...]}; its output line is {"choice",
+"ending", "probabilities"} (one probability per ending).
 
 In Python, the model is loaded once and predicts one example or a batch:
 
@@ -51,7 +56,9 @@ from checkpoints import run_info
 from tasks import conll
 import run_ner
 import run_squad
+import run_swag
 from runner import serving_input
+from tasks import swag
 import tokenization
 
 FLAGS = flags.FLAGS
@@ -66,6 +73,9 @@ _RECORD_FIELDS = ("task", "labels", "do_lower_case", "max_seq_length",
 _SQUAD_OUTPUTS = ("start_logits", "end_logits")
 CLASSIFIER_OUTPUT = "probabilities"
 REGRESSION_OUTPUT = "predictions"
+SWAG_TASK = run_swag.TASK_NAME
+# A multiple-choice example: the given sentence and its candidate endings.
+CHOICE_FIELDS = ("sentence", "endings")
 
 
 def define_flags(flag_values=flags.FLAGS):
@@ -280,6 +290,8 @@ def example_fields(task):
   optional for some tasks)."""
   if task == SQUAD_TASK:
     return "question", "context"
+  if task == SWAG_TASK:
+    return CHOICE_FIELDS
   if task == NER_TASK:
     return "text", "text_b"
   return "text_a", "text_b"
@@ -294,6 +306,9 @@ def check_example(task, values):
   Raises:
     cli.UserError saying which text is missing or wrong.
   """
+  if task == SWAG_TASK:
+    check_choices(values)
+    return
   fields = example_fields(task)
   processor = run_classifier.PROCESSORS.get(task)
   if task == NER_TASK and values[1] is not None:
@@ -317,6 +332,27 @@ def check_example(task, values):
                               not value.strip()):
       raise cli.UserError("%s must be a non-empty string, not %s" % (
           name, json.dumps(value, ensure_ascii=False)))
+
+
+def check_choices(values):
+  """Checks a multiple-choice example: (sentence, list of endings).
+
+  Raises:
+    cli.UserError saying what is missing or wrong.
+  """
+  sentence, endings = values
+  if not isinstance(sentence, str) or not sentence.strip():
+    raise cli.UserError("sentence must be a non-empty string, not %s" %
+                        json.dumps(sentence, ensure_ascii=False))
+  if not isinstance(endings, list) or len(endings) < 2:
+    raise cli.UserError(
+        "endings must be a list of at least 2 candidate endings (in a text "
+        "line: the sentence, then each ending, separated by tabs), not %s"
+        % json.dumps(endings, ensure_ascii=False))
+  for ending in endings:
+    if not isinstance(ending, str) or not ending.strip():
+      raise cli.UserError("each ending must be a non-empty string, not %s" %
+                          json.dumps(ending, ensure_ascii=False))
 
 
 def _check_batch_size(batch_size):
@@ -522,6 +558,85 @@ class SquadPredictor(object):
     return self.predict_batch([(question, context)])[0]
 
 
+# ------------------------------------------------------- multiple choice --
+
+
+class MultipleChoicePredictor(object):
+  """Probabilities of a sentence's candidate endings (run_swag.py models).
+
+  Each ending is laid out with the sentence as run_swag.py lays out a
+  choice (segment A the sentence, segment B the ending, which for SWAG's
+  questions is sent2 and the ending joined); the model scores each choice
+  and a softmax over the question's endings gives their probabilities.
+  Any number of endings (at least 2) can be asked.
+  """
+
+  def __init__(self, model, *, batch_size=32):
+    self.model = model
+    self.batch_size = _check_batch_size(batch_size)
+    if CLASSIFIER_OUTPUT not in model.output_names:
+      raise cli.UserError("%s serves %s, not a multiple-choice model's %r." %
+                          (model.path, ", ".join(model.output_names),
+                           CLASSIFIER_OUTPUT))
+
+  def rows(self, sentence, endings):
+    """The inputs of one question: a list of (input_ids, segment_ids) per
+    ending, unpadded."""
+    check_choices((sentence, endings))
+    tokenizer = self.model.tokenizer
+    return [(tokenizer.convert_tokens_to_ids(tokens), segments)
+            for tokens, segments in swag.choice_layouts(
+                sentence, endings, self.model.max_seq_length, tokenizer)]
+
+  def _run(self, questions):
+    """Probabilities of questions with the same number of endings, each a
+    list of rows; one model call, padded to the longest row."""
+    length = max(len(ids) for rows in questions for ids, _ in rows)
+    shape = [len(questions), len(questions[0]), length]
+    input_ids, input_mask, segment_ids = (np.zeros(shape, np.int32)
+                                          for _ in range(3))
+    for i, rows in enumerate(questions):
+      for j, (ids, segments) in enumerate(rows):
+        input_ids[i, j, :len(ids)] = ids
+        input_mask[i, j, :len(ids)] = 1
+        segment_ids[i, j, :len(ids)] = segments
+    return self.model.run(input_ids, input_mask,
+                          segment_ids)[CLASSIFIER_OUTPUT]
+
+  def predict_batch(self, examples):
+    """Predicts a list of (sentence, endings) questions.
+
+    Questions with the same number of endings share model calls, sorted by
+    length so that little padding is computed.
+
+    Returns:
+      list of dicts, one per question: {"choice": index of the most
+      probable ending, "ending": its text, "probabilities": one per
+      ending, in their order}.
+    """
+    rows = [self.rows(sentence, endings) for sentence, endings in examples]
+    order = sorted(range(len(rows)), key=lambda i: (
+        len(rows[i]), max(len(ids) for ids, _ in rows[i])))
+    probabilities = [None] * len(rows)
+    start = 0
+    while start < len(order):
+      batch = [i for i in order[start:start + self.batch_size]
+               if len(rows[i]) == len(rows[order[start]])]
+      for i, values in zip(batch, self._run([rows[i] for i in batch])):
+        probabilities[i] = [float(p) for p in values]
+      start += len(batch)
+    results = []
+    for (_, endings), values in zip(examples, probabilities):
+      best = int(np.argmax(values))
+      results.append({"choice": best, "ending": endings[best],
+                      "probabilities": values})
+    return results
+
+  def predict(self, sentence, endings):
+    """The prediction of one question (see predict_batch)."""
+    return self.predict_batch([(sentence, endings)])[0]
+
+
 # ------------------------------------------------------------------ NER --
 
 
@@ -612,12 +727,15 @@ def load(export_dir, **options):
     **options: keyword arguments of ClassifierPredictor or SquadPredictor.
 
   Returns:
-    SquadPredictor for a run_squad.py model, NerPredictor for a run_ner.py
-    one, else ClassifierPredictor.
+    SquadPredictor for a run_squad.py model, MultipleChoicePredictor for a
+    run_swag.py one, NerPredictor for a run_ner.py one, else
+    ClassifierPredictor.
   """
   model = ExportedModel(export_dir)
   if model.record["task"] == SQUAD_TASK:
     return SquadPredictor(model, **options)
+  if model.record["task"] == SWAG_TASK:
+    return MultipleChoicePredictor(model, **options)
   if model.record["task"] == NER_TASK:
     return NerPredictor(model, **options)
   return ClassifierPredictor(model, **options)
@@ -649,6 +767,8 @@ def parse_line(text, fields, input_format):
                                 text.lstrip().startswith("{")):
     return _parse_json(text, fields)
   parts = text.split("\t")
+  if fields == CHOICE_FIELDS:
+    return None, [parts[0], parts[1:]]
   if len(parts) > 2:
     raise ValueError("%d tab-separated fields; a line holds one text or two "
                      "separated by one tab" % len(parts))

@@ -4,8 +4,12 @@
   python reproduce.py --bert_dir=$BERT --glue_dir=$GLUE --squad_dir=$SQUAD \
     --tasks=all --output_dir=/tmp/reproduce
 
-runs run_classifier.py, run_squad.py and run_ner.py (as child processes,
-with their flags) over the published protocol of each task, then writes results.md,
+(add --swag_dir=$SWAG --tasks=all,SWAG for the paper's Table 4, and
+--conll_dir=$CONLL --tasks=table7 for CoNLL-2003 NER, Table 7)
+
+runs run_classifier.py, run_squad.py, run_swag.py and run_ner.py (as child
+processes, with their flags) over the published protocol of each task,
+then writes results.md,
 results.json, TensorBoard HParams summaries and a GLUE test-server
 submission (glue_submission.zip) into --output_dir. Run again with the same
 flags, it skips finished cells and resumes interrupted ones. See
@@ -56,6 +60,10 @@ def define_flags():
       "squad_dir", None,
       "SQuAD files: train-v1.1.json, dev-v1.1.json, train-v2.0.json, "
       "dev-v2.0.json (only those of the tasks asked for).")
+  flags.DEFINE_string(
+      "swag_dir", None,
+      "SWAG's files as released (train.csv, val.csv, test.csv), for "
+      "--tasks=SWAG (run_swag.py with the paper's recipe).")
   flags.DEFINE_string(
       "conll_dir", None,
       "CoNLL-2003 as distributed (train.txt, valid.txt, test.txt or "
@@ -231,6 +239,26 @@ def _glue_data(task, output_dir):
   plan.subset_glue_dir(
       source, target, processor.file_names["train"],
       processor.layouts["train"].has_header, FLAGS.max_train_examples)
+  return os.path.abspath(target), num_train
+
+
+def _swag_data(task, output_dir):
+  """(data folder the cells read, training questions in train.csv).
+
+  Reading the files here checks every line before anything runs.
+  """
+  from tasks import swag  # pylint: disable=g-import-not-at-top
+  if not FLAGS.swag_dir:
+    raise ValueError("--tasks includes %s: set --swag_dir." % task)
+  source = FLAGS.swag_dir
+  num_train = len(swag.read_examples(swag.data_file(source, "train"),
+                                     "train", needs_label=True))
+  swag.read_examples(swag.data_file(source, "dev"), "dev", needs_label=True)
+  if FLAGS.max_train_examples is None:
+    return os.path.abspath(source), num_train
+  target = os.path.join(output_dir, "data", task)
+  plan.subset_csv_dir(source, target, swag.FILE_NAMES["train"],
+                      FLAGS.max_train_examples)
   return os.path.abspath(target), num_train
 
 
@@ -535,6 +563,8 @@ def _plan():
   for task in tasks:
     if plan.TASKS[task].kind == "glue":
       data[task], num_train[task] = _glue_data(task, output_dir)
+    elif plan.TASKS[task].kind == "swag":
+      data[task], num_train[task] = _swag_data(task, output_dir)
     elif plan.TASKS[task].kind == "ner":
       data[task], num_train[task] = _conll_data(output_dir)
     else:

@@ -12,9 +12,9 @@ written into a new folder that appears only when complete.
 
 Converted: the encoder and pooler, the pretraining heads (masked LM with its
 output projection tied to the word embeddings, next sentence), and the
-heads of run_classifier.py, run_squad.py and run_ner.py
-(BertForSequenceClassification, BertForQuestionAnswering and
-BertForTokenClassification). The names, shapes and config fields of the
+heads of run_classifier.py, run_squad.py, run_swag.py and run_ner.py
+(BertForSequenceClassification, BertForQuestionAnswering,
+BertForMultipleChoice and BertForTokenClassification). The names, shapes and config fields of the
 two sides are checkpoints/hf_mapping.py's. Optimizer slots, step counters and gradient
 accumulators are training state, not model, and are left out. Google's
 "gelu" is the tanh approximation and Hugging Face's the erf form; see
@@ -438,7 +438,8 @@ def read_hf_model(folder):
   where = ", ".join(weight_files)
   tensors, origins = hf_mapping.hf_to_google_tensors(
       read_safetensors(weight_files), where)
-  hf_mapping.rename_token_classifier(tensors, origins, hf_config)
+  tensors, origins = hf_mapping.declared_head_from_hf(tensors, origins,
+                                                     hf_config)
   architecture = hf_mapping.architecture_of(tensors, where)
   hf_mapping.check_declared_architecture(hf_config, architecture, config_path)
   outputs = hf_mapping.classifier_outputs(tensors)

@@ -68,10 +68,12 @@ _MODULES = (
     ("output_bias", "classifier.bias", _AS_IS),
     ("cls/squad/output_weights", "qa_outputs.weight", _AS_IS),
     ("cls/squad/output_bias", "qa_outputs.bias", _AS_IS),
-    # run_ner.py's token classifier: BertForTokenClassification calls it
-    # "classifier" too. Read from Hugging Face's side, "classifier" is the
-    # sequence classifier's unless config.json names the token model
-    # (`rename_token_classifier`).
+    # After the classifier's rows: Hugging Face's names are the same, and
+    # only a config declaring BertForMultipleChoice (run_swag.py's head) or
+    # BertForTokenClassification (run_ner.py's) reads them as these
+    # (`declared_head_from_hf`).
+    ("cls/multiple_choice/output_weights", "classifier.weight", _AS_IS),
+    ("cls/multiple_choice/output_bias", "classifier.bias", _AS_IS),
     ("cls/ner/output_weights", "classifier.weight", _AS_IS),
     ("cls/ner/output_bias", "classifier.bias", _AS_IS),
 )
@@ -89,6 +91,8 @@ _HEADS = (
                        "cls/seq_relationship/output_bias")),
     ("classifier", ("output_weights", "output_bias")),
     ("SQuAD", ("cls/squad/output_weights", "cls/squad/output_bias")),
+    ("multiple choice", ("cls/multiple_choice/output_weights",
+                         "cls/multiple_choice/output_bias")),
     ("token classifier", ("cls/ner/output_weights", "cls/ner/output_bias")),
 )
 # Hugging Face's architecture of each combination of heads.
@@ -98,6 +102,7 @@ _ARCHITECTURES = (
     ("BertForNextSentencePrediction", ("next sentence",)),
     ("BertForSequenceClassification", ("classifier",)),
     ("BertForQuestionAnswering", ("SQuAD",)),
+    ("BertForMultipleChoice", ("multiple choice",)),
     ("BertForTokenClassification", ("token classifier",)),
     ("BertModel", ()),
 )
@@ -105,12 +110,14 @@ _ARCHITECTURES = (
 # name the one its weights make (pretraining ones are often named loosely,
 # e.g. BertForMaskedLM for weights with both pretraining heads).
 _TASK_ARCHITECTURES = ("BertForSequenceClassification",
-                       "BertForQuestionAnswering", "BertForTokenClassification")
+                       "BertForQuestionAnswering", "BertForMultipleChoice",
+                       "BertForTokenClassification")
 TOKEN_CLASSIFICATION = "BertForTokenClassification"
-# The sequence classifier's names and the token classifier's, which share
-# Hugging Face's names.
-_TOKEN_CLASSIFIER_NAMES = (("output_weights", "cls/ner/output_weights"),
-                           ("output_bias", "cls/ner/output_bias"))
+# Architectures whose head Hugging Face names "classifier" as it names the
+# sequence classifier's, with their heads in `_HEADS`: only config.json's
+# architectures tell them apart.
+_HEADS_NAMED_CLASSIFIER = (("BertForMultipleChoice", "multiple choice"),
+                           (TOKEN_CLASSIFICATION, "token classifier"))
 PLAIN_ENCODER = "BertModel"
 
 # Hugging Face tensors that are not weights: buffers of positions and
@@ -436,6 +443,8 @@ def expected_shapes(bert_config, architecture, num_labels=None):
       "output_bias": [num_labels],
       "cls/squad/output_weights": [2, h],
       "cls/squad/output_bias": [2],
+      "cls/multiple_choice/output_weights": [1, h],
+      "cls/multiple_choice/output_bias": [1],
       "cls/ner/output_weights": [num_labels, h],
       "cls/ner/output_bias": [num_labels],
   }
@@ -491,11 +500,39 @@ def check_tensors(tensors, bert_config, architecture, where, config_where,
                     "the pooled output starts it from random values.", where)
 
 
+def declared_head_from_hf(tensors, origins, hf_config):
+  """Hugging Face's `classifier` read as the head of the architecture
+  config.json declares, when that is one of `_HEADS_NAMED_CLASSIFIER`
+  (BertForMultipleChoice, BertForTokenClassification).
+
+  BertForSequenceClassification names its head alike; `hf_to_google_tensors`
+  reads the names as the sequence classifier's, and the declared
+  architecture tells the others apart.
+
+  Args:
+    tensors, origins: what `hf_to_google_tensors` returned.
+    hf_config: the model's config.json.
+
+  Returns:
+    (tensors, origins), the classifier's renamed when the config declares
+    one of those architectures, else as given.
+  """
+  declared = hf_config.get("architectures") or []
+  for architecture, head in _HEADS_NAMED_CLASSIFIER:
+    if architecture in declared:
+      renames = dict(zip(dict(_HEADS)["classifier"], dict(_HEADS)[head]))
+      return ({renames.get(name, name): value
+               for name, value in tensors.items()},
+              {renames.get(name, name): origin
+               for name, origin in origins.items()})
+  return tensors, origins
+
+
 def classifier_outputs(tensors):
   """The classifier's output count (rows of output_weights, or of the token
   classifier's), or None."""
   weights = tensors.get("output_weights",
-                        tensors.get(_TOKEN_CLASSIFIER_NAMES[0][1]))
+                        tensors.get(dict(_HEADS)["token classifier"][0]))
   return None if weights is None else int(weights.shape[0])
 
 
@@ -557,24 +594,6 @@ def hf_to_google_tensors(tensors, where):
     out[google] = _float32(value.T if rule.transpose else value, name, where)
     origins[google] = prefixed.get(name, name)
   return out, origins
-
-
-def rename_token_classifier(tensors, origins, hf_config):
-  """Gives Hugging Face's "classifier" the token classifier's Google names
-  when config.json's architectures name BertForTokenClassification (the
-  tensors alone cannot tell it from a sequence classifier).
-
-  Args:
-    tensors, origins: what `hf_to_google_tensors` returned; changed in
-      place.
-    hf_config: the dict of config.json.
-  """
-  if TOKEN_CLASSIFICATION not in (hf_config.get("architectures") or []):
-    return
-  for sequence_name, token_name in _TOKEN_CLASSIFIER_NAMES:
-    if sequence_name in tensors:
-      tensors[token_name] = tensors.pop(sequence_name)
-      origins[token_name] = origins.pop(sequence_name)
 
 
 def _float32(value, name, where):

@@ -12,14 +12,17 @@ beside their sources: "paper" (Section 4.1: one batch size and epoch count,
 the learning rate chosen on dev), "appendix" (the ranges of Appendix A.3),
 "small_models" (Google README's grid for its smaller models) and "custom"
 (only what --batch_sizes, --learning_rates and --epochs give). SQuAD always
-follows the paper's recipes (Sections 4.2 and 4.3) except under "custom".
-CoNLL-2003 NER (run_ner.py, Table 7) follows "paper_ner" except under
-"custom": every restart of every configuration, fine-tuned, or frozen BERT
-under a BiLSTM with one of the six feature modes (a task each).
+follows the paper's recipes (Sections 4.2 and 4.3) except under "custom",
+and so does SWAG (run_swag.py, Section 4.4). CoNLL-2003 NER (run_ner.py,
+Table 7) follows "paper_ner" except under "custom": every restart of every
+configuration, fine-tuned, or frozen BERT under a BiLSTM with one of the
+six feature modes (a task each).
 """
 
 import collections
+import csv
 import dataclasses
+import io
 import json
 import os
 import random
@@ -35,6 +38,8 @@ PRESET_PROTOCOLS = {"paper": "paper_glue", "appendix": "paper_appendix",
                     "small_models": "readme_small_models", "custom": None}
 # SQuAD's fixed recipes in the paper (Sections 4.2 and 4.3).
 SQUAD_PROTOCOLS = {"SQuAD1.1": "paper_squad11", "SQuAD2.0": "paper_squad20"}
+# SWAG's fixed recipe in the paper (Section 4.4).
+SWAG_PROTOCOL = "paper_swag"
 # CoNLL-2003's (Table 7 gives none of its own; see reference_results.json).
 NER_PROTOCOL = "paper_ner"
 
@@ -67,14 +72,16 @@ TASKS = collections.OrderedDict((spec.name, spec) for spec in (
     TaskSpec("WNLI", "glue", ("accuracy",)),
     TaskSpec("SQuAD1.1", "squad", ("f1", "exact_match")),
     TaskSpec("SQuAD2.0", "squad", ("f1", "exact_match")),
+    TaskSpec("SWAG", "swag", ("accuracy",)),
     TaskSpec("CoNLL-2003", "ner", ("f1", "test_f1")),
 ) + tuple(TaskSpec(NER_TASK + "-" + mode, "ner", ("f1",)) for mode in (
     "embeddings", "second_to_last", "last", "sum_last_four",
     "concat_last_four", "sum_all")))
 # --tasks=all: the tasks of the paper's Tables 1 to 3 (WNLI was left out
-# there; its submission was the majority class).
+# there; its submission was the majority class). SWAG (Table 4) is asked
+# for by name, the NER tasks (Table 7) by name or as table7.
 ALL_TASKS = tuple(name for name in TASKS
-                  if name != "WNLI" and TASKS[name].kind != "ner")
+                  if name not in ("WNLI", "SWAG") and TASKS[name].kind != "ner")
 # --tasks=table7: the NER rows of Table 7.
 TABLE7_TASKS = tuple(name for name in TASKS if TASKS[name].kind == "ner")
 
@@ -179,6 +186,8 @@ def grid_for(task, preset, overrides, references):
   protocol = PRESET_PROTOCOLS[preset]
   if TASKS[task].kind == "squad" and preset != "custom":
     protocol = SQUAD_PROTOCOLS[task]
+  if TASKS[task].kind == "swag" and preset != "custom":
+    protocol = SWAG_PROTOCOL
   if TASKS[task].kind == "ner" and preset != "custom":
     protocol = NER_PROTOCOL
   base = protocol_grid(references, protocol)
@@ -220,6 +229,12 @@ def cell_step(setup, cell):
     args = [os.path.join(setup.root, "run_classifier.py"),
             "--task_name=" + cell.task, "--data_dir=" + setup.data[cell.task],
             "--do_eval=true", "--max_seq_length=%d" % setup.max_seq_length,
+            "--train_example_order=" + cell.order]
+    done = ("eval_results.txt",)
+  elif TASKS[cell.task].kind == "swag":
+    # run_swag.py's sequence length (128): the paper gives none for SWAG.
+    args = [os.path.join(setup.root, "run_swag.py"),
+            "--data_dir=" + setup.data[cell.task], "--do_eval=true",
             "--train_example_order=" + cell.order]
     done = ("eval_results.txt",)
   elif TASKS[cell.task].kind == "ner":
@@ -296,6 +311,16 @@ def _write_if_changed(path, data):
   os.replace(path + ".tmp", path)
 
 
+def _link_other_files(source_dir, target_dir, train_file):
+  """Links every file of `source_dir` but `train_file` into `target_dir`
+  (made if missing); existing links stay."""
+  os.makedirs(target_dir, exist_ok=True)
+  for name in sorted(os.listdir(source_dir)):
+    link = os.path.join(target_dir, name)
+    if name != train_file and not os.path.lexists(link):
+      os.symlink(os.path.abspath(os.path.join(source_dir, name)), link)
+
+
 def sample_lines(lines, count, seed=0):
   """`count` of `lines` drawn at random (fixed seed), in their file order."""
   if count >= len(lines):
@@ -310,13 +335,7 @@ def subset_glue_dir(source_dir, target_dir, train_file, has_header, count):
   The other files of `source_dir` are linked, not copied. Rows are drawn
   with a fixed seed, the same for every cell, and keep their file order.
   """
-  for name in sorted(os.listdir(source_dir)):
-    if name == train_file:
-      continue
-    link = os.path.join(target_dir, name)
-    os.makedirs(target_dir, exist_ok=True)
-    if not os.path.lexists(link):
-      os.symlink(os.path.abspath(os.path.join(source_dir, name)), link)
+  _link_other_files(source_dir, target_dir, train_file)
   with open(os.path.join(source_dir, train_file), "rb") as f:
     lines = f.read().splitlines(keepends=True)
   header = lines[:1] if has_header else []
@@ -325,15 +344,26 @@ def subset_glue_dir(source_dir, target_dir, train_file, has_header, count):
                     b"".join(header + sample_lines(rows, count)))
 
 
+def subset_csv_dir(source_dir, target_dir, train_file, count):
+  """`subset_glue_dir` for comma-separated files with a header (SWAG's),
+  whose quoted fields may hold line breaks: rows are parsed as CSV, drawn
+  the same way and written back as CSV."""
+  _link_other_files(source_dir, target_dir, train_file)
+  with open(os.path.join(source_dir, train_file), encoding="utf-8",
+            newline="") as f:
+    rows = [row for row in csv.reader(f) if row]
+  text = io.StringIO()
+  csv.writer(text, lineterminator="\n").writerows(
+      rows[:1] + sample_lines(rows[1:], count))
+  _write_if_changed(os.path.join(target_dir, train_file),
+                    text.getvalue().encode("utf-8"))
+
+
 def subset_conll_dir(source_dir, target_dir, train_file, count):
   """A CoNLL-2003 folder whose training file holds whole documents from its
   start up to `count` sentences (at least one document); the other files
   are linked."""
-  os.makedirs(target_dir, exist_ok=True)
-  for name in sorted(os.listdir(source_dir)):
-    link = os.path.join(target_dir, name)
-    if name != train_file and not os.path.lexists(link):
-      os.symlink(os.path.abspath(os.path.join(source_dir, name)), link)
+  _link_other_files(source_dir, target_dir, train_file)
   with open(os.path.join(source_dir, train_file), "rb") as f:
     lines = f.read().splitlines(keepends=True)
   kept, sentences, in_sentence = [], 0, False

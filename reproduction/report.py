@@ -86,7 +86,8 @@ def read_ner_metrics(output_dir):
 
 
 def read_cell_metrics(cell, output_dir):
-  if plan.TASKS[cell.task].kind == "glue":
+  # run_swag.py writes eval_results.txt as run_classifier.py does.
+  if plan.TASKS[cell.task].kind in ("glue", "swag"):
     return read_classifier_metrics(output_dir)
   if plan.TASKS[cell.task].kind == "ner":
     return read_ner_metrics(output_dir)

@@ -269,7 +269,7 @@ def _check_seq_length(d, seq_length):
 def estimate_bytes(config, seq_length, micro_batch, precision="fp32",
                    gradient_checkpointing=False, num_accumulation_steps=1,
                    optimizer="adamw", calibration=None,
-                   max_predictions_per_seq=0):
+                   max_predictions_per_seq=0, sequences_per_example=1):
   """Peak training memory, as a breakdown of the terms in the docstring.
 
   Args:
@@ -285,6 +285,8 @@ def estimate_bytes(config, seq_length, micro_batch, precision="fp32",
     max_predictions_per_seq: 0 for a fine-tuning head; M > 0 for
       pretraining's heads with M masked positions per example (its
       parameters and `masked_lm_bytes_per_example`).
+    sequences_per_example: sequences of seq_length one example is (4 for
+      run_swag.py, one per choice); the activations count each.
 
   Returns:
     dict of bytes (floats): weights, gradients, optimizer, accumulation,
@@ -306,14 +308,15 @@ def estimate_bytes(config, seq_length, micro_batch, precision="fp32",
   p = params * cal.state_factor
   cast = CAST_BYTES if b == 2 else 0
   accumulation = ACCUMULATION_BYTES if num_accumulation_steps > 1 else 0
+  sequences = micro_batch * sequences_per_example
   breakdown = {
       "weights": p * (WEIGHT_BYTES + cast),
       "gradients": p * (GRADIENT_BYTES + CLIPPED_GRADIENT_BYTES),
       "optimizer": p * (SLOT_BYTES + UPDATE_TEMPORARY_BYTES),
       "accumulation": p * accumulation,
-      "activations": micro_batch * activation_bytes_per_example(
+      "activations": sequences * activation_bytes_per_example(
           config, seq_length, precision, gradient_checkpointing, cal),
-      "masked_lm_head": micro_batch * masked_lm_bytes_per_example(
+      "masked_lm_head": sequences * masked_lm_bytes_per_example(
           config, max_predictions_per_seq),
       "workspace": cal.workspace_gb * units.GIB,
   }
@@ -324,14 +327,15 @@ def estimate_bytes(config, seq_length, micro_batch, precision="fp32",
 def max_micro_batch(config, seq_length, memory_bytes, precision="fp32",
                     gradient_checkpointing=False, num_accumulation_steps=1,
                     optimizer="adamw", calibration=None,
-                    max_predictions_per_seq=0):
+                    max_predictions_per_seq=0, sequences_per_example=1):
   """Largest micro-batch whose estimate fits `memory_bytes`; 0 if none."""
   args = (config, seq_length)
   kwargs = dict(precision=precision,
                 gradient_checkpointing=gradient_checkpointing,
                 num_accumulation_steps=num_accumulation_steps,
                 optimizer=optimizer, calibration=calibration,
-                max_predictions_per_seq=max_predictions_per_seq)
+                max_predictions_per_seq=max_predictions_per_seq,
+                sequences_per_example=sequences_per_example)
   fixed = estimate_bytes(*args, micro_batch=0, **kwargs)["total"]
   per_example = estimate_bytes(*args, micro_batch=1, **kwargs)["total"] - fixed
   return max(0, int((memory_bytes - fixed) // per_example))
@@ -343,11 +347,12 @@ def _largest_divisor_at_most(n, limit):
 
 def _candidate(config, seq_length, train_batch_size, memory_bytes, precision,
                checkpointing, optimizer, calibration,
-               max_predictions_per_seq):
+               max_predictions_per_seq, sequences_per_example=1):
   """Best (micro, accumulation) for one setting, or None if nothing fits."""
   kwargs = dict(precision=precision, gradient_checkpointing=checkpointing,
                 optimizer=optimizer, calibration=calibration,
-                max_predictions_per_seq=max_predictions_per_seq)
+                max_predictions_per_seq=max_predictions_per_seq,
+                sequences_per_example=sequences_per_example)
   whole = max_micro_batch(config, seq_length, memory_bytes, **kwargs)
   if whole >= train_batch_size:
     return Plan(train_batch_size, 1, precision, checkpointing)
@@ -362,7 +367,7 @@ def _candidate(config, seq_length, train_batch_size, memory_bytes, precision,
 
 def _best_plan(config, seq_length, train_batch_size, memory_bytes,
                precisions, checkpointing_options, optimizer, calibration,
-               max_predictions_per_seq=0):
+               max_predictions_per_seq=0, sequences_per_example=1):
   """Like `plan`, choosing among the given checkpointing settings."""
   if train_batch_size < 1:
     raise ValueError("--train_batch_size=%d must be >= 1." % train_batch_size)
@@ -371,7 +376,7 @@ def _best_plan(config, seq_length, train_batch_size, memory_bytes,
     for checkpointing in checkpointing_options:
       found = _candidate(config, seq_length, train_batch_size, memory_bytes,
                          precision, checkpointing, optimizer, calibration,
-                         max_predictions_per_seq)
+                         max_predictions_per_seq, sequences_per_example)
       if found:
         candidates.append(((checkpointing, found.accumulation_steps, rank),
                            found))
@@ -382,14 +387,16 @@ def _best_plan(config, seq_length, train_batch_size, memory_bytes,
 
 def plan(config, seq_length, train_batch_size, memory_bytes,
          precisions=("fp32",), allow_checkpointing=True, optimizer="adamw",
-         calibration=None, max_predictions_per_seq=0):
+         calibration=None, max_predictions_per_seq=0,
+         sequences_per_example=1):
   """Micro-batch x accumulation steps for `train_batch_size` examples/update.
 
   The micro-batch is the largest that fits and divides the batch. Preference
   order: no checkpointing when anything fits without it (recomputation costs
   20-30% more step time), then the fewest accumulation steps, then the order
   of `precisions`. `max_predictions_per_seq` > 0 plans for pretraining's
-  heads (see `estimate_bytes`).
+  heads, `sequences_per_example` > 1 for examples of several sequences
+  (see `estimate_bytes`).
 
   Returns:
     Plan(micro_batch, accumulation_steps, precision, gradient_checkpointing)
@@ -399,7 +406,7 @@ def plan(config, seq_length, train_batch_size, memory_bytes,
   options = (False, True) if allow_checkpointing else (False,)
   return _best_plan(config, seq_length, train_batch_size, memory_bytes,
                     precisions, options, optimizer, calibration,
-                    max_predictions_per_seq)
+                    max_predictions_per_seq, sequences_per_example)
 
 
 def _precision_columns(precisions):
@@ -490,16 +497,19 @@ class BertMemory(object):
 
   The estimates are this module's: a classifier head by default, or with
   `max_predictions_per_seq` > 0 pretraining's masked-LM and next-sentence
-  heads (run_pretraining.py). A script whose model needs other memory
-  passes an object with the same three methods instead.
+  heads (run_pretraining.py). An example is `sequences_per_example`
+  sequences (run_swag.py: one per choice), so a micro-batch of N examples
+  holds the activations of N times that many. A script whose model needs
+  other memory passes an object with the same three methods instead.
   """
 
   def __init__(self, bert_config, seq_length, optimizer="adamw",
-               max_predictions_per_seq=0):
+               max_predictions_per_seq=0, sequences_per_example=1):
     self.bert_config = bert_config
     self.seq_length = seq_length
     self.optimizer = optimizer
     self.max_predictions_per_seq = max_predictions_per_seq
+    self.sequences_per_example = sequences_per_example
 
   def describe(self):
     """E.g. "BERT with 24 layers, hidden size 1024 (335.1M parameters) at
@@ -511,6 +521,8 @@ class BertMemory(object):
       params += masked_lm_params(config)
       heads = (" and the pretraining heads at --max_predictions_per_seq=%d"
                % self.max_predictions_per_seq)
+    if self.sequences_per_example > 1:
+      heads += (", %d sequences per example" % self.sequences_per_example)
     return ("BERT with %d layers, hidden size %d (%.1fM parameters) at "
             "--max_seq_length=%d%s" % (
                 config.num_hidden_layers, config.hidden_size, params / 1e6,
@@ -522,7 +534,8 @@ class BertMemory(object):
     return estimate_bytes(
         self.bert_config, self.seq_length, micro_batch, precision,
         gradient_checkpointing, num_accumulation_steps, self.optimizer,
-        max_predictions_per_seq=self.max_predictions_per_seq)["total"]
+        max_predictions_per_seq=self.max_predictions_per_seq,
+        sequences_per_example=self.sequences_per_example)["total"]
 
   def plan(self, batch_size, memory_bytes, precision, allow_checkpointing):
     """Plan for `batch_size` examples per update on one replica with
@@ -531,4 +544,5 @@ class BertMemory(object):
         self.bert_config, self.seq_length, batch_size, memory_bytes,
         precisions=(precision,), allow_checkpointing=allow_checkpointing,
         optimizer=self.optimizer,
-        max_predictions_per_seq=self.max_predictions_per_seq)
+        max_predictions_per_seq=self.max_predictions_per_seq,
+        sequences_per_example=self.sequences_per_example)

@@ -16,7 +16,7 @@ from runner import estimator
 MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids")
 
 
-def receiver_fn_builder(seq_length, stand_ins):
+def receiver_fn_builder(seq_length, stand_ins, choices=False):
   """Returns a serving_input_receiver_fn for `Estimator.export_saved_model`.
 
   Args:
@@ -25,13 +25,16 @@ def receiver_fn_builder(seq_length, stand_ins):
     stand_ins: dict name -> dtype of the other features the model_fn reads
       (labels, ids) that no prediction depends on; each is fed as zeros of
       shape [batch].
+    choices: whether an example is several sequences (run_swag.py's
+      choices): the inputs are then [batch, choices, length].
   """
 
   def serving_input_receiver_fn():
+    shape = [None, None, None] if choices else [None, None]
     receiver_tensors = {
-        name: tf.compat.v1.placeholder(tf.int32, [None, None], name=name)
+        name: tf.compat.v1.placeholder(tf.int32, shape, name=name)
         for name in MODEL_INPUTS}
-    length = tf.shape(receiver_tensors["input_ids"])[1]
+    length = tf.shape(receiver_tensors["input_ids"])[-1]
     check = tf.debugging.assert_less_equal(
         length, seq_length,
         message="Requests may hold at most --max_seq_length=%d tokens per "

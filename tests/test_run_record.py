@@ -1,6 +1,7 @@
 """Tests for checkpoints/run_info.py (what made an output_dir) and checkpoints/checkpoint_checks.py
 (a checkpoint is complete and fits the config)."""
 import json
+import logging as std_logging
 import os
 import shutil
 
@@ -72,18 +73,34 @@ def test_a_mismatching_resume_is_refused_naming_the_field(tmp_path, vocab,
 
 
 def test_evaluating_at_another_length_is_allowed(tmp_path, vocab):
-  run_info.write(str(tmp_path), _record(vocab), TINY_CONFIG, vocab)
-  run_info.check(str(tmp_path), _record(vocab, max_seq_length=64),
-                   has_checkpoint=True, do_train=False)
+  """Evaluation may read a run at another --max_seq_length; training on may
+  not, so the allowance comes from do_train, not from an ignored field."""
+  out = str(tmp_path)
+  run_info.write(out, _record(vocab), TINY_CONFIG, vocab)
+  stored = (tmp_path / "run_info.json").read_text()
+  assert run_info.check(out, _record(vocab, max_seq_length=64),
+                        has_checkpoint=True, do_train=False) is None
+  with pytest.raises(cli.UserError, match="max_seq_length="):
+    run_info.check(out, _record(vocab, max_seq_length=64),
+                   has_checkpoint=True, do_train=True)
+  assert (tmp_path / "run_info.json").read_text() == stored
 
 
 def test_a_run_without_checkpoint_is_replaced_not_called_another_task(
-    tmp_path, vocab):
-  run_info.write(str(tmp_path), _record(vocab, task="sst-2"), TINY_CONFIG,
-                   vocab)
-  # It crashed before its first checkpoint: nothing to resume or protect.
-  run_info.check(str(tmp_path), _record(vocab), has_checkpoint=False,
-                   do_train=True)
+    tmp_path, vocab, caplog):
+  """A record whose run stopped before its first checkpoint is taken over
+  with a log line; the same record with a checkpoint is refused."""
+  out = str(tmp_path)
+  run_info.write(out, _record(vocab, task="sst-2"), TINY_CONFIG, vocab)
+  caplog.set_level(std_logging.INFO)
+  assert run_info.check(out, _record(vocab), has_checkpoint=False,
+                        do_train=True) is None
+  replaced = [r.getMessage() for r in caplog.records
+              if "this run replaces it" in r.getMessage()]
+  assert len(replaced) == 1
+  assert "run_info.json" in replaced[0] and "task='sst-2'" in replaced[0]
+  with pytest.raises(cli.UserError, match="task="):
+    run_info.check(out, _record(vocab), has_checkpoint=True, do_train=True)
 
 
 def test_a_damaged_record_is_named(tmp_path, vocab):

@@ -1,0 +1,221 @@
+# coding=utf-8
+"""Counting a corpus's words as BERT's basic tokenizer splits them.
+
+A "word" is one token of `tokenization.BasicTokenizer.tokenize`: what
+`FullTokenizer` hands to WordPiece. Counting those tokens, with the very
+tokenizer class the model's users run, is what makes every word of the
+corpus tokenizable with the learned vocabulary.
+
+Speed without a second tokenizer: BasicTokenizer treats each character on
+its own (dropping it, turning it into a space or keeping it) before it
+splits at whitespace, and everything after that split (lowercasing, accent
+stripping, punctuation splitting) works within one whitespace-separated
+token. So the tokens of a line are the tokens of its space-separated
+chunks, one after the other. A shard's chunks are counted first (a C loop
+in collections.Counter), and each distinct chunk goes through
+BasicTokenizer once, its words weighted by the chunk's count; the counts
+are exactly those of tokenizing every line.
+
+Scale: the corpus is read in the main process and cut into shards of whole
+documents (vocabulary.text_input.shard_documents, as
+create_pretraining_data.py --mode=scalable cuts it); worker processes count
+the shards. Memory holds the shards in flight and the table of distinct
+words (it grows with the vocabulary of the corpus, not with its size).
+
+Several machines: `task_index` / `num_tasks` make one process count shard
+k only when k % num_tasks == task_index. Each writes its counts
+(`write_counts`), and `read_counts` adds count files up: the sum of the
+parts is exactly the count of the whole.
+
+Count files are UTF-8 text: a first line `#word_counts<TAB>do_lower_case=
+True` (or False), then one `word<TAB>count` line per word, by decreasing
+count and then by word. Words never hold whitespace, so tabs and newlines
+cannot be part of one.
+"""
+
+import collections
+import concurrent.futures
+import multiprocessing
+import re
+
+import tensorflow as tf
+
+from engine import host_memory
+from userio import cli
+from userio import output_files
+from userio import progress
+from vocabulary import text_input
+import tokenization
+
+_MB = 1e6
+# Seconds between two progress lines.
+_PROGRESS_INTERVAL = 30.0
+# Shards handed to the workers ahead of time, per worker: one being counted
+# and one waiting.
+_SHARDS_IN_FLIGHT_PER_WORKER = 2
+_HEADER = "#word_counts\tdo_lower_case=%s"
+_HEADER_PATTERN = re.compile(r"#word_counts\tdo_lower_case=(True|False)$")
+
+
+def count_lines(lines, basic_tokenizer, counts):
+  """Adds the words of `lines` (str) to `counts` (a Counter), as
+  `basic_tokenizer.tokenize` splits each line."""
+  chunks = collections.Counter()
+  for line in lines:
+    chunks.update(line.split(" "))
+  del chunks[""]
+  for chunk, number in chunks.items():
+    for word in basic_tokenizer.tokenize(chunk):
+      counts[word] += number
+
+
+def count_shard(documents_lines, do_lower_case):
+  """The word Counter of one shard (runs in a worker process).
+
+  Args:
+    documents_lines: list of documents, each a list of lines (str).
+    do_lower_case: as BasicTokenizer takes it.
+  """
+  basic_tokenizer = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
+  counts = collections.Counter()
+  for lines in documents_lines:
+    count_lines(lines, basic_tokenizer, counts)
+  del documents_lines
+  # The next shard reuses little of this one's heap.
+  host_memory.release_freed_heap()
+  return counts
+
+
+def count_corpus(input_files, do_lower_case, num_workers, shard_bytes,
+                 task_index=0, num_tasks=1):
+  """Counts the words of the corpus's shards in `num_workers` processes.
+
+  Args:
+    input_files: paths, read in this order.
+    do_lower_case: as BasicTokenizer takes it.
+    num_workers: worker processes.
+    shard_bytes: input bytes per shard (as --shard_size_mb of
+      create_pretraining_data.py).
+    task_index, num_tasks: count only the shards k with
+      k % num_tasks == task_index (all shards by default).
+
+  Returns:
+    (Counter word -> count, number of shards counted, number of shards).
+
+  Raises:
+    cli.UserError: a file cannot be read or holds a line that is not UTF-8,
+      or a worker process died.
+  """
+  meter = progress.Progress(
+      "Counting words" + ("" if num_tasks == 1 else
+                          " (shards %d mod %d)" % (task_index, num_tasks)),
+      sum(tf.io.gfile.stat(p).length for p in input_files), unit="MB",
+      interval=_PROGRESS_INTERVAL, scale=_MB)
+  totals = collections.Counter()
+  num_counted = num_shards = 0
+  # Forked workers start at once, without importing TensorFlow again.
+  with concurrent.futures.ProcessPoolExecutor(
+      num_workers, mp_context=multiprocessing.get_context("fork")) as pool:
+    pending = collections.deque()
+    shards = text_input.shard_documents(
+        text_input.read_documents(input_files, shard_bytes), shard_bytes)
+    for index, (documents_lines, bytes_read) in enumerate(shards):
+      num_shards += 1
+      if index % num_tasks != task_index:
+        pending.append((None, bytes_read))
+      else:
+        num_counted += 1
+        pending.append((pool.submit(count_shard, documents_lines,
+                                    do_lower_case), bytes_read))
+      del documents_lines
+      while len(pending) >= _SHARDS_IN_FLIGHT_PER_WORKER * num_workers:
+        _add_shard(pending.popleft(), totals, meter)
+    while pending:
+      _add_shard(pending.popleft(), totals, meter)
+  meter.finish()
+  return totals, num_counted, num_shards
+
+
+def _add_shard(pending_item, totals, meter):
+  """Waits for a shard's counts and adds them to `totals`."""
+  future, bytes_read = pending_item
+  if future is not None:
+    try:
+      totals.update(future.result())
+    except concurrent.futures.process.BrokenProcessPool:
+      raise cli.UserError(
+          "A worker process died (out of memory?); lower --shard_size_mb or "
+          "--num_workers.") from None
+  meter.advance(bytes_read - meter.done, words=len(totals))
+
+
+def format_counts(counts, do_lower_case):
+  """The text of a count file (see the module docstring)."""
+  lines = [_HEADER % bool(do_lower_case)]
+  lines.extend("%s\t%d" % (word, count)
+               for word, count in sorted_counts(counts))
+  return "\n".join(lines) + "\n"
+
+
+def sorted_counts(counts):
+  """(word, count) pairs by decreasing count, then by word."""
+  return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+
+
+def write_counts(path, counts, do_lower_case):
+  """Writes a count file atomically."""
+  output_files.write_text(path, format_counts(counts, do_lower_case))
+
+
+def read_counts(paths):
+  """Adds up count files.
+
+  Returns:
+    (Counter word -> count, do_lower_case the files were counted with).
+
+  Raises:
+    cli.UserError: a file is missing or malformed, or the files were
+      counted with different --do_lower_case.
+  """
+  totals = collections.Counter()
+  casing = None
+  for path in paths:
+    file_casing = _read_count_file(path, totals)
+    if casing is not None and file_casing != casing:
+      raise cli.UserError(
+          "--counts_input: %s was counted with --do_lower_case=%s, %s with "
+          "--do_lower_case=%s; count all parts with the same setting." %
+          (paths[0], casing, path, file_casing))
+    casing = file_casing
+  return totals, casing
+
+
+def _read_count_file(path, totals):
+  """Adds one count file to `totals`; returns its do_lower_case."""
+  if not tf.io.gfile.exists(path):
+    raise cli.UserError("--counts_input: %s: file not found." % path)
+  casing = None
+  with tf.io.gfile.GFile(path, "rb") as reader:
+    for number, raw in enumerate(reader, 1):
+      try:
+        line = raw.decode("utf-8").rstrip("\n")
+      except UnicodeDecodeError:
+        raise cli.UserError("%s, line %d: not valid UTF-8; is it a count file "
+                            "of create_vocab.py?" % (path, number)) from None
+      if number == 1:
+        match = _HEADER_PATTERN.match(line)
+        if not match:
+          raise cli.UserError(
+              "%s, line 1: not the header of a count file of create_vocab.py "
+              "(--counts_output writes them)." % path)
+        casing = match.group(1) == "True"
+        continue
+      word, tab, count = line.partition("\t")
+      if not (word and tab and count.isdigit() and count.isascii()):
+        raise cli.UserError("%s, line %d: expected word<TAB>count, found %r."
+                            % (path, number, line[:80]))
+      totals[word] += int(count)
+  if casing is None:
+    raise cli.UserError("%s is empty; it is not a count file of "
+                        "create_vocab.py." % path)
+  return casing
