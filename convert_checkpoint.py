@@ -14,10 +14,10 @@ details.
 """
 
 from absl import flags
-from absl import logging
 
 from checkpoints import conversion
 from userio import cli
+from userio import verbosity
 
 
 def define_flags(flag_values=flags.FLAGS):
@@ -48,7 +48,7 @@ def define_flags(flag_values=flags.FLAGS):
 
 
 def main(_):
-  logging.set_verbosity(logging.INFO)
+  verbosity.start_logging()
   values = flags.FLAGS
   conversion.convert(values.input, values.output_dir, values["from"].value,
           bert_config_file=values.bert_config_file,

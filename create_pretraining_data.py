@@ -61,6 +61,7 @@ from userio import progress
 from runner import startup
 from runner import shared_flags
 import tokenization
+from userio import verbosity
 
 FLAGS = flags.FLAGS
 
@@ -454,11 +455,12 @@ def serialize_instance(instance, options):
 
 
 def _logging_serializer(options, tokenizer):
-  """serialize_instance that also logs the first few instances' tokens."""
+  """serialize_instance that also logs the first few instances' tokens
+  (with -v 1, userio/verbosity.py)."""
   logged = []
 
   def make_record(instance):
-    if len(logged) < _NUM_LOGGED_INSTANCES:
+    if len(logged) < _NUM_LOGGED_INSTANCES and verbosity.details():
       logged.append(instance)
       logging.info("Instance %d: %s | masked %s | random next: %s",
                    len(logged), " ".join(tokenizer.convert_ids_to_tokens(
@@ -960,7 +962,7 @@ def run(flag_obj):
 
 
 def main(_):
-  logging.set_verbosity(logging.INFO)
+  verbosity.start_logging()
   run(FLAGS)
 
 

@@ -42,6 +42,7 @@ from runner import startup
 from runner import shared_flags
 from tasks import text_pair
 import tokenization
+from userio import verbosity
 
 FLAGS = flags.FLAGS
 
@@ -178,7 +179,7 @@ def convert_examples_to_features(examples, seq_length, tokenizer):
         input_ids=input_ids + padding,
         input_mask=input_mask + padding,
         input_type_ids=input_type_ids + padding)
-    if example.unique_id < _NUM_LOGGED_EXAMPLES:
+    if example.unique_id < _NUM_LOGGED_EXAMPLES and verbosity.details():
       _log_feature(feature)
     features.append(feature)
   return features
@@ -381,7 +382,7 @@ def run(flag_obj):
 
 
 def main(_):
-  logging.set_verbosity(logging.INFO)
+  verbosity.start_logging()
   run(FLAGS)
 
 

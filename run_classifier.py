@@ -34,6 +34,7 @@ from tasks import text_pair
 from runner import tfrecord_input
 import tokenization
 from runner import training_graph
+from userio import verbosity
 
 FLAGS = flags.FLAGS
 
@@ -535,7 +536,7 @@ def convert_single_example(ex_index, example, label_list, max_seq_length,
   segment_ids += padding
 
   label_id = _label_id(example, label_list)
-  if ex_index < 5:
+  if ex_index < 5 and verbosity.details():
     logging.info("*** Example ***")
     logging.info("guid: %s", example.guid)
     logging.info("tokens: %s", " ".join(tokens))
@@ -800,9 +801,10 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
     """Builds the graph of `mode`; labels arrive inside `features`, the
     accumulation steps in `params` (training_graph.train_op)."""
     del labels  # The runner's signature; unused here.
-    logging.info("*** Features ***")
-    for name in sorted(features.keys()):
-      logging.info("  name = %s, shape = %s", name, features[name].shape)
+    if verbosity.details():
+      logging.info("*** Features ***")
+      for name in sorted(features.keys()):
+        logging.info("  name = %s, shape = %s", name, features[name].shape)
 
     input_ids = features["input_ids"]
     input_mask = features["input_mask"]

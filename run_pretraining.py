@@ -32,6 +32,7 @@ from runner import shared_flags
 from tasks import text_pair
 from runner import tfrecord_input
 from runner import training_graph
+from userio import verbosity
 
 FLAGS = flags.FLAGS
 
@@ -237,9 +238,13 @@ def check_input_files(input_file, max_seq_length, max_predictions_per_seq,
   for path in input_files:
     check_record_file(path, max_seq_length, max_predictions_per_seq,
                       bert_config.vocab_size)
-  logging.info("*** Input Files ***")
-  for path in input_files:
-    logging.info("  %s", path)
+  if verbosity.details():
+    logging.info("*** Input Files ***")
+    for path in input_files:
+      logging.info("  %s", path)
+  else:
+    logging.info("Input: %d file(s): %s%s", len(input_files),
+                 input_files[0], ", ..." if len(input_files) > 1 else "")
   return input_files
 
 
@@ -439,9 +444,10 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
     """The TRAIN or EVAL graph of BERT with both pretraining heads; the
     accumulation steps come in `params` (training_graph.train_op)."""
     del labels  # The runner's signature; labels travel in `features`.
-    logging.info("*** Features ***")
-    for name in sorted(features.keys()):
-      logging.info("  name = %s, shape = %s", name, features[name].shape)
+    if verbosity.details():
+      logging.info("*** Features ***")
+      for name in sorted(features.keys()):
+        logging.info("  name = %s, shape = %s", name, features[name].shape)
 
     is_training = (mode == estimator_lib.ModeKeys.TRAIN)
     model = modeling.BertModel(

@@ -104,6 +104,10 @@ def define_training_flags(fv=flags.FLAGS):
       "log_step_count_steps", 100,
       "Log a progress line (step, loss, examples/sec, time left) every this "
       "many updates.", flag_values=fv)
+  flags.DEFINE_integer(
+      "save_summary_steps", 100,
+      "Write the TensorBoard scalars (loss, learning rate, examples/sec) to "
+      "--output_dir every this many updates.", flag_values=fv)
 
 
 def define_fine_tuning_flags(fv=flags.FLAGS):
@@ -249,7 +253,7 @@ class SharedFlags:
       `explicit_accumulation_steps` for whether the command line set it.
     optimizer: one of optimization.OPTIMIZERS.
     seed: int.
-    keep_checkpoint_max, log_step_count_steps: int.
+    keep_checkpoint_max, log_step_count_steps, save_summary_steps: int.
     do_predict: bool.
     predict_batch_size: int.
     eval_batch_size: int; defined by run_classifier.py and
@@ -288,6 +292,7 @@ class SharedFlags:
   seed: Optional[int] = None
   keep_checkpoint_max: Optional[int] = None
   log_step_count_steps: Optional[int] = None
+  save_summary_steps: Optional[int] = None
   do_predict: Optional[bool] = None
   predict_batch_size: Optional[int] = None
   eval_batch_size: Optional[int] = None

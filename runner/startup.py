@@ -53,6 +53,7 @@ from checkpoints import run_info
 from tasks import text_pair
 from engine import tf_internals
 import tokenization
+from userio import verbosity
 
 
 class RunSetup(collections.namedtuple(
@@ -143,6 +144,7 @@ def _check_training_values(shared):
                         "positive number of seconds, e.g. 300." % secs)
   _check_at_least("keep_checkpoint_max", shared.keep_checkpoint_max, 0)
   _check_at_least("log_step_count_steps", shared.log_step_count_steps, 1)
+  _check_at_least("save_summary_steps", shared.save_summary_steps, 1)
 
 
 def _check_precision(precision):
@@ -375,7 +377,7 @@ def start(shared, *, do_train,
   Returns:
     Start(flags, bert_config, tokenizer).
   """
-  logging.set_verbosity(logging.INFO)
+  verbosity.start_logging()
   check_flags(shared, do_train=do_train, min_seq_length=min_seq_length)
   shared = use_hf_init_checkpoint(shared, shared.output_dir)
   check_required_files(shared, do_train)
@@ -488,6 +490,7 @@ def make_run_config(shared, memory=None, distribution=None,
       save_checkpoints_secs=shared.save_checkpoints_secs or None,
       keep_checkpoint_max=shared.keep_checkpoint_max,
       log_step_count_steps=shared.log_step_count_steps,
+      save_summary_steps=shared.save_summary_steps,
       tf_random_seed=shared.seed,
       num_accumulation_steps=steps,
       oom_message_fn=oom_message_fn,
