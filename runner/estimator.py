@@ -689,6 +689,8 @@ class Estimator(object):
       logging.info("Skipping training: %s is already at step %d >= "
                    "max_steps %d.", checkpoint, start_step, max_steps)
       return self
+    logging.info("Preparing training: graph, session and %s ...",
+                 "checkpoint" if checkpoint else "initial weights")
     built = self._build_train_graph(input_fn, skip)
     if self._config.is_chief:
       tf.io.gfile.makedirs(self.model_dir)
@@ -699,6 +701,9 @@ class Estimator(object):
       writer = (tf.compat.v1.summary.FileWriter(self.model_dir)
                 if self._config.is_chief else None)
       try:
+        logging.info("Training from step %d to %d, a progress line every %d "
+                     "steps ...", start_step, max_steps,
+                     self._config.log_step_count_steps)
         self._train_loop(sess, built, _step_fns(sess, built), writer,
                          max_steps, start_step, skip,
                          save_first=checkpoint is None)
@@ -887,6 +892,7 @@ class Estimator(object):
       dict metric name -> value, plus "loss" (mean over batches, if the spec
       has a loss) and "global_step" (int) of the evaluated checkpoint.
     """
+    logging.info("Evaluating %s ...", self._weights_name(checkpoint_path))
     graph, iterator, spec, scaffold = self._build_eval_or_predict_graph(
         input_fn, ModeKeys.EVAL, self._eval_batch_size)
     with graph.as_default():
@@ -950,6 +956,7 @@ class Estimator(object):
     Yields:
       dicts of numpy values (or bare values if `predictions` is a tensor).
     """
+    logging.info("Predicting with %s ...", self._weights_name(checkpoint_path))
     graph, iterator, spec, scaffold = self._build_eval_or_predict_graph(
         input_fn, ModeKeys.PREDICT, self._predict_batch_size)
     if spec.predictions is None:
@@ -1049,6 +1056,11 @@ class Estimator(object):
     tf.io.gfile.rename(temporary_dir, export_dir)
     logging.info("Exported %s as a SavedModel to %s", checkpoint, export_dir)
     return export_dir
+
+  def _weights_name(self, checkpoint_path):
+    """What `_restore_or_initialize` will load, for a progress line."""
+    return (checkpoint_path or self.latest_checkpoint() or
+            "the initialized variables")
 
   def _restore_or_initialize(self, sess, scaffold, checkpoint_path, what):
     """Restores the checkpoint, or else keeps the initialized variables.

@@ -147,6 +147,48 @@ def _check_training_values(shared):
   _check_at_least("save_summary_steps", shared.save_summary_steps, 1)
 
 
+# /proc/cpuinfo's names of the CPU features that give TensorFlow's oneDNN
+# kernels a fast bfloat16 path (AVX-512 BF16, or AMX's tile unit); without
+# them bf16 is converted to float32 and back around every op.
+BF16_CPU_FEATURES = ("avx512_bf16", "amx_bf16")
+CPUINFO_FILE = "/proc/cpuinfo"
+
+
+def cpu_features(cpuinfo_file=CPUINFO_FILE):
+  """The feature flags of the first CPU listed in `cpuinfo_file` (a set;
+  empty where the file is missing or lists none, e.g. off Linux)."""
+  try:
+    with open(cpuinfo_file, encoding="utf-8", errors="replace") as f:
+      for line in f:
+        name, _, value = line.partition(":")
+        if name.strip() == "flags":
+          return set(value.split())
+  except OSError:
+    pass
+  return set()
+
+
+def precision_note(precision, features):
+  """One line when --precision has no fast path on a CPU with `features`
+  (cpu_features), naming the faster precision; None otherwise (fp32 is
+  always fast; fp16 on a CPU is refused by `check_flags`)."""
+  if precision == "bf16" and not features & set(BF16_CPU_FEATURES):
+    return ("Note: this CPU has no fast bfloat16 path (no AVX512_BF16 or "
+            "AMX in %s), so --precision=bf16 runs slower here than "
+            "--precision=fp32, which would be faster; bf16 still halves the "
+            "activation memory." % CPUINFO_FILE)
+  return None
+
+
+def _note_slow_precision(precision):
+  """Logs `precision_note` for a run on the CPU (no GPU visible)."""
+  if precision != "bf16" or tf.config.list_physical_devices("GPU"):
+    return
+  note = precision_note(precision, cpu_features())
+  if note:
+    logging.info("%s", note)
+
+
 def _check_precision(precision):
   """fp16 has no fast kernels on CPUs: refused unless a GPU is present."""
   if precision != "fp16":
@@ -379,6 +421,7 @@ def start(shared, *, do_train,
   """
   verbosity.start_logging()
   check_flags(shared, do_train=do_train, min_seq_length=min_seq_length)
+  _note_slow_precision(shared.precision)
   shared = use_hf_init_checkpoint(shared, shared.output_dir)
   check_required_files(shared, do_train)
   bert_config = load_bert_config(shared.bert_config_file)
