@@ -37,17 +37,8 @@ import sys
 from absl import flags
 from absl import logging
 import numpy as np
-# Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
-from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
-import tensorflow as tf
 
 from userio import cli
-from userio import progress
-import run_classifier
-from checkpoints import run_info
-import run_squad
-from runner import serving_input
-import tokenization
 
 FLAGS = flags.FLAGS
 
@@ -114,6 +105,23 @@ def define_flags(flag_values=flags.FLAGS):
       "run_squad.py does, so that padding positions take part in the n-best "
       "search as in its predictions.json (slower; see docs/serving.md).",
       flag_values=flag_values)
+
+
+# --help is answered here, before TensorFlow loads (seconds).
+cli.answer_help(__name__, define_flags)
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
+# Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
+from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
+import tensorflow as tf
+
+from userio import progress
+import run_classifier
+from checkpoints import run_info
+import run_squad
+from runner import serving_input
+import tokenization
+# pylint: enable=g-import-not-at-top,wrong-import-position
 
 
 # ------------------------------------------------------------ the model --

@@ -16,25 +16,9 @@ import random
 
 from absl import flags
 from absl import logging
-# Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
-from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
-import tensorflow as tf
 
-from tasks import classifier_metrics
 from userio import cli
-from runner import estimator as estimator_lib
-import modeling
-from userio import output_files
-from userio import progress
-from checkpoints import run_info
-from runner import startup
 from runner import shared_flags
-from runner import serving_input
-from tasks import text_pair
-from runner import tfrecord_input
-import tokenization
-from runner import training_graph
-from userio import verbosity
 
 FLAGS = flags.FLAGS
 
@@ -83,6 +67,30 @@ def define_flags(flag_values=flags.FLAGS):
       "order of train.tsv, as Google's run_classifier.py writes it, for "
       "bit-for-bit comparisons with it. Both then shuffle with the "
       "100-example buffer while training.", flag_values=flag_values)
+
+
+# --help is answered here, before TensorFlow loads (seconds).
+cli.answer_help(__name__, define_flags)
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
+# Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
+from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
+import tensorflow as tf
+
+from tasks import classifier_metrics
+from runner import estimator as estimator_lib
+import modeling
+from userio import output_files
+from userio import progress
+from checkpoints import run_info
+from runner import startup
+from runner import serving_input
+from tasks import text_pair
+from runner import tfrecord_input
+import tokenization
+from runner import training_graph
+from userio import verbosity
+# pylint: enable=g-import-not-at-top,wrong-import-position
 
 
 # Bumped whenever the TFRecord layout written here changes, so feature files

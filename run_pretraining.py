@@ -15,24 +15,9 @@ import os
 
 from absl import flags
 from absl import logging
-# Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
-from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
-import tensorflow as tf
 
-from checkpoints import checkpoint_checks
 from userio import cli
-from runner import estimator as estimator_lib
-from engine import lean_gradients
-from runner import memory_model
-import modeling
-from userio import output_files
-from checkpoints import run_info
-from runner import startup
 from runner import shared_flags
-from tasks import text_pair
-from runner import tfrecord_input
-from runner import training_graph
-from userio import verbosity
 
 FLAGS = flags.FLAGS
 
@@ -92,6 +77,29 @@ def define_flags(flag_values=flags.FLAGS):
   shared_flags.define_scale_flags(flag_values)
   # --help lists the shared flags with the script's own.
   flags.adopt_module_key_flags(shared_flags, flag_values=flag_values)
+
+
+# --help is answered here, before TensorFlow loads (seconds).
+cli.answer_help(__name__, define_flags)
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
+# Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
+from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
+import tensorflow as tf
+
+from checkpoints import checkpoint_checks
+from runner import estimator as estimator_lib
+from engine import lean_gradients
+from runner import memory_model
+import modeling
+from userio import output_files
+from checkpoints import run_info
+from runner import startup
+from tasks import text_pair
+from runner import tfrecord_input
+from runner import training_graph
+from userio import verbosity
+# pylint: enable=g-import-not-at-top,wrong-import-position
 
 
 # ------------------------------------------------------------------ records

@@ -51,24 +51,9 @@ import unicodedata
 from absl import flags
 from absl import logging
 import numpy as np
-# Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
-from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
-import tensorflow as tf
 
 from userio import cli
-from runner import estimator as estimator_lib
-import modeling
-from userio import output_files
-from userio import progress
-from checkpoints import run_info
-from runner import startup
 from runner import shared_flags
-from runner import serving_input
-import squad_evaluate
-from runner import tfrecord_input
-import tokenization
-from runner import training_graph
-from userio import verbosity
 
 FLAGS = flags.FLAGS
 
@@ -128,6 +113,29 @@ def define_flags(flag_values=flags.FLAGS):
       "SQuAD 2.0: predict no answer when the null score minus the best "
       "non-null score exceeds this.",
       flag_values=flag_values)
+
+
+# --help is answered here, before TensorFlow loads (seconds).
+cli.answer_help(__name__, define_flags)
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
+# Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
+from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
+import tensorflow as tf
+
+from runner import estimator as estimator_lib
+import modeling
+from userio import output_files
+from userio import progress
+from checkpoints import run_info
+from runner import startup
+from runner import serving_input
+import squad_evaluate
+from runner import tfrecord_input
+import tokenization
+from runner import training_graph
+from userio import verbosity
+# pylint: enable=g-import-not-at-top,wrong-import-position
 
 
 # The flags besides --max_seq_length that shape a context's windows: a
