@@ -1185,7 +1185,11 @@ def write_predictions(all_examples, all_features, all_results, n_best_size,
   all_nbest_json = collections.OrderedDict()
   scores_diff_json = collections.OrderedDict()
   best_non_null = collections.OrderedDict()
+  # The n-best search is minutes on a full dev set: progress lines show it.
+  searched = progress.Progress("Searching the answers", len(all_examples),
+                               "questions")
   for example_index, example in enumerate(all_examples):
+    searched.advance()
     features = example_index_to_features[example_index]
     results = [_result_of(unique_id_to_result, f, example) for f in features]
     nbest_json, score_diff, best_text = predict_example(
@@ -1199,6 +1203,7 @@ def write_predictions(all_examples, all_features, all_results, n_best_size,
     best_non_null[example.qas_id] = best_text
     all_predictions[example.qas_id] = answer_at_threshold(
         score_diff, best_text, null_score_diff_threshold)
+  searched.finish()
   write_json_atomically(output_prediction_file, all_predictions)
   write_json_atomically(output_nbest_file, all_nbest_json)
   if version_2_with_negative:
