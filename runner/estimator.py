@@ -388,6 +388,16 @@ def _restore(saver, sess, checkpoint):
         (checkpoint, e.message.splitlines()[0])) from e
 
 
+def _recover_last_checkpoints(saver, checkpoints):
+  """What Saver.recover_last_checkpoints does, without its deprecated
+  helper (which logs a migration notice on every resume): the saver
+  counts `checkpoints` (prefixes, oldest first) as its own, with the time
+  each was written."""
+  saver.set_last_checkpoints_with_time([
+      (path, tf.io.gfile.stat(path + ".index").mtime_nsec / 1e9)
+      for path in checkpoints if tf.io.gfile.exists(path + ".index")])
+
+
 def _run_initializers(sess):
   sess.run([tf.compat.v1.global_variables_initializer(),
             tf.compat.v1.local_variables_initializer(),
@@ -721,8 +731,8 @@ class Estimator(object):
       _restore(built.saver, sess, checkpoint)
       # Only this folder's own files: the saver deletes the oldest of them
       # as it writes new ones.
-      built.saver.recover_last_checkpoints(
-          checkpoint_checks.checkpoints_in(self.model_dir))
+      _recover_last_checkpoints(
+          built.saver, checkpoint_checks.checkpoints_in(self.model_dir))
     elif built.scaffold is not None and built.scaffold.init_fn is not None:
       built.scaffold.init_fn(sess)
     sess.run(built.iterator.initializer)

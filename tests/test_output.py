@@ -9,6 +9,7 @@ set) on the repository's MRPC sample with a tiny model.
 import glob
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -323,3 +324,21 @@ def test_split_squad_takes_a_small_eval_slice():
   for bad in (0, 5):
     with pytest.raises(ValueError, match="pick a number between 1 and 4"):
       plan.split_squad_articles(_squad(6), 2, num_eval_articles=bad)
+
+
+@pytest.mark.slow
+def test_resume_prints_no_deprecation_notice(default_run, tmp_path,
+                                             run_script):
+  """Resuming (the Saver's bookkeeping of the folder's checkpoints) and
+  deleting checkpoints beyond --keep_checkpoint_max call functions
+  TensorFlow marks deprecated; their notices are not printed."""
+  _, trained_dir, _ = default_run
+  out = str(tmp_path / "out")
+  shutil.copytree(trained_dir, out)
+  args = _mrpc_args(out, "--do_train", "--keep_checkpoint_max=1")
+  args[args.index("--num_train_epochs=1")] = "--num_train_epochs=2"
+  result = run_script("run_classifier.py", args, timeout=600)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert "Resuming from " in result.stderr
+  assert "deprecated" not in result.stderr
+  assert not glob.glob(os.path.join(out, "model.ckpt-0.*"))

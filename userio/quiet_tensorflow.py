@@ -36,13 +36,17 @@ Two mechanisms, each for what it can silence without hiding real problems:
 TensorFlow's Python logger also gets a handler of its own when it is
 imported before absl's logging is set up, so each of its lines came out
 twice (once in Python's format, once in absl's); that handler is removed
-and its lines go through absl's alone (userio/verbosity.py says which).
+and its lines go through absl's alone (userio/verbosity.py says which;
+its notices that TensorFlow calls its own deprecated functions only with
+-v 1).
 """
 
 import os
 import re
 import sys
 import tempfile
+
+from userio import verbosity
 
 _NO_DRIVER = re.compile(r"cudart_stub\.cc:\d+\] Could not find cuda drivers")
 _NOISE = (
@@ -85,6 +89,7 @@ def _import_tensorflow():
   logger = tf.get_logger()
   for handler in list(logger.handlers):
     logger.removeHandler(handler)
+  verbosity.quiet_deprecation_notices()
 
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
