@@ -204,7 +204,7 @@ class RunConfig(object):
                save_summary_steps=100, tf_random_seed=None,
                session_config=None, num_accumulation_steps=1,
                oom_message_fn=None, distribution=None, use_xla=False,
-               save_checkpoints_secs=None):
+               save_checkpoints_secs=None, log_step_count_secs=None):
     """Constructs a RunConfig.
 
     Args:
@@ -226,6 +226,8 @@ class RunConfig(object):
         XLA.
       save_checkpoints_secs: also checkpoint at the first update boundary
         this many seconds after the last checkpoint (None: steps only).
+      log_step_count_secs: also log a progress line at the first update
+        this many seconds after the last one (None: steps only).
     """
     if not model_dir:
       raise ValueError("RunConfig: model_dir is required (set --output_dir).")
@@ -241,6 +243,7 @@ class RunConfig(object):
                        "(flag --save_checkpoints_secs)." %
                        (save_checkpoints_secs,))
     self.save_checkpoints_secs = save_checkpoints_secs
+    self.log_step_count_secs = log_step_count_secs
     self.model_dir = model_dir
     self.save_checkpoints_steps = int(save_checkpoints_steps)
     self.keep_checkpoint_max = keep_checkpoint_max
@@ -712,8 +715,10 @@ class Estimator(object):
                 if self._config.is_chief else None)
       try:
         logging.info("Training from step %d to %d, a progress line every %d "
-                     "steps ...", start_step, max_steps,
-                     self._config.log_step_count_steps)
+                     "steps%s ...", start_step, max_steps,
+                     self._config.log_step_count_steps,
+                     "" if self._config.log_step_count_secs is None else
+                     " or %d s" % self._config.log_step_count_secs)
         self._train_loop(sess, built, _step_fns(sess, built), writer,
                          max_steps, start_step, skip,
                          save_first=checkpoint is None)
@@ -815,7 +820,7 @@ class Estimator(object):
     """
     micro_batch = self._micro_batch_size()
     log_meter, summary_meter = _Meter(), _Meter()
-    start_time = last_save_time = time.time()
+    start_time = last_save_time = last_log_time = time.time()
     step, micro_step = start_step, skip
     saved = (step, micro_step)
     with _StopRequests() as stop:
@@ -851,13 +856,19 @@ class Estimator(object):
                   self.latest_checkpoint()), stop.signum)
         if not updated:
           continue  # fp16's loss scaling skipped the update
-        if step % self._config.log_step_count_steps == 0 or step >= max_steps:
+        if (step % self._config.log_step_count_steps == 0 or
+            step >= max_steps or self._log_is_due_by_time(last_log_time)):
           self._log_progress(log_meter, values, step, max_steps,
                              (time.time() - start_time) / (step - start_step))
+          last_log_time = time.time()
         if step % self._config.save_summary_steps == 0 or step >= max_steps:
           self._write_summaries(summary_meter, values, step, writer)
     if saved != (step, micro_step):
       self._save(sess, built, step)
+
+  def _log_is_due_by_time(self, last_log_time):
+    secs = self._config.log_step_count_secs
+    return secs is not None and time.time() - last_log_time >= secs
 
   def _save_is_due_by_time(self, last_save_time):
     secs = self._config.save_checkpoints_secs

@@ -147,6 +147,10 @@ def _check_training_values(shared):
   _check_at_least("save_summary_steps", shared.save_summary_steps, 1)
 
 
+# Training logs a progress line at least this often (seconds), also between
+# the --log_step_count_steps updates: an update of a large model on a CPU
+# takes seconds, and a hundred of them would pass without a line.
+TRAINING_PROGRESS_SECS = 60.0
 # /proc/cpuinfo's names of the CPU features that give TensorFlow's oneDNN
 # kernels a fast bfloat16 path (AVX-512 BF16, or AMX's tile unit); without
 # them bf16 is converted to float32 and back around every op.
@@ -533,6 +537,7 @@ def make_run_config(shared, memory=None, distribution=None,
       save_checkpoints_secs=shared.save_checkpoints_secs or None,
       keep_checkpoint_max=shared.keep_checkpoint_max,
       log_step_count_steps=shared.log_step_count_steps,
+      log_step_count_secs=TRAINING_PROGRESS_SECS,
       save_summary_steps=shared.save_summary_steps,
       tf_random_seed=shared.seed,
       num_accumulation_steps=steps,
@@ -577,10 +582,44 @@ def set_up(shared, bert_config, *, do_train, record=None, step_memory=None,
   oom_message_fn = out_of_memory.training_advice_fn(model, memory,
                                                     shared.train_batch_size)
   run_config = make_run_config(shared, memory, distribution, oom_message_fn)
+  for line in settings_lines(shared, bert_config, memory, do_train=do_train):
+    logging.info("%s", line)
   if do_train and record is not None:
     run_info.write(output_dir, record, shared.bert_config_file,
                    shared.vocab_file, shared.spm_model_file)
   return RunSetup(distribution, memory, run_config, oom_message_fn)
+
+
+def settings_lines(shared, bert_config, memory, *, do_train):
+  """The run's settings in a few lines, for the start of its log.
+
+  Args:
+    shared: shared_flags.SharedFlags of the run.
+    bert_config: modeling.BertConfig of the model.
+    memory: memory_settings.MemorySettings the run resolved.
+    do_train: whether the run trains.
+
+  Returns:
+    list of str.
+  """
+  latest = checkpoint_checks.latest_checkpoint(shared.output_dir)
+  weights = (latest or shared.init_checkpoint or
+             "random initialization (no --init_checkpoint)")
+  lines = ["Model: %s (%d layers, hidden size %d); weights: %s." % (
+      shared.bert_config_file, bert_config.num_hidden_layers,
+      bert_config.hidden_size, weights)]
+  settings = "Settings: max_seq_length=%s, precision=%s" % (
+      shared.max_seq_length, memory.precision)
+  if do_train and shared.train_batch_size is not None:
+    settings += ", train_batch_size=%d (%d micro-batch%s of %d per update)" % (
+        shared.train_batch_size, memory.num_accumulation_steps,
+        "" if memory.num_accumulation_steps == 1 else "es",
+        memory.micro_batch_size)
+    if memory.gradient_checkpointing:
+      settings += ", gradient checkpointing"
+  lines.append(settings + ".")
+  lines.append("Output: %s" % shared.output_dir)
+  return lines
 
 
 def num_train_and_warmup_steps(num_examples, train_batch_size,
