@@ -104,7 +104,7 @@ def define_training_flags(fv=flags.FLAGS):
   flags.DEFINE_integer(
       "log_step_count_steps", 100,
       "Log a progress line (step, loss, examples/sec, time left) every this "
-      "many updates, and at least once a minute.", flag_values=fv)
+      "many updates, and at least every 30 seconds.", flag_values=fv)
   flags.DEFINE_integer(
       "save_summary_steps", 100,
       "Write the TensorBoard scalars (loss, learning rate, examples/sec) to "

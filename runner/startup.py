@@ -150,7 +150,7 @@ def _check_training_values(shared):
 # Training logs a progress line at least this often (seconds), also between
 # the --log_step_count_steps updates: an update of a large model on a CPU
 # takes seconds, and a hundred of them would pass without a line.
-TRAINING_PROGRESS_SECS = 60.0
+TRAINING_PROGRESS_SECS = 30.0
 # /proc/cpuinfo's names of the CPU features that give TensorFlow's oneDNN
 # kernels a fast bfloat16 path (AVX-512 BF16, or AMX's tile unit); without
 # them bf16 is converted to float32 and back around every op.
