@@ -342,3 +342,22 @@ def test_resume_prints_no_deprecation_notice(default_run, tmp_path,
   assert "Resuming from " in result.stderr
   assert "deprecated" not in result.stderr
   assert not glob.glob(os.path.join(out, "model.ckpt-0.*"))
+
+
+def test_reproduce_dry_run_prints_no_tensorflow_notices(tmp_path):
+  """reproduce.py loads TensorFlow to check the model's casing; a new
+  user's dry run prints its own lines only (no CUDA or oneDNN notices)."""
+  proc = subprocess.run(
+      [sys.executable, "reproduce.py", "--bert_dir=" + conftest.MINILM_DIR,
+       "--do_lower_case=true",
+       "--glue_dir=" + os.path.join(conftest.ASSETS_DIR, "glue"),
+       "--tasks=MRPC", "--seeds=1", "--dry_run",
+       "--output_dir=" + str(tmp_path / "out")],
+      cwd=REPO_ROOT, env=_newcomer_env(), stdout=subprocess.PIPE,
+      stderr=subprocess.STDOUT, text=True, timeout=600)
+  assert proc.returncode == 0, proc.stdout[-3000:]
+  lines = proc.stdout.splitlines()
+  assert lines[0].startswith("reproduce: ") and " cells on " in lines[0]
+  commands = lines[1:]
+  assert commands and all(line.startswith(sys.executable + " ")
+                          for line in commands), lines
