@@ -14,10 +14,10 @@ details.
 """
 
 from absl import flags
-from absl import logging
 
-from checkpoints import conversion
+from checkpoints import layouts
 from userio import cli
+from userio import verbosity
 
 
 def define_flags(flag_values=flags.FLAGS):
@@ -31,8 +31,8 @@ def define_flags(flag_values=flags.FLAGS):
       "output_dir", None, "New or empty folder for the converted model, in "
       "the other layout.", flag_values=flag_values)
   flags.DEFINE_enum(
-      "from", None, [conversion.GOOGLE, conversion.HF], "Layout of --input; recognized when not "
-      "given.", flag_values=flag_values)
+      "from", None, [layouts.GOOGLE, layouts.HF], "Layout of --input; "
+      "recognized when not given.", flag_values=flag_values)
   flags.DEFINE_string(
       "bert_config_file", None, "Google input only: its bert_config.json "
       "(default: the one beside the checkpoint).", flag_values=flag_values)
@@ -47,8 +47,16 @@ def define_flags(flag_values=flags.FLAGS):
                                flag_values=flag_values)
 
 
+# --help is answered here, before TensorFlow loads (seconds).
+cli.answer_help(__name__, define_flags)
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
+from checkpoints import conversion
+# pylint: enable=g-import-not-at-top,wrong-import-position
+
+
 def main(_):
-  logging.set_verbosity(logging.INFO)
+  verbosity.start_logging()
   values = flags.FLAGS
   conversion.convert(values.input, values.output_dir, values["from"].value,
           bert_config_file=values.bert_config_file,

@@ -50,17 +50,9 @@ import random
 
 from absl import flags
 from absl import logging
-# Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
-from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
-import tensorflow as tf
 
 from userio import cli
-from engine import host_memory
-from userio import output_files
-from userio import progress
-from runner import startup
 from runner import shared_flags
-import tokenization
 
 FLAGS = flags.FLAGS
 
@@ -148,6 +140,23 @@ def define_flags(flag_values=flags.FLAGS):
       "dupe_factor times the shard's size). Changing it changes the "
       "records.",
       flag_values=fv)
+
+
+# --help is answered here, before TensorFlow loads (seconds).
+cli.answer_help(__name__, define_flags)
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
+# Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
+from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
+import tensorflow as tf
+
+from engine import host_memory
+from userio import output_files
+from userio import progress
+from runner import startup
+import tokenization
+from userio import verbosity
+# pylint: enable=g-import-not-at-top,wrong-import-position
 
 
 # ---------------------------------------------------------------------------
@@ -454,11 +463,12 @@ def serialize_instance(instance, options):
 
 
 def _logging_serializer(options, tokenizer):
-  """serialize_instance that also logs the first few instances' tokens."""
+  """serialize_instance that also logs the first few instances' tokens
+  (with -v 1, userio/verbosity.py)."""
   logged = []
 
   def make_record(instance):
-    if len(logged) < _NUM_LOGGED_INSTANCES:
+    if len(logged) < _NUM_LOGGED_INSTANCES and verbosity.details():
       logged.append(instance)
       logging.info("Instance %d: %s | masked %s | random next: %s",
                    len(logged), " ".join(tokenizer.convert_ids_to_tokens(
@@ -960,7 +970,7 @@ def run(flag_obj):
 
 
 def main(_):
-  logging.set_verbosity(logging.INFO)
+  verbosity.start_logging()
   run(FLAGS)
 
 

@@ -13,6 +13,7 @@ also works on a fresh machine. A randomly initialized model learns little
 from 200 pairs: expect dev accuracy somewhat above chance, not MRPC scores.
 """
 
+import argparse
 import csv
 import os
 import shutil
@@ -123,4 +124,8 @@ def main():
 
 
 if __name__ == "__main__":
+  # No options; --help describes the demo instead of running it.
+  argparse.ArgumentParser(
+      description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+  ).parse_args()
   main()

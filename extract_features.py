@@ -29,19 +29,9 @@ import re
 
 from absl import flags
 from absl import logging
-# Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
-from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
-import tensorflow as tf
 
-from checkpoints import checkpoint_checks
 from userio import cli
-import modeling
-from userio import output_files
-from userio import progress
-from runner import startup
 from runner import shared_flags
-from tasks import text_pair
-import tokenization
 
 FLAGS = flags.FLAGS
 
@@ -91,6 +81,25 @@ def define_flags(flag_values=flags.FLAGS):
                     "Look up word embeddings with a one-hot matmul instead "
                     "of a gather (faster on TPUs, same values).",
                     flag_values=fv)
+
+
+# --help is answered here, before TensorFlow loads (seconds).
+cli.answer_help(__name__, define_flags)
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
+# Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
+from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
+import tensorflow as tf
+
+from checkpoints import checkpoint_checks
+import modeling
+from userio import output_files
+from userio import progress
+from runner import startup
+from tasks import text_pair
+import tokenization
+from userio import verbosity
+# pylint: enable=g-import-not-at-top,wrong-import-position
 
 
 class InputExample(object):
@@ -178,7 +187,7 @@ def convert_examples_to_features(examples, seq_length, tokenizer):
         input_ids=input_ids + padding,
         input_mask=input_mask + padding,
         input_type_ids=input_type_ids + padding)
-    if example.unique_id < _NUM_LOGGED_EXAMPLES:
+    if example.unique_id < _NUM_LOGGED_EXAMPLES and verbosity.details():
       _log_feature(feature)
     features.append(feature)
   return features
@@ -381,7 +390,7 @@ def run(flag_obj):
 
 
 def main(_):
-  logging.set_verbosity(logging.INFO)
+  verbosity.start_logging()
   run(FLAGS)
 
 

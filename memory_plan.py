@@ -18,10 +18,7 @@ import os
 from absl import app
 from absl import flags
 
-# Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
-from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
-import modeling
-import optimization
+from engine import optimizer_names
 from runner import memory_model
 from userio import cli
 from userio import units
@@ -49,7 +46,7 @@ def define_flags():
                     "Activation precision; fp16 and bf16 have the same size.")
   flags.DEFINE_enum("gradient_checkpointing", "auto", ["auto", "true", "false"],
                     "auto: show both and use checkpointing only when needed.")
-  flags.DEFINE_enum("optimizer", "adamw", list(optimization.OPTIMIZERS),
+  flags.DEFINE_enum("optimizer", "adamw", list(optimizer_names.OPTIMIZERS),
                     "The optimizer (both keep two slots per parameter).")
   flags.DEFINE_integer(
       "max_predictions_per_seq", 0,
@@ -58,6 +55,16 @@ def define_flags():
       "many masked positions per sequence (e.g. 20 at 128 tokens, 80 at "
       "512).")
   flags.mark_flag_as_required("bert_config_file")
+
+
+# --help is answered here, before TensorFlow loads (seconds).
+cli.answer_help(__name__, define_flags)
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
+# Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
+from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
+import modeling
+# pylint: enable=g-import-not-at-top,wrong-import-position
 
 
 def _parse_seq_lengths(values):

@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from engine import gradients
 from engine import graph_keys
+from engine import optimizer_names
 from engine import replicas
 from engine import slot_variables
 from engine import training_step
@@ -26,7 +27,7 @@ from engine import training_step
 # training step's ordering relies on that.
 tf.compat.v1.enable_resource_variables()
 
-OPTIMIZERS = ("adamw", "lamb")
+OPTIMIZERS = optimizer_names.OPTIMIZERS
 EXCLUDE_FROM_WEIGHT_DECAY = ["LayerNorm", "layer_norm", "bias"]
 
 

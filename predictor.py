@@ -29,10 +29,10 @@ In Python, the model is loaded once and predicts one example or a batch:
     model.predict_batch([("A cat.", "The cat."), ("Hi.", "Bye.")])
 
 Everything the model needs besides its weights (vocabulary, casing, labels,
-max_seq_length) comes from the export's assets.extra/ folder. Requests are
-padded to the longest example of each batch only, which the exported
-signature accepts; a short example costs what its own tokens cost. Text
-goes through the scripts' own functions (run_classifier.example_tokens,
+max_seq_length, and SQuAD's doc_stride and max_query_length) comes from the
+export's assets.extra/ folder. Requests are padded to the longest example
+of each batch only, which the exported signature accepts; a short example
+costs what its own tokens cost. Text goes through the scripts' own functions (run_classifier.example_tokens,
 run_squad.example_features and run_squad.predict_example, with Google's
 n-best answer search), so the same example gets the same tokens as in
 training and evaluation.
@@ -45,35 +45,23 @@ import sys
 from absl import flags
 from absl import logging
 import numpy as np
-# Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
-from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
-import tensorflow as tf
 
 from userio import cli
-from userio import progress
-import run_classifier
-from checkpoints import run_info
-from tasks import conll
-import run_ner
-import run_squad
-import run_swag
-from runner import serving_input
-from tasks import swag
-import tokenization
 
 FLAGS = flags.FLAGS
 
 SAVED_MODEL_FILE = "saved_model.pb"
 ASSETS_DIR = "assets.extra"
 SQUAD_TASK = "squad"
-NER_TASK = run_ner.TASK_NAME
 # What run_info.json must hold for prediction.
 _RECORD_FIELDS = ("task", "labels", "do_lower_case", "max_seq_length",
                   "vocab_file")
 _SQUAD_OUTPUTS = ("start_logits", "end_logits")
+# run_squad.py's defaults of its window flags, for an export whose
+# run_info.json does not record the values it was trained with.
+_WINDOW_DEFAULTS = {"doc_stride": 128, "max_query_length": 64}
 CLASSIFIER_OUTPUT = "probabilities"
 REGRESSION_OUTPUT = "predictions"
-SWAG_TASK = run_swag.TASK_NAME
 # A multiple-choice example: the given sentence and its candidate endings.
 CHOICE_FIELDS = ("sentence", "endings")
 
@@ -99,13 +87,17 @@ def define_flags(flag_values=flags.FLAGS):
       "Lines predicted together (SQuAD: questions; each of their windows "
       "is a row of the model's batch). From a terminal, each line is "
       "predicted as soon as it is typed.", flag_values=flag_values)
-  flags.DEFINE_integer("doc_stride", 128,
+  flags.DEFINE_integer("doc_stride", None,
                        "SQuAD: tokens between the starts of two windows of "
-                       "a long context. NER: the same for a long text, by "
-                       "default the stride the model was trained with.",
+                       "a long context; NER: the same for a long text. "
+                       "Default: the value the model was trained with (the "
+                       "export's run_info.json), else %d." %
+                       _WINDOW_DEFAULTS["doc_stride"],
                        flag_values=flag_values)
-  flags.DEFINE_integer("max_query_length", 64,
-                       "SQuAD: questions are cut to this many tokens.",
+  flags.DEFINE_integer("max_query_length", None,
+                       "SQuAD: questions are cut to this many tokens; "
+                       "default: the value the model was trained with, else "
+                       "%d." % _WINDOW_DEFAULTS["max_query_length"],
                        flag_values=flag_values)
   flags.DEFINE_integer("n_best_size", 20,
                        "SQuAD: answers listed per question (and start/end "
@@ -124,6 +116,30 @@ def define_flags(flag_values=flags.FLAGS):
       "run_squad.py does, so that padding positions take part in the n-best "
       "search as in its predictions.json (slower; see docs/serving.md).",
       flag_values=flag_values)
+
+
+# --help is answered here, before TensorFlow loads (seconds).
+cli.answer_help(__name__, define_flags)
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
+# Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
+from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
+import tensorflow as tf
+
+from userio import progress
+import run_classifier
+from checkpoints import run_info
+from tasks import conll
+import run_ner
+import run_squad
+import run_swag
+from runner import serving_input
+from tasks import swag
+import tokenization
+# pylint: enable=g-import-not-at-top,wrong-import-position
+
+NER_TASK = run_ner.TASK_NAME
+SWAG_TASK = run_swag.TASK_NAME
 
 
 # ------------------------------------------------------------ the model --
@@ -440,7 +456,7 @@ class SquadPredictor(object):
   restored with get_final_text) is run_squad.predict_example's.
   """
 
-  def __init__(self, model, *, doc_stride=128, max_query_length=64,
+  def __init__(self, model, *, doc_stride=None, max_query_length=None,
                n_best_size=20, max_answer_length=30,
                null_score_diff_threshold=0.0, version_2_with_negative=None,
                batch_size=32, pad_to_max_seq_length=False):
@@ -449,7 +465,9 @@ class SquadPredictor(object):
     Args:
       model: an ExportedModel of run_squad.py.
       doc_stride, max_query_length, n_best_size, max_answer_length,
-        null_score_diff_threshold: as run_squad.py's flags.
+        null_score_diff_threshold: as run_squad.py's flags; None for
+        doc_stride or max_query_length: the value the model was trained
+        with (its run_info.json), else run_squad.py's default.
       version_2_with_negative: whether "" (no answer) may be predicted;
         default: what the model was trained for (its run_info.json).
       batch_size: windows per model call.
@@ -466,6 +484,12 @@ class SquadPredictor(object):
     if missing:
       raise cli.UserError("%s serves %s, not SQuAD's %s." % (
           model.path, ", ".join(model.output_names), " and ".join(missing)))
+    if doc_stride is None:
+      doc_stride = model.record.get("doc_stride",
+                                    _WINDOW_DEFAULTS["doc_stride"])
+    if max_query_length is None:
+      max_query_length = model.record.get(
+          "max_query_length", _WINDOW_DEFAULTS["max_query_length"])
     self.doc_stride = doc_stride
     self.max_query_length = max_query_length
     self.n_best_size = n_best_size

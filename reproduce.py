@@ -30,6 +30,7 @@ from absl import flags
 from reproduction import plan
 from reproduction import report
 from reproduction import scheduler
+from userio import cli
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
@@ -183,7 +184,11 @@ def _model_from_flags():
   if lower is None:
     raise ValueError("Cannot tell the casing from the model folder's name; "
                      "pass --do_lower_case=true or --do_lower_case=false.")
-  import tokenization  # pylint: disable=g-import-not-at-top
+  # pylint: disable=g-import-not-at-top
+  # Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
+  from userio import quiet_tensorflow  # pylint: disable=unused-import
+  import tokenization
+  # pylint: enable=g-import-not-at-top
   tokenization.validate_case_matches_checkpoint(lower, checkpoint)
   return plan.Model(model.bert_config_file, model.vocab_file,
                               checkpoint, lower)
@@ -627,4 +632,4 @@ def main(argv):
 
 if __name__ == "__main__":
   define_flags()
-  app.run(main)
+  cli.run(main)

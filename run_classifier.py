@@ -18,25 +18,9 @@ import random
 from absl import flags
 from absl import logging
 import numpy as np
-# Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
-from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
-import tensorflow as tf
 
-from tasks import classifier_metrics
 from userio import cli
-from runner import estimator as estimator_lib
-import modeling
-from userio import output_files
-from userio import progress
-from checkpoints import run_info
-from runner import startup
 from runner import shared_flags
-from runner import serving_input
-from tasks import text_pair
-from tasks import windows
-from runner import tfrecord_input
-import tokenization
-from runner import training_graph
 
 FLAGS = flags.FLAGS
 
@@ -101,6 +85,30 @@ def define_flags(flag_values=flags.FLAGS):
       "order of train.tsv, as Google's run_classifier.py writes it, for "
       "bit-for-bit comparisons with it. Both then shuffle with the "
       "100-example buffer while training.", flag_values=flag_values)
+
+
+# --help is answered here, before TensorFlow loads (seconds).
+cli.answer_help(__name__, define_flags)
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
+# Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
+from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
+import tensorflow as tf
+
+from tasks import classifier_metrics
+from runner import estimator as estimator_lib
+import modeling
+from userio import output_files
+from userio import progress
+from checkpoints import run_info
+from runner import startup
+from runner import serving_input
+from tasks import text_pair
+from runner import tfrecord_input
+import tokenization
+from runner import training_graph
+from userio import verbosity
+# pylint: enable=g-import-not-at-top,wrong-import-position
 
 
 # Bumped whenever the TFRecord layout written here changes, so feature files
@@ -567,7 +575,7 @@ def convert_single_example(ex_index, example, label_list, max_seq_length,
   segment_ids += padding
 
   label_id = _label_id(example, label_list)
-  if ex_index < 5:
+  if ex_index < 5 and verbosity.details():
     logging.info("*** Example ***")
     logging.info("guid: %s", example.guid)
     logging.info("tokens: %s", " ".join(tokens))
@@ -893,9 +901,10 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
     """Builds the graph of `mode`; labels arrive inside `features`, the
     accumulation steps in `params` (training_graph.train_op)."""
     del labels  # The runner's signature; unused here.
-    logging.info("*** Features ***")
-    for name in sorted(features.keys()):
-      logging.info("  name = %s, shape = %s", name, features[name].shape)
+    if verbosity.details():
+      logging.info("*** Features ***")
+      for name in sorted(features.keys()):
+        logging.info("  name = %s, shape = %s", name, features[name].shape)
 
     input_ids = features["input_ids"]
     input_mask = features["input_mask"]

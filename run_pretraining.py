@@ -15,23 +15,9 @@ import os
 
 from absl import flags
 from absl import logging
-# Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
-from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
-import tensorflow as tf
 
-from checkpoints import checkpoint_checks
 from userio import cli
-from runner import estimator as estimator_lib
-from engine import lean_gradients
-from runner import memory_model
-import modeling
-from userio import output_files
-from checkpoints import run_info
-from runner import startup
 from runner import shared_flags
-from tasks import text_pair
-from runner import tfrecord_input
-from runner import training_graph
 
 FLAGS = flags.FLAGS
 
@@ -91,6 +77,29 @@ def define_flags(flag_values=flags.FLAGS):
   shared_flags.define_scale_flags(flag_values)
   # --help lists the shared flags with the script's own.
   flags.adopt_module_key_flags(shared_flags, flag_values=flag_values)
+
+
+# --help is answered here, before TensorFlow loads (seconds).
+cli.answer_help(__name__, define_flags)
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
+# Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
+from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
+import tensorflow as tf
+
+from checkpoints import checkpoint_checks
+from runner import estimator as estimator_lib
+from engine import lean_gradients
+from runner import memory_model
+import modeling
+from userio import output_files
+from checkpoints import run_info
+from runner import startup
+from tasks import text_pair
+from runner import tfrecord_input
+from runner import training_graph
+from userio import verbosity
+# pylint: enable=g-import-not-at-top,wrong-import-position
 
 
 # ------------------------------------------------------------------ records
@@ -237,9 +246,13 @@ def check_input_files(input_file, max_seq_length, max_predictions_per_seq,
   for path in input_files:
     check_record_file(path, max_seq_length, max_predictions_per_seq,
                       bert_config.vocab_size)
-  logging.info("*** Input Files ***")
-  for path in input_files:
-    logging.info("  %s", path)
+  if verbosity.details():
+    logging.info("*** Input Files ***")
+    for path in input_files:
+      logging.info("  %s", path)
+  else:
+    logging.info("Input: %d file(s): %s%s", len(input_files),
+                 input_files[0], ", ..." if len(input_files) > 1 else "")
   return input_files
 
 
@@ -439,9 +452,10 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
     """The TRAIN or EVAL graph of BERT with both pretraining heads; the
     accumulation steps come in `params` (training_graph.train_op)."""
     del labels  # The runner's signature; labels travel in `features`.
-    logging.info("*** Features ***")
-    for name in sorted(features.keys()):
-      logging.info("  name = %s, shape = %s", name, features[name].shape)
+    if verbosity.details():
+      logging.info("*** Features ***")
+      for name in sorted(features.keys()):
+        logging.info("  name = %s, shape = %s", name, features[name].shape)
 
     is_training = (mode == estimator_lib.ModeKeys.TRAIN)
     model = modeling.BertModel(

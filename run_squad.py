@@ -52,24 +52,9 @@ import unicodedata
 from absl import flags
 from absl import logging
 import numpy as np
-# Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
-from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
-import tensorflow as tf
 
 from userio import cli
-from runner import estimator as estimator_lib
-import modeling
-from userio import output_files
-from userio import progress
-from checkpoints import run_info
-from runner import startup
 from runner import shared_flags
-from runner import serving_input
-import squad_evaluate
-from runner import tfrecord_input
-import tokenization
-from runner import training_graph
-from tasks import windows
 
 FLAGS = flags.FLAGS
 
@@ -97,11 +82,13 @@ def define_flags(flag_values=flags.FLAGS):
   flags.DEFINE_integer(
       "doc_stride", 128,
       "Distance in tokens between the starts of two consecutive windows of a "
-      "long context.",
+      "long context. A run that does not train uses the training run's "
+      "value (--output_dir's run_info.json) unless this flag is given.",
       flag_values=flag_values)
   flags.DEFINE_integer(
       "max_query_length", 64,
-      "Questions are cut to this many tokens.",
+      "Questions are cut to this many tokens. A run that does not train "
+      "uses the training run's value unless this flag is given.",
       flag_values=flag_values)
   flags.DEFINE_integer(
       "n_best_size", 20,
@@ -129,6 +116,33 @@ def define_flags(flag_values=flags.FLAGS):
       flag_values=flag_values)
 
 
+# --help is answered here, before TensorFlow loads (seconds).
+cli.answer_help(__name__, define_flags)
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
+# Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
+from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
+import tensorflow as tf
+
+from runner import estimator as estimator_lib
+import modeling
+from userio import output_files
+from userio import progress
+from checkpoints import run_info
+from runner import startup
+from runner import serving_input
+import squad_evaluate
+from runner import tfrecord_input
+import tokenization
+from runner import training_graph
+from userio import verbosity
+# pylint: enable=g-import-not-at-top,wrong-import-position
+
+
+# The flags besides --max_seq_length that shape a context's windows: a
+# training run records them in run_info.json, and a run that does not train
+# (and predictor.py) takes them from there unless given.
+WINDOW_FLAGS = ("doc_stride", "max_query_length")
 # The first id given to a feature, as in the original.
 _FIRST_UNIQUE_ID = 1000000000
 # Features logged in full at the start of a conversion, as in the original.
@@ -632,7 +646,7 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length,
     for feature in example_features(
         example, tokenizer, max_seq_length, doc_stride, max_query_length,
         is_training, example_index=example_index, first_unique_id=unique_id):
-      if example_index < _NUM_LOGGED_EXAMPLES:
+      if example_index < _NUM_LOGGED_EXAMPLES and verbosity.details():
         _log_feature(feature, example, is_training)
       output_fn(feature)
       unique_id += 1
@@ -815,9 +829,10 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
 
   def model_fn(features, labels, mode, params):
     del labels  # Labels travel in `features`.
-    logging.info("*** Features ***")
-    for name in sorted(features):
-      logging.info("  name = %s, shape = %s", name, features[name].shape)
+    if verbosity.details():
+      logging.info("*** Features ***")
+      for name in sorted(features):
+        logging.info("  name = %s, shape = %s", name, features[name].shape)
     is_training = mode == estimator_lib.ModeKeys.TRAIN
     start_logits, end_logits = create_model(
         bert_config=bert_config, is_training=is_training,
@@ -1134,7 +1149,11 @@ def write_predictions(all_examples, all_features, all_results, n_best_size,
   all_nbest_json = collections.OrderedDict()
   scores_diff_json = collections.OrderedDict()
   best_non_null = collections.OrderedDict()
+  # The n-best search is minutes on a full dev set: progress lines show it.
+  searched = progress.Progress("Searching the answers", len(all_examples),
+                               "questions")
   for example_index, example in enumerate(all_examples):
+    searched.advance()
     features = example_index_to_features[example_index]
     results = [_result_of(unique_id_to_result, f, example) for f in features]
     nbest_json, score_diff, best_text = predict_example(
@@ -1148,6 +1167,7 @@ def write_predictions(all_examples, all_features, all_results, n_best_size,
     best_non_null[example.qas_id] = best_text
     all_predictions[example.qas_id] = answer_at_threshold(
         score_diff, best_text, null_score_diff_threshold)
+  searched.finish()
   write_json_atomically(output_prediction_file, all_predictions)
   write_json_atomically(output_nbest_file, all_nbest_json)
   if version_2_with_negative:
@@ -1331,14 +1351,28 @@ def _predict(shared, estimator, tokenizer, eval_examples):
   _evaluate(shared, predictions)
 
 
+def reuse_recorded_window_flags(stored):
+  """Sets each of WINDOW_FLAGS that the command line did not give to its
+  value in `stored`, the run_info.json of --output_dir (None: none), so a
+  run that only predicts or exports windows contexts as training did."""
+  for name in WINDOW_FLAGS:
+    if stored and name in stored and not FLAGS[name].present:
+      FLAGS[name].value = stored[name]
+      logging.info("--%s=%d, the training run's (%s).", name, stored[name],
+                   run_info.RECORD_FILE)
+
+
 def main(_):
   shared, bert_config, tokenizer = startup.start(shared_flags.read(FLAGS),
                                                  do_train=FLAGS.do_train)
+  if not FLAGS.do_train:
+    reuse_recorded_window_flags(run_info.read(shared.output_dir))
   validate_flags_or_throw(bert_config, FLAGS)
   record = run_info.make_record(
       "squad", None, shared.do_lower_case, shared.max_seq_length,
       shared.bert_config_file, shared.vocab_file, shared.spm_model_file,
-      version_2_with_negative=FLAGS.version_2_with_negative)
+      version_2_with_negative=FLAGS.version_2_with_negative,
+      **{name: FLAGS[name].value for name in WINDOW_FLAGS})
   startup.check_output_dir(shared.output_dir, record, do_train=FLAGS.do_train)
   train_examples = eval_examples = None
   num_train_steps = num_warmup_steps = None

@@ -41,13 +41,14 @@ import tensorflow as tf
 
 from userio import cli
 from checkpoints import hf_mapping
+from checkpoints import layouts
 import modeling
 from userio import output_files
 from checkpoints import run_info
 import tokenization
 
-GOOGLE = "google"
-HF = "hf"
+GOOGLE = layouts.GOOGLE
+HF = layouts.HF
 
 HF_CONFIG_FILE = "config.json"
 HF_WEIGHTS_FILE = "model.safetensors"

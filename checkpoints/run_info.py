@@ -11,7 +11,9 @@ A training run writes, before its first checkpoint:
 so the folder stands on its own: prediction and export need nothing else,
 and Hugging Face converters read "task", "labels" and "do_lower_case"
 (run_pretraining.py reads token ids, not text: its record has neither
-casing nor vocabulary, and adds "max_predictions_per_seq"). A
+casing nor vocabulary, and adds "max_predictions_per_seq"; run_squad.py
+adds "doc_stride" and "max_query_length", which its export and predictor.py
+reuse). A
 later run in the same folder that differs in one of these (a resume with
 another --max_seq_length, another task's run) is refused, naming the field
 and the fix. A folder whose run stopped before its first checkpoint holds
@@ -42,11 +44,11 @@ _WHAT = (
     ("vocab_sha256", "another vocabulary"),
     ("max_seq_length", "another --max_seq_length"),
 )
-# A run may evaluate or predict at another length (or SQuAD version, or
-# number of masked-LM predictions) than it trained with, but not continue
-# training with another.
+# A run may evaluate or predict at another length (or SQuAD version or
+# windows, or number of masked-LM predictions) than it trained with, but not
+# continue training with another.
 _TRAINING_ONLY = ("max_seq_length", "version_2_with_negative",
-                  "max_predictions_per_seq")
+                  "max_predictions_per_seq", "doc_stride", "max_query_length")
 # Names of copies, not properties of the model.
 _NOT_COMPARED = ("vocab_file",)
 

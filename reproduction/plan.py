@@ -379,16 +379,26 @@ def subset_conll_dir(source_dir, target_dir, train_file, count):
   _write_if_changed(os.path.join(target_dir, train_file), b"".join(kept))
 
 
-def split_squad_articles(dataset, num_train_articles):
-  """(train, eval) SQuAD dicts: the first articles and the rest."""
+def split_squad_articles(dataset, num_train_articles, num_eval_articles=None):
+  """(train, eval) SQuAD dicts: the first `num_train_articles` articles,
+  and the next `num_eval_articles` (None: all the rest)."""
   articles = dataset["data"]
   if not 0 < num_train_articles < len(articles):
     raise ValueError("%d training articles asked for, but the file has %d "
                      "articles; pick a number between 1 and %d." %
                      (num_train_articles, len(articles), len(articles) - 1))
+  left = len(articles) - num_train_articles
+  if num_eval_articles is None:
+    num_eval_articles = left
+  if not 0 < num_eval_articles <= left:
+    raise ValueError("%d evaluation articles asked for, but %d articles are "
+                     "left after the training ones; pick a number between 1 "
+                     "and %d." % (num_eval_articles, left, left))
   version = dataset.get("version", "1.1")
   return ({"version": version, "data": articles[:num_train_articles]},
-          {"version": version, "data": articles[num_train_articles:]})
+          {"version": version,
+           "data": articles[num_train_articles:
+                            num_train_articles + num_eval_articles]})
 
 
 def first_squad_questions(dataset, count):

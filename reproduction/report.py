@@ -385,6 +385,8 @@ def write_hparams_summaries(logdir, cells, metrics):
   """
   # Imported here: loading TensorFlow is only needed for this output.
   # pylint: disable=g-import-not-at-top
+  # Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
+  from userio import quiet_tensorflow  # pylint: disable=unused-import
   import tensorflow as tf
   from tensorboard.plugins.hparams import api as hp
   # pylint: enable=g-import-not-at-top

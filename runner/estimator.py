@@ -204,7 +204,7 @@ class RunConfig(object):
                save_summary_steps=100, tf_random_seed=None,
                session_config=None, num_accumulation_steps=1,
                oom_message_fn=None, distribution=None, use_xla=False,
-               save_checkpoints_secs=None):
+               save_checkpoints_secs=None, log_step_count_secs=None):
     """Constructs a RunConfig.
 
     Args:
@@ -226,6 +226,8 @@ class RunConfig(object):
         XLA.
       save_checkpoints_secs: also checkpoint at the first update boundary
         this many seconds after the last checkpoint (None: steps only).
+      log_step_count_secs: also log a progress line at the first update
+        this many seconds after the last one (None: steps only).
     """
     if not model_dir:
       raise ValueError("RunConfig: model_dir is required (set --output_dir).")
@@ -241,6 +243,7 @@ class RunConfig(object):
                        "(flag --save_checkpoints_secs)." %
                        (save_checkpoints_secs,))
     self.save_checkpoints_secs = save_checkpoints_secs
+    self.log_step_count_secs = log_step_count_secs
     self.model_dir = model_dir
     self.save_checkpoints_steps = int(save_checkpoints_steps)
     self.keep_checkpoint_max = keep_checkpoint_max
@@ -388,6 +391,16 @@ def _restore(saver, sess, checkpoint):
         (checkpoint, e.message.splitlines()[0])) from e
 
 
+def _recover_last_checkpoints(saver, checkpoints):
+  """What Saver.recover_last_checkpoints does, without its deprecated
+  helper (which logs a migration notice on every resume): the saver
+  counts `checkpoints` (prefixes, oldest first) as its own, with the time
+  each was written."""
+  saver.set_last_checkpoints_with_time([
+      (path, tf.io.gfile.stat(path + ".index").mtime_nsec / 1e9)
+      for path in checkpoints if tf.io.gfile.exists(path + ".index")])
+
+
 def _run_initializers(sess):
   sess.run([tf.compat.v1.global_variables_initializer(),
             tf.compat.v1.local_variables_initializer(),
@@ -412,14 +425,24 @@ def _xla_compiles(node_def):
 
 def _call_input_fn(input_fn, params, skip_batches=0):
   """input_fn's dataset, its first `skip_batches` batches skipped, with the
-  next batches prepared in the background while a step runs."""
+  next batches prepared in the background while a step runs.
+
+  tf.data's autotuning is off: its model thread sleeps between rounds for a
+  period that doubles up to a minute, and closing the session waits for
+  that sleep to end (up to 70 s of silence after training, evaluation and
+  prediction on a busy machine). Without it, AUTOTUNE still means a
+  parallel map over the CPU's cores and a prefetch buffer that grows while
+  the step waits for input.
+  """
   dataset = input_fn(params)
   if not isinstance(dataset, tf.data.Dataset):
     raise TypeError("input_fn must return a tf.data.Dataset of feature dicts, "
                     "got %r." % (type(dataset),))
   if skip_batches:
     dataset = dataset.skip(skip_batches)
-  return dataset.prefetch(tf.data.AUTOTUNE)
+  options = tf.data.Options()
+  options.autotune.enabled = False
+  return dataset.prefetch(tf.data.AUTOTUNE).with_options(options)
 
 
 class Estimator(object):
@@ -679,6 +702,8 @@ class Estimator(object):
       logging.info("Skipping training: %s is already at step %d >= "
                    "max_steps %d.", checkpoint, start_step, max_steps)
       return self
+    logging.info("Preparing training: graph, session and %s ...",
+                 "checkpoint" if checkpoint else "initial weights")
     built = self._build_train_graph(input_fn, skip)
     if self._config.is_chief:
       tf.io.gfile.makedirs(self.model_dir)
@@ -689,6 +714,11 @@ class Estimator(object):
       writer = (tf.compat.v1.summary.FileWriter(self.model_dir)
                 if self._config.is_chief else None)
       try:
+        logging.info("Training from step %d to %d, a progress line every %d "
+                     "steps%s ...", start_step, max_steps,
+                     self._config.log_step_count_steps,
+                     "" if self._config.log_step_count_secs is None else
+                     " or %d s" % self._config.log_step_count_secs)
         self._train_loop(sess, built, _step_fns(sess, built), writer,
                          max_steps, start_step, skip,
                          save_first=checkpoint is None)
@@ -706,8 +736,8 @@ class Estimator(object):
       _restore(built.saver, sess, checkpoint)
       # Only this folder's own files: the saver deletes the oldest of them
       # as it writes new ones.
-      built.saver.recover_last_checkpoints(
-          checkpoint_checks.checkpoints_in(self.model_dir))
+      _recover_last_checkpoints(
+          built.saver, checkpoint_checks.checkpoints_in(self.model_dir))
     elif built.scaffold is not None and built.scaffold.init_fn is not None:
       built.scaffold.init_fn(sess)
     sess.run(built.iterator.initializer)
@@ -790,7 +820,7 @@ class Estimator(object):
     """
     micro_batch = self._micro_batch_size()
     log_meter, summary_meter = _Meter(), _Meter()
-    start_time = last_save_time = time.time()
+    start_time = last_save_time = last_log_time = time.time()
     step, micro_step = start_step, skip
     saved = (step, micro_step)
     with _StopRequests() as stop:
@@ -826,13 +856,19 @@ class Estimator(object):
                   self.latest_checkpoint()), stop.signum)
         if not updated:
           continue  # fp16's loss scaling skipped the update
-        if step % self._config.log_step_count_steps == 0 or step >= max_steps:
+        if (step % self._config.log_step_count_steps == 0 or
+            step >= max_steps or self._log_is_due_by_time(last_log_time)):
           self._log_progress(log_meter, values, step, max_steps,
                              (time.time() - start_time) / (step - start_step))
+          last_log_time = time.time()
         if step % self._config.save_summary_steps == 0 or step >= max_steps:
           self._write_summaries(summary_meter, values, step, writer)
     if saved != (step, micro_step):
       self._save(sess, built, step)
+
+  def _log_is_due_by_time(self, last_log_time):
+    secs = self._config.log_step_count_secs
+    return secs is not None and time.time() - last_log_time >= secs
 
   def _save_is_due_by_time(self, last_save_time):
     secs = self._config.save_checkpoints_secs
@@ -877,6 +913,7 @@ class Estimator(object):
       dict metric name -> value, plus "loss" (mean over batches, if the spec
       has a loss) and "global_step" (int) of the evaluated checkpoint.
     """
+    logging.info("Evaluating %s ...", self._weights_name(checkpoint_path))
     graph, iterator, spec, scaffold = self._build_eval_or_predict_graph(
         input_fn, ModeKeys.EVAL, self._eval_batch_size)
     with graph.as_default():
@@ -940,6 +977,7 @@ class Estimator(object):
     Yields:
       dicts of numpy values (or bare values if `predictions` is a tensor).
     """
+    logging.info("Predicting with %s ...", self._weights_name(checkpoint_path))
     graph, iterator, spec, scaffold = self._build_eval_or_predict_graph(
         input_fn, ModeKeys.PREDICT, self._predict_batch_size)
     if spec.predictions is None:
@@ -1002,6 +1040,8 @@ class Estimator(object):
       raise ValueError(
           "Nothing to export: no checkpoint in %s. Train first (--do_train) "
           "or point --output_dir at a finished run." % self.model_dir)
+    logging.info("Exporting %s as a SavedModel into %s ...", checkpoint,
+                 export_dir_base)
     graph = self._new_graph()
     with graph.as_default():
       tf.compat.v1.train.get_or_create_global_step()
@@ -1011,9 +1051,13 @@ class Estimator(object):
       if not isinstance(spec.predictions, dict):
         raise ValueError("export_saved_model needs the model_fn's PREDICT "
                          "predictions as a dict of named Tensors.")
-      signature = tf.compat.v1.saved_model.predict_signature_def(
-          inputs=receiver.receiver_tensors,
-          outputs=_served_predictions(spec.predictions, receiver))
+      signature = _predict_signature(
+          receiver.receiver_tensors,
+          _served_predictions(spec.predictions, receiver))
+      # A registry the model's code keeps while building (dropout sites) is
+      # a Python object: the MetaGraph cannot hold it, and serving does not
+      # need it.
+      graph.clear_collection(graph_keys.DROPOUT_SITES)
       export_dir = _new_export_dir(export_dir_base)
       temporary_dir = export_dir + ".incomplete"
       if tf.io.gfile.exists(temporary_dir):  # Left by an interrupted export.
@@ -1033,6 +1077,11 @@ class Estimator(object):
     tf.io.gfile.rename(temporary_dir, export_dir)
     logging.info("Exported %s as a SavedModel to %s", checkpoint, export_dir)
     return export_dir
+
+  def _weights_name(self, checkpoint_path):
+    """What `_restore_or_initialize` will load, for a progress line."""
+    return (checkpoint_path or self.latest_checkpoint() or
+            "the initialized variables")
 
   def _restore_or_initialize(self, sess, scaffold, checkpoint_path, what):
     """Restores the checkpoint, or else keeps the initialized variables.
@@ -1055,6 +1104,24 @@ class Estimator(object):
     if scaffold is not None and scaffold.init_fn is not None:
       scaffold.init_fn(sess)
     return "the initialized variables"
+
+
+def _predict_signature(inputs, outputs):
+  """The "predict" SignatureDef from dicts name -> Tensor.
+
+  What tf.compat.v1.saved_model.predict_signature_def makes, built without
+  its deprecated helper, which logs a migration notice meant for
+  TensorFlow 1 code.
+  """
+  def tensor_infos(tensors):
+    return {name: tf.compat.v1.TensorInfo(
+        name=tensor.name, dtype=tensor.dtype.as_datatype_enum,
+        tensor_shape=tensor.shape.as_proto())
+            for name, tensor in tensors.items()}
+
+  return tf.compat.v1.saved_model.build_signature_def(
+      inputs=tensor_infos(inputs), outputs=tensor_infos(outputs),
+      method_name=tf.compat.v1.saved_model.PREDICT_METHOD_NAME)
 
 
 def _served_predictions(predictions, receiver):

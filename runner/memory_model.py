@@ -25,7 +25,7 @@ docs/memory.md states every term and how the factors were fitted.
 import collections
 import dataclasses
 
-import optimization
+from engine import optimizer_names
 from userio import units
 
 PRECISIONS = ("fp32", "fp16", "bf16")
@@ -293,7 +293,7 @@ def estimate_bytes(config, seq_length, micro_batch, precision="fp32",
     activations, masked_lm_head, workspace, total.
   """
   cal = calibration or Calibration()
-  _check_choice("optimizer", optimizer, optimization.OPTIMIZERS)
+  _check_choice("optimizer", optimizer, optimizer_names.OPTIMIZERS)
   if micro_batch < 0 or num_accumulation_steps < 1:
     raise ValueError("micro_batch=%r must be >= 0 and num_accumulation_steps"
                      "=%r >= 1." % (micro_batch, num_accumulation_steps))

@@ -9,7 +9,8 @@ A script's `main` hands its parsed flags to `read`, which returns a
 `SharedFlags`: the values of exactly these flags, field by field, which the
 script passes on to runner/startup.py (what the values make of a run:
 checks, strategy, memory settings, RunConfig). Library code never reads the
-absl flags itself.
+absl flags itself. This module loads no TensorFlow, so a script can answer
+--help before it imports TensorFlow (userio/cli.py).
 """
 
 from __future__ import absolute_import
@@ -21,7 +22,7 @@ from typing import FrozenSet, Optional, Tuple
 
 from absl import flags
 
-import optimization
+from engine import optimizer_names
 from runner import memory_model
 
 DISTRIBUTIONS = ("none", "mirrored", "multi_worker")
@@ -89,7 +90,7 @@ def define_training_flags(fv=flags.FLAGS):
       "Split each --train_batch_size batch into this many micro-batches and "
       "accumulate their gradients: one update per batch, the same result as "
       "the whole batch at once, less memory.", flag_values=fv)
-  flags.DEFINE_enum("optimizer", "adamw", list(optimization.OPTIMIZERS),
+  flags.DEFINE_enum("optimizer", "adamw", list(optimizer_names.OPTIMIZERS),
                     "adamw (Google's Adam with decoupled weight decay) or "
                     "lamb (layer-wise adaptive, for large batches).",
                     flag_values=fv)
@@ -103,7 +104,11 @@ def define_training_flags(fv=flags.FLAGS):
   flags.DEFINE_integer(
       "log_step_count_steps", 100,
       "Log a progress line (step, loss, examples/sec, time left) every this "
-      "many updates.", flag_values=fv)
+      "many updates, and at least every 30 seconds.", flag_values=fv)
+  flags.DEFINE_integer(
+      "save_summary_steps", 100,
+      "Write the TensorBoard scalars (loss, learning rate, examples/sec) to "
+      "--output_dir every this many updates.", flag_values=fv)
 
 
 def define_fine_tuning_flags(fv=flags.FLAGS):
@@ -247,9 +252,9 @@ class SharedFlags:
     save_checkpoints_steps: int; save_checkpoints_secs: float (0 = off).
     num_accumulation_steps: int, the flag's value (default 1); see
       `explicit_accumulation_steps` for whether the command line set it.
-    optimizer: one of optimization.OPTIMIZERS.
+    optimizer: one of optimizer_names.OPTIMIZERS.
     seed: int.
-    keep_checkpoint_max, log_step_count_steps: int.
+    keep_checkpoint_max, log_step_count_steps, save_summary_steps: int.
     do_predict: bool.
     predict_batch_size: int.
     eval_batch_size: int; defined by run_classifier.py and
@@ -288,6 +293,7 @@ class SharedFlags:
   seed: Optional[int] = None
   keep_checkpoint_max: Optional[int] = None
   log_step_count_steps: Optional[int] = None
+  save_summary_steps: Optional[int] = None
   do_predict: Optional[bool] = None
   predict_batch_size: Optional[int] = None
   eval_batch_size: Optional[int] = None

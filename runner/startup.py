@@ -53,6 +53,7 @@ from checkpoints import run_info
 from tasks import text_pair
 from engine import tf_internals
 import tokenization
+from userio import verbosity
 
 
 class RunSetup(collections.namedtuple(
@@ -143,6 +144,53 @@ def _check_training_values(shared):
                         "positive number of seconds, e.g. 300." % secs)
   _check_at_least("keep_checkpoint_max", shared.keep_checkpoint_max, 0)
   _check_at_least("log_step_count_steps", shared.log_step_count_steps, 1)
+  _check_at_least("save_summary_steps", shared.save_summary_steps, 1)
+
+
+# Training logs a progress line at least this often (seconds), also between
+# the --log_step_count_steps updates: an update of a large model on a CPU
+# takes seconds, and a hundred of them would pass without a line.
+TRAINING_PROGRESS_SECS = 30.0
+# /proc/cpuinfo's names of the CPU features that give TensorFlow's oneDNN
+# kernels a fast bfloat16 path (AVX-512 BF16, or AMX's tile unit); without
+# them bf16 is converted to float32 and back around every op.
+BF16_CPU_FEATURES = ("avx512_bf16", "amx_bf16")
+CPUINFO_FILE = "/proc/cpuinfo"
+
+
+def cpu_features(cpuinfo_file=CPUINFO_FILE):
+  """The feature flags of the first CPU listed in `cpuinfo_file` (a set;
+  empty where the file is missing or lists none, e.g. off Linux)."""
+  try:
+    with open(cpuinfo_file, encoding="utf-8", errors="replace") as f:
+      for line in f:
+        name, _, value = line.partition(":")
+        if name.strip() == "flags":
+          return set(value.split())
+  except OSError:
+    pass
+  return set()
+
+
+def precision_note(precision, features):
+  """One line when --precision has no fast path on a CPU with `features`
+  (cpu_features), naming the faster precision; None otherwise (fp32 is
+  always fast; fp16 on a CPU is refused by `check_flags`)."""
+  if precision == "bf16" and not features & set(BF16_CPU_FEATURES):
+    return ("Note: this CPU has no fast bfloat16 path (no AVX512_BF16 or "
+            "AMX in %s), so --precision=bf16 runs slower here than "
+            "--precision=fp32, which would be faster; bf16 still halves the "
+            "activation memory." % CPUINFO_FILE)
+  return None
+
+
+def _note_slow_precision(precision):
+  """Logs `precision_note` for a run on the CPU (no GPU visible)."""
+  if precision != "bf16" or tf.config.list_physical_devices("GPU"):
+    return
+  note = precision_note(precision, cpu_features())
+  if note:
+    logging.info("%s", note)
 
 
 def _check_precision(precision):
@@ -375,8 +423,9 @@ def start(shared, *, do_train,
   Returns:
     Start(flags, bert_config, tokenizer).
   """
-  logging.set_verbosity(logging.INFO)
+  verbosity.start_logging()
   check_flags(shared, do_train=do_train, min_seq_length=min_seq_length)
+  _note_slow_precision(shared.precision)
   shared = use_hf_init_checkpoint(shared, shared.output_dir)
   check_required_files(shared, do_train)
   bert_config = load_bert_config(shared.bert_config_file)
@@ -488,6 +537,8 @@ def make_run_config(shared, memory=None, distribution=None,
       save_checkpoints_secs=shared.save_checkpoints_secs or None,
       keep_checkpoint_max=shared.keep_checkpoint_max,
       log_step_count_steps=shared.log_step_count_steps,
+      log_step_count_secs=TRAINING_PROGRESS_SECS,
+      save_summary_steps=shared.save_summary_steps,
       tf_random_seed=shared.seed,
       num_accumulation_steps=steps,
       oom_message_fn=oom_message_fn,
@@ -531,10 +582,44 @@ def set_up(shared, bert_config, *, do_train, record=None, step_memory=None,
   oom_message_fn = out_of_memory.training_advice_fn(model, memory,
                                                     shared.train_batch_size)
   run_config = make_run_config(shared, memory, distribution, oom_message_fn)
+  for line in settings_lines(shared, bert_config, memory, do_train=do_train):
+    logging.info("%s", line)
   if do_train and record is not None:
     run_info.write(output_dir, record, shared.bert_config_file,
                    shared.vocab_file, shared.spm_model_file)
   return RunSetup(distribution, memory, run_config, oom_message_fn)
+
+
+def settings_lines(shared, bert_config, memory, *, do_train):
+  """The run's settings in a few lines, for the start of its log.
+
+  Args:
+    shared: shared_flags.SharedFlags of the run.
+    bert_config: modeling.BertConfig of the model.
+    memory: memory_settings.MemorySettings the run resolved.
+    do_train: whether the run trains.
+
+  Returns:
+    list of str.
+  """
+  latest = checkpoint_checks.latest_checkpoint(shared.output_dir)
+  weights = (latest or shared.init_checkpoint or
+             "random initialization (no --init_checkpoint)")
+  lines = ["Model: %s (%d layers, hidden size %d); weights: %s." % (
+      shared.bert_config_file, bert_config.num_hidden_layers,
+      bert_config.hidden_size, weights)]
+  settings = "Settings: max_seq_length=%s, precision=%s" % (
+      shared.max_seq_length, memory.precision)
+  if do_train and shared.train_batch_size is not None:
+    settings += ", train_batch_size=%d (%d micro-batch%s of %d per update)" % (
+        shared.train_batch_size, memory.num_accumulation_steps,
+        "" if memory.num_accumulation_steps == 1 else "es",
+        memory.micro_batch_size)
+    if memory.gradient_checkpointing:
+      settings += ", gradient checkpointing"
+  lines.append(settings + ".")
+  lines.append("Output: %s" % shared.output_dir)
+  return lines
 
 
 def num_train_and_warmup_steps(num_examples, train_batch_size,

@@ -12,14 +12,16 @@ import tensorflow as tf
 import modeling
 import optimization
 from runner import estimator
+from userio import verbosity
 
 
 def init_from_checkpoint(init_checkpoint):
   """Initializes the trainable variables `init_checkpoint` holds from it.
 
   Variables the checkpoint lacks (a fine-tuning head, say) keep their
-  initializers. Every trainable variable is logged, the loaded ones marked
-  *INIT_FROM_CKPT*, as Google's scripts log them.
+  initializers. With -v 1 (userio/verbosity.py) every trainable variable
+  is logged, the loaded ones marked *INIT_FROM_CKPT*, as Google's scripts
+  log them.
 
   Args:
     init_checkpoint: a checkpoint prefix, or None/"" to load nothing.
@@ -33,6 +35,8 @@ def init_from_checkpoint(init_checkpoint):
     assignment_map, initialized = modeling.get_assignment_map_from_checkpoint(
         tvars, init_checkpoint)
     tf.compat.v1.train.init_from_checkpoint(init_checkpoint, assignment_map)
+  if not verbosity.details():
+    return set(initialized)
   logging.info("**** Trainable Variables ****")
   for var in tvars:
     logging.info("  name = %s, shape = %s%s", var.name, var.shape,

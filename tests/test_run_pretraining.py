@@ -540,9 +540,11 @@ def test_eval_metrics_match_numpy_on_a_checkpoint_with_heads(tmp_path,
             "--max_predictions_per_seq=%d" % EVAL_PREDICTIONS, "--do_eval",
             "--eval_batch_size=%d" % EVAL_BATCH,
             "--max_eval_steps=%d" % EVAL_STEPS]
+  # -v 1: Google's variable listing shows what the checkpoint supplied.
   log = _run(run_script, common + [
       "--init_checkpoint=%s" % os.path.join(checkpoint_dir, "model.ckpt-7"),
-      "--output_dir=%s" % (tmp_path / "out")], str(tmp_path / "init.log"))
+      "--output_dir=%s" % (tmp_path / "out"), "-v", "1"],
+             str(tmp_path / "init.log"))
   assert "cls/predictions/output_bias:0, shape = (99,), *INIT_FROM_CKPT*" in (
       log)
   from_init = _read_eval_results(str(tmp_path / "out" / "eval_results.txt"))
@@ -604,7 +606,7 @@ def test_checkpoint_without_heads_starts_them_fresh(tmp_path, run_script,
       "--init_checkpoint=%s" % checkpoint, "--output_dir=%s" % out,
       "--max_seq_length=32", "--max_predictions_per_seq=5", "--do_train",
       "--train_batch_size=2", "--num_train_steps=1", "--num_warmup_steps=0",
-      "--learning_rate=1e-9"], str(tmp_path / "run.log"))
+      "--learning_rate=1e-9", "-v", "1"], str(tmp_path / "run.log"))
   fresh = [line for line in log.splitlines() if "initialized fresh" in line]
   assert len(fresh) == 1
   for name in _googles_heads(_config()):

@@ -22,6 +22,10 @@ A script hands its `main` to `run` (absl scripts) or `call` (argparse ones):
 
 `--help` prints the first paragraph of the script's docstring and the help
 of the flags a user needs (the script's key flags); `--helpfull` lists all.
+Both exit with status 0. A script that loads TensorFlow calls
+`answer_help(__name__, define_flags)` before its TensorFlow imports, so that
+help comes in a moment rather than after the seconds TensorFlow takes to
+load.
 
 Library functions raise `UserError` and never exit; it is a ValueError, so
 callers that catch ValueError keep working. This module imports neither
@@ -29,6 +33,7 @@ TensorFlow nor the project's modules, so light scripts stay light.
 """
 
 import errno
+import gc
 import os
 import re
 import sys
@@ -203,14 +208,44 @@ def print_help(full=False, flag_values=flags.FLAGS, out=None):
   out.write((flag_values.get_help() if full else
              flag_values.main_module_help()) + "\n")
   if not full:
-    out.write("\nTry --helpfull to list every flag, absl's own included.\n")
+    out.write("\nTry --helpfull to list every flag, absl's own included. "
+              "Add -v 1 (absl's verbosity flag) for Google's detailed log: "
+              "the first examples' features, every variable and "
+              "TensorFlow's own lines.\n")
+
+
+def _help_asked(argv):
+  """None, "short" or "full": the help the command line asks for."""
+  args = argv[1:argv.index("--")] if "--" in argv else argv[1:]
+  if any(arg in _HELPFULL_ARGS for arg in args):
+    return "full"
+  if any(arg in _HELP_ARGS for arg in args):
+    return "short"
+  return None
+
+
+def answer_help(module_name, define_flags):
+  """Prints the help and exits with status 0 when the script runs as a
+  program (`module_name` is "__main__") and its command line asks for help;
+  returns otherwise.
+
+  Called by a script between its light imports (absl, this module,
+  runner/shared_flags.py) and its TensorFlow ones, with its `define_flags`
+  (callable() defining its flags, which must need no TensorFlow).
+  """
+  asked = _help_asked(sys.argv)
+  if module_name != "__main__" or asked is None:
+    return
+  define_flags()
+  print_help(full=asked == "full")
+  sys.exit(0)
 
 
 def _parse_flags(argv):
   """absl's flag parsing, with one-line errors and our --help."""
-  args = argv[1:argv.index("--")] if "--" in argv else argv[1:]
-  if any(arg in _HELP_ARGS + _HELPFULL_ARGS for arg in args):
-    print_help(full=any(arg in _HELPFULL_ARGS for arg in args))
+  asked = _help_asked(argv)
+  if asked is not None:
+    print_help(full=asked == "full")
     sys.exit(0)
   try:
     return flags.FLAGS(argv)
@@ -218,6 +253,16 @@ def _parse_flags(argv):
     _exit(USAGE_STATUS, error_line("%s (see --help)" % e))
 
 
+def _ending(status):
+  """`status`, after leaving the objects made so far out of the
+  interpreter's last garbage collection: it would walk every object
+  TensorFlow made (seconds of silence after the last line), and the
+  process is ending, which frees their memory anyway."""
+  gc.freeze()
+  return status
+
+
 def run(main, argv=None):
   """absl.app.run(main) with the endings of the module docstring."""
-  app.run(lambda args: call(main, args), argv=argv, flags_parser=_parse_flags)
+  app.run(lambda args: _ending(call(main, args)), argv=argv,
+          flags_parser=_parse_flags)

@@ -7,6 +7,9 @@ device query:
 
   WARNING: All log messages before absl::InitializeLog() is called are
     written to STDERR                                  (twice)
+  I... port.cc:153] oneDNN custom operations are on. You may see slightly
+    different numerical results due to floating-point round-off errors
+    ...                                                (twice)
   I... cudart_stub.cc:31] Could not find cuda drivers on your machine, GPU
     will not be used.                                  (twice)
   I... cpu_feature_guard.cc:227] This TensorFlow binary is optimized to use
@@ -26,7 +29,16 @@ Two mechanisms, each for what it can silence without hiding real problems:
     file, and every line of it is written back except those known lines.
     The cuInit failure is dropped only when the cudart_stub line said that
     the machine has no CUDA driver at all, where it is expected; on a machine
-    with a driver it is kept, since there it is a real problem.
+    with a driver it is kept, since there it is a real problem. The oneDNN
+    line (a notice that kernels may round differently, printed by every
+    import on x86) is written before the log level is read too.
+
+TensorFlow's Python logger also gets a handler of its own when it is
+imported before absl's logging is set up, so each of its lines came out
+twice (once in Python's format, once in absl's); that handler is removed
+and its lines go through absl's alone (userio/verbosity.py says which;
+its notices that TensorFlow calls its own deprecated functions only with
+-v 1).
 """
 
 import os
@@ -34,11 +46,14 @@ import re
 import sys
 import tempfile
 
+from userio import verbosity
+
 _NO_DRIVER = re.compile(r"cudart_stub\.cc:\d+\] Could not find cuda drivers")
 _NOISE = (
     re.compile(r"^WARNING: All log messages before absl::InitializeLog\(\) is "
                r"called are written to STDERR$"),
     _NO_DRIVER,
+    re.compile(r"port\.cc:\d+\] oneDNN custom operations are on"),
 )
 _NOISE_WITHOUT_DRIVER = re.compile(r"cuda_platform\.cc:\d+\] failed call to "
                                    r"cuInit")
@@ -71,6 +86,10 @@ def _import_tensorflow():
       if kept:
         sys.stderr.write("".join(kept))
         sys.stderr.flush()
+  logger = tf.get_logger()
+  for handler in list(logger.handlers):
+    logger.removeHandler(handler)
+  verbosity.quiet_deprecation_notices()
 
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")

@@ -1,0 +1,54 @@
+# coding=utf-8
+"""How much a run prints: a progress report, or with `-v 1` Google's log.
+
+By default a script prints its settings, progress lines and results.
+absl's own flag `--verbosity=1` (short `-v 1`) adds what Google's scripts
+logged on top of that, unchanged: the features of the first examples
+(`details`), every trainable variable and the model's input shapes, and
+TensorFlow's own INFO lines (restoring and writing files) and its notices
+about deprecated functions that it calls. Nothing here imports TensorFlow.
+"""
+
+import logging as python_logging
+import os
+
+from absl import logging
+
+# The absl verbosity from which the details are logged (absl's DEBUG).
+DETAILS = logging.DEBUG
+# The Python logger TensorFlow's Python code logs to.
+TENSORFLOW_LOGGER = "tensorflow"
+# TensorFlow's module that warns when code calls one of its deprecated
+# functions (Saver calls some itself, e.g. when it deletes old checkpoints).
+_DEPRECATION_MODULE = os.path.join("util", "deprecation.py")
+
+
+def details():
+  """Whether the command line asked for Google's detailed log (-v 1)."""
+  return logging.get_verbosity() >= DETAILS
+
+
+class DeprecationNoticeFilter(python_logging.Filter):
+  """Drops TensorFlow's notices that a function it calls is deprecated
+  (advice for TensorFlow's developers, not for the user's run), except
+  with `details()`."""
+
+  def filter(self, record):
+    return details() or not record.pathname.endswith(_DEPRECATION_MODULE)
+
+
+def quiet_deprecation_notices():
+  """Adds a DeprecationNoticeFilter to TensorFlow's logger (once)."""
+  logger = python_logging.getLogger(TENSORFLOW_LOGGER)
+  if not any(isinstance(f, DeprecationNoticeFilter) for f in logger.filters):
+    logger.addFilter(DeprecationNoticeFilter())
+
+
+def start_logging():
+  """INFO lines on (absl shows only warnings by default), unless the
+  command line asked for more; TensorFlow's INFO lines only with
+  `details()`: they name the files it reads and writes, which the scripts'
+  own lines already say."""
+  logging.set_verbosity(max(logging.get_verbosity(), logging.INFO))
+  python_logging.getLogger(TENSORFLOW_LOGGER).setLevel(
+      python_logging.NOTSET if details() else python_logging.WARNING)
