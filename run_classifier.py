@@ -104,6 +104,7 @@ from checkpoints import run_info
 from runner import startup
 from runner import serving_input
 from tasks import text_pair
+from tasks import windows
 from runner import tfrecord_input
 import tokenization
 from runner import training_graph

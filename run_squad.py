@@ -133,6 +133,7 @@ from runner import startup
 from runner import serving_input
 import squad_evaluate
 from runner import tfrecord_input
+from tasks import windows
 import tokenization
 from runner import training_graph
 from userio import verbosity
