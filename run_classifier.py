@@ -10,7 +10,6 @@ reusable feature files and refusing an --output_dir of another task.
 import collections
 import csv
 import io
-import json
 import os
 import random
 
@@ -23,6 +22,7 @@ import tensorflow as tf
 from tasks import classifier_metrics
 from userio import cli
 from runner import estimator as estimator_lib
+from runner import feature_cache
 import modeling
 from userio import output_files
 from userio import progress
@@ -586,10 +586,6 @@ def _float_feature(values):
   return tf.train.Feature(float_list=tf.train.FloatList(value=list(values)))
 
 
-def _sidecar_path(output_file):
-  return output_file + ".meta.json"
-
-
 def file_based_convert_examples_to_features(examples, label_list,
                                             max_seq_length, tokenizer,
                                             output_file, *, fingerprint=None):
@@ -598,17 +594,17 @@ def file_based_convert_examples_to_features(examples, label_list,
   Features: input_ids, input_mask, segment_ids (int64 [max_seq_length]),
   label_ids (int64 [1], float [1] for regression), is_real_example (int64
   [1]). The file is written under a temporary name and renamed when
-  complete (a failure leaves no temporary file); then `fingerprint` (a
-  dict) goes to `<output_file>.meta.json`, so a file without a sidecar is
-  known to be incomplete. Progress is logged every 10 seconds.
+  complete (a failure leaves no temporary file; a full disk ends in one
+  line with about the space the file needs); then `fingerprint` (a dict)
+  goes to the sidecar `<output_file>.meta.json` with the file's size,
+  checksum and record count, so a file without a sidecar is known to be
+  incomplete (runner/feature_cache.py). Progress is logged every 10
+  seconds.
   """
-  sidecar = _sidecar_path(output_file)
-  if tf.io.gfile.exists(sidecar):
-    tf.io.gfile.remove(sidecar)
   meter = progress.Progress("Writing features to %s" % output_file,
                             len(examples))
-  with output_files.replacing(output_file) as temp_file, (
-      tf.io.TFRecordWriter(temp_file)) as writer:
+  with feature_cache.FeatureFile(output_file, len(examples),
+                                 depends_on=fingerprint) as writer:
     for (ex_index, example) in enumerate(examples):
       feature = convert_single_example(ex_index, example, label_list,
                                        max_seq_length, tokenizer)
@@ -627,8 +623,6 @@ def file_based_convert_examples_to_features(examples, label_list,
       writer.write(tf_example.SerializeToString())
       meter.advance()
   meter.finish()
-  if fingerprint is not None:
-    output_files.write_text(sidecar, json.dumps(fingerprint, sort_keys=True))
 
 
 def record_fingerprint(data_files, vocab_file, do_lower_case, max_seq_length,
@@ -655,29 +649,20 @@ def record_fingerprint(data_files, vocab_file, do_lower_case, max_seq_length,
 
 
 def records_are_current(output_file, fingerprint):
-  """True if `output_file` exists and its sidecar holds `fingerprint`."""
-  sidecar = _sidecar_path(output_file)
-  if not (tf.io.gfile.exists(output_file) and tf.io.gfile.exists(sidecar)):
-    return False
-  with tf.io.gfile.GFile(sidecar, "r") as reader:
-    try:
-      stored = json.load(reader)
-    except ValueError:
-      return False
-  return stored == json.loads(json.dumps(fingerprint, sort_keys=True))
+  """True if `output_file`'s sidecar holds `fingerprint` and vouches for
+  the file's size and checksum."""
+  return feature_cache.check(output_file, fingerprint) is None
 
 
 def prepare_record_file(examples, label_list, max_seq_length, tokenizer,
                         output_file, fingerprint):
-  """Reuses `output_file` if its sidecar matches `fingerprint`, else writes
-  it."""
-  if records_are_current(output_file, fingerprint):
-    logging.info("Reusing features in %s (sidecar matches).", output_file)
-    return
-  logging.info("Writing features to %s", output_file)
-  file_based_convert_examples_to_features(
-      examples, label_list, max_seq_length, tokenizer, output_file,
-      fingerprint=fingerprint)
+  """Reuses `output_file` if its sidecar vouches for it (same fingerprint,
+  size and checksum), else writes it, saying why."""
+  feature_cache.prepare(
+      output_file, fingerprint,
+      lambda: file_based_convert_examples_to_features(
+          examples, label_list, max_seq_length, tokenizer, output_file,
+          fingerprint=fingerprint))
 
 
 def file_based_input_fn_builder(input_file, seq_length, is_training,

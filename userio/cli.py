@@ -12,7 +12,9 @@ A script hands its `main` to `run` (absl scripts) or `call` (argparse ones):
     "Training stopped. <advice>" (or "Evaluation stopped.", "Prediction
     stopped." when those run out of memory) and status 1.
   * A full disk, a read-only file system or a missing permission ends with
-    one line naming the file, status 1.
+    one line naming the folder and what was being written (with about how
+    much space it needs, when the writer knows: userio/disk_space.py),
+    status 1.
   * Ctrl-C ends with one line, status 130. While training, the first Ctrl-C
     or SIGTERM lets the update under way finish and saves a checkpoint
     (estimator.TrainingInterrupted); the line names it, and the status is
@@ -23,9 +25,11 @@ A script hands its `main` to `run` (absl scripts) or `call` (argparse ones):
 `--help` prints the first paragraph of the script's docstring and the help
 of the flags a user needs (the script's key flags); `--helpfull` lists all.
 
-Library functions raise `UserError` and never exit; it is a ValueError, so
-callers that catch ValueError keep working. This module imports neither
-TensorFlow nor the project's modules, so light scripts stay light.
+When the command ends, the output folders it locked are released
+(userio/folder_lock.py). Library functions raise `UserError` and never
+exit; it is a ValueError, so callers that catch ValueError keep working.
+This module imports neither TensorFlow nor the project's modules (but
+userio/disk_space.py, which imports neither), so light scripts stay light.
 """
 
 import errno
@@ -36,6 +40,8 @@ import traceback
 
 from absl import app
 from absl import flags
+
+from userio import disk_space
 
 USAGE_STATUS = 2
 FAILURE_STATUS = 1
@@ -141,6 +147,15 @@ def _environment_problem(error):
   return None
 
 
+def _release_folder_locks():
+  """Releases the output folders this run locked, if it locked any (looked
+  up in sys.modules, as `_training_failure` does, so that a command that
+  locks nothing imports nothing for it)."""
+  folder_lock = sys.modules.get("userio.folder_lock")
+  if folder_lock is not None:
+    folder_lock.release_all()
+
+
 def check_cpu_allocator_cap(environ):
   """UserError unless `environ` leaves TF_MKL_ALLOC_MAX_BYTES unset or sets
   it to a positive whole number of bytes."""
@@ -169,6 +184,8 @@ def call(main, *args):
     _exit(USAGE_STATUS, error_line(e))
   except KeyboardInterrupt:
     _exit(INTERRUPTED_STATUS, "%s: interrupted." % program_name())
+  except disk_space.WriteFailed as e:
+    _exit(FAILURE_STATUS, error_line(e))
   except Exception as e:  # pylint: disable=broad-except
     signum = _training_interrupted(e)
     if signum is not None:
@@ -184,6 +201,8 @@ def call(main, *args):
           "in this program, not a problem with your input; please report "
           "it, with the command line, on the project's issue tracker." %
           program_name())
+  finally:
+    _release_folder_locks()
 
 
 def _summary():
