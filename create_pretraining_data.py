@@ -56,10 +56,13 @@ import tensorflow as tf
 
 from userio import cli
 from engine import host_memory
+from userio import disk_space
+from userio import folder_lock
 from userio import output_files
 from userio import progress
 from runner import startup
 from runner import shared_flags
+from runner import tfrecord_input
 import tokenization
 
 FLAGS = flags.FLAGS
@@ -473,11 +476,26 @@ def _logging_serializer(options, tokenizer):
   return make_record
 
 
+def _records_bytes(records):
+  """The bytes TFRecord files of the serialized `records` take."""
+  return sum(len(record) + tfrecord_input.RECORD_FRAMING_BYTES for record in records)
+
+
+def _writing_records(folder, what, size):
+  """The disk_space.writing context of records written into `folder`."""
+  return disk_space.writing(folder or ".", "pre-training records %s" % what,
+                            size=size, flag="--output_file")
+
+
 def write_example_files(records, paths, meter=None):
   """Deals the serialized records out to the files `paths` in turn (record
   i to file i mod n), each written under a temporary name and renamed once
-  all are complete."""
-  with contextlib.ExitStack() as stack:
+  all are complete; a full disk ends in one line (disk_space.WriteFailed)
+  and leaves none of them."""
+  names = ", ".join(os.path.basename(path) for path in paths)
+  with _writing_records(os.path.dirname(paths[0]), names,
+                        _records_bytes(records)), (
+                            contextlib.ExitStack()) as stack:
     writers = [stack.enter_context(tf.io.TFRecordWriter(
         stack.enter_context(output_files.replacing(path)))) for path in paths]
     for index, record in enumerate(records):
@@ -730,9 +748,12 @@ def build_shard(shard_index, documents_lines, settings, temp_file):
       all_documents, settings.options, vocab,
       shard_rng(settings.random_seed, shard_index),
       lambda instance: serialize_instance(instance, settings.options))
-  with tf.io.TFRecordWriter(temp_file) as writer:
-    for record in records:
-      writer.write(record)
+  with _writing_records(os.path.dirname(temp_file),
+                        "shard %d" % shard_index,
+                        _records_bytes(records)):
+    with tf.io.TFRecordWriter(temp_file) as writer:
+      for record in records:
+        writer.write(record)
   result = ShardResult(len(all_documents),
                        sum(len(d) >= 2 for d in all_documents), len(records))
   del all_documents, records
@@ -904,6 +925,15 @@ def check_output_files(paths, input_files):
       raise cli.UserError("--output_file=%s is also an input file." % path)
 
 
+def lock_output_folders(paths):
+  """Takes the lock of each folder --output_file writes into, for the rest
+  of the run (userio/folder_lock.py): a second run writing there is
+  refused."""
+  for folder in sorted({os.path.dirname(os.path.abspath(p)) for p in paths}):
+    folder_lock.hold(folder, flag="--output_file",
+                     name="%s, the folder of --output_file," % folder)
+
+
 def settings_from_flags(flag_obj):
   return Settings(
       vocab_file=flag_obj.vocab_file,
@@ -950,6 +980,7 @@ def run(flag_obj):
   logging.info("Reading from %s", ", ".join(input_files))
   paths = flag_obj.output_file.split(",")
   check_output_files(paths, input_files)
+  lock_output_folders(paths)
   settings = settings_from_flags(flag_obj)
   if flag_obj.mode == "faithful":
     run_faithful(settings, tokenizer, input_files, paths)
