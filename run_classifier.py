@@ -180,6 +180,11 @@ class DataProcessor(object):
     Blank lines stay in the list as empty rows, so row i is line i + 1.
     A UTF-8 byte-order mark (MRPC's header has one) is dropped.
     """
+    if os.path.isdir(input_file):
+      raise cli.UserError(
+          "Data file %s is a folder, not a file" % input_file,
+          fix="Point --data_dir at the folder that holds the task's files "
+          "as the GLUE/XNLI download writes them.")
     if not os.path.isfile(input_file):
       raise cli.UserError(
           "Data file %s does not exist" % input_file,

@@ -263,6 +263,7 @@ def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq,
   name_to_features = record_features(max_seq_length, max_predictions_per_seq)
 
   def input_fn(params):
+    tfrecord_input.note_record_files(input_files)
     if is_training:
       files = tf.data.Dataset.from_tensor_slices(tf.constant(input_files))
       files = files.repeat().shuffle(len(input_files), seed=seed)

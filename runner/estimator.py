@@ -409,7 +409,7 @@ class _EventFile(object):
 
   def _write(self, event):
     data = event.SerializeToString()
-    self.pending_bytes = len(data) + 16  # TFRecord framing
+    self.pending_bytes = len(data) + tfrecord_input.RECORD_FRAMING_BYTES
     try:
       self._writer.write(data)
       self._writer.flush()

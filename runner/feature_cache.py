@@ -36,13 +36,10 @@ import os
 from absl import logging
 import tensorflow as tf
 
+from runner import tfrecord_input
 from userio import disk_space
 from userio import output_files
 from userio import sidecars
-
-# Bytes a TFRecord file adds to each record: its length, and the checksums
-# of the length and of the data.
-RECORD_FRAMING_BYTES = 16
 
 
 class FeatureFile(object):
@@ -99,7 +96,7 @@ class FeatureFile(object):
     """Appends one serialized record (bytes)."""
     self._writer.write(record)
     self.num_records += 1
-    self.num_bytes += len(record) + RECORD_FRAMING_BYTES
+    self.num_bytes += len(record) + tfrecord_input.RECORD_FRAMING_BYTES
 
   def __exit__(self, kind, value, trace):
     suppressed = self._stack.__exit__(kind, value, trace)

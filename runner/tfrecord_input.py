@@ -26,6 +26,9 @@ from userio import sidecars
 
 # The original's shuffle buffer.
 SHUFFLE_BUFFER = 100
+# Bytes a TFRecord file adds to each record: its length (8), the length's
+# checksum (4) and the data's checksum (4).
+RECORD_FRAMING_BYTES = 16
 
 
 def parse_batches(records, name_to_features, batch_size, drop_remainder):

@@ -128,14 +128,15 @@ def held_by(folder, beside=False):
   return None
 
 
-def hold(folder, *, flag="--output_dir", beside=False):
+def hold(folder, *, flag="--output_dir", beside=False, name=None):
   """Takes the lock of local `folder` for the rest of this run.
 
   Args:
     folder: the folder; it must exist unless `beside`.
-    flag: how messages name the folder's flag.
+    flag: the flag that chose the folder, for the message.
     beside: lock `<folder>.lock` next to the folder instead of run.lock in
       it (for a folder that is written elsewhere and renamed into place).
+    name: how the message names the folder (default "<flag>=<folder>").
 
   Returns:
     The FolderLock (None for a remote folder).
@@ -151,8 +152,9 @@ def hold(folder, *, flag="--output_dir", beside=False):
   handle = _try_lock(path)
   if handle is None:
     raise cli.UserError(
-        "%s=%s is in use by another run (%s). Wait for it to end, or pass "
-        "another %s." % (flag, folder, describe(read_owner(path)), flag))
+        "%s is in use by another run (%s). Wait for it to end, or pass "
+        "another %s." % (name or "%s=%s" % (flag, folder),
+                         describe(read_owner(path)), flag))
   handle.seek(0)
   stale = handle.read().strip()
   if stale:
