@@ -958,7 +958,8 @@ def _evaluate(shared, estimator, processor, eval_examples, label_list,
   for key in sorted(result.keys()):
     logging.info("  %s = %s", key, str(result[key]))
   output_files.write_eval_results(
-      os.path.join(shared.output_dir, "eval_results.txt"), result)
+      os.path.join(shared.output_dir, "eval_results.txt"), result,
+      flag="--output_dir")
 
 
 def _prediction_lines(processor, label_list, results, num_actual):
@@ -1007,11 +1008,11 @@ def _predict(shared, estimator, processor, predict_examples, label_list,
     raise RuntimeError("Got %d predictions for %d test examples."
                        % (len(result_lines), num_actual_predict_examples))
   output_files.write_text(os.path.join(shared.output_dir, "test_results.tsv"),
-                          "".join(result_lines))
+                          "".join(result_lines), flag="--output_dir")
   if processor.submission_name:
     output_files.write_text(
         os.path.join(shared.output_dir, processor.submission_name + ".tsv"),
-        "".join(submission_lines))
+        "".join(submission_lines), flag="--output_dir")
 
 
 def main(_):

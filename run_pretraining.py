@@ -548,7 +548,8 @@ def _evaluate(shared, estimator, input_files):
   for key in sorted(result):
     logging.info("  %s = %s", key, str(result[key]))
   output_files.write_eval_results(
-      os.path.join(shared.output_dir, "eval_results.txt"), result)
+      os.path.join(shared.output_dir, "eval_results.txt"), result,
+      flag="--output_dir")
   if FLAGS.eval_all_checkpoints:
     _write_eval_history(os.path.join(shared.output_dir, "eval_history.tsv"),
                         history)
@@ -560,7 +561,7 @@ def _write_eval_history(path, history):
   keys = ["global_step"] + sorted(k for k in history[0] if k != "global_step")
   rows = ["\t".join(keys)] + ["\t".join(str(r[k]) for k in keys)
                               for r in history]
-  output_files.write_text(path, "\n".join(rows) + "\n")
+  output_files.write_text(path, "\n".join(rows) + "\n", flag="--output_dir")
 
 
 def main(_):

@@ -1147,7 +1147,8 @@ def answer_at_threshold(score_diff, best_non_null, threshold):
 
 def write_json_atomically(path, value):
   """Writes `value` as indented JSON; readers never see a partial file."""
-  output_files.write_text(path, json.dumps(value, indent=4) + "\n")
+  output_files.write_text(path, json.dumps(value, indent=4) + "\n",
+                          flag="--output_dir")
 
 
 def write_predictions(all_examples, all_features, all_results, n_best_size,

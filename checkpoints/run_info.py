@@ -161,12 +161,15 @@ def write(output_dir, record, bert_config_file, vocab_file,
           spm_model_file=None):
   """Writes run_info.json and copies of the config and the vocabulary (if
   the record names one)."""
-  output_files.copy(bert_config_file, os.path.join(output_dir, CONFIG_FILE))
+  output_files.copy(bert_config_file, os.path.join(output_dir, CONFIG_FILE),
+                    flag="--output_dir")
   if "vocab_file" in record:
     output_files.copy(spm_model_file or vocab_file,
-                      os.path.join(output_dir, record["vocab_file"]))
+                      os.path.join(output_dir, record["vocab_file"]),
+                      flag="--output_dir")
   output_files.write_text(os.path.join(output_dir, RECORD_FILE),
-                          json.dumps(record, indent=2, sort_keys=True) + "\n")
+                          json.dumps(record, indent=2, sort_keys=True) + "\n",
+                          flag="--output_dir")
 
 
 def assets(output_dir):

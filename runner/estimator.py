@@ -278,9 +278,14 @@ class RunConfig(object):
     Only one worker of a multi-worker cluster does (task 0 of "chief", else
     "worker" 0); single-process runs always do.
     """
-    if self.distribution is None:
-      return True
-    return self.distribution.extended.should_checkpoint
+    return is_chief(self.distribution)
+
+
+def is_chief(distribution):
+  """Whether this process writes the checkpoints, summaries and outputs of
+  a run with `distribution` (a strategy, or None for one device): only one
+  worker of a multi-worker cluster does."""
+  return distribution is None or distribution.extended.should_checkpoint
 
 
 class _Meter(object):
@@ -445,6 +450,14 @@ def _variables_bytes(graph):
     variables = tf.compat.v1.global_variables()
   return sum(v.shape.num_elements() * v.dtype.base_dtype.size
              for v in variables if v.shape.is_fully_defined())
+
+
+def _saved_model_bytes(graph, assets):
+  """About the bytes of a SavedModel of `graph`: its graph, its variables
+  and the files `assets` ({name: path})."""
+  return (graph.as_graph_def().ByteSize() + _variables_bytes(graph) +
+          sum(tf.io.gfile.stat(path).length
+              for path in (assets or {}).values()))
 
 
 @contextlib.contextmanager
@@ -1157,7 +1170,8 @@ class Estimator(object):
         tf.io.gfile.rmtree(temporary_dir)
       with disk_space.writing(
           export_dir_base, "the SavedModel %s" % os.path.basename(export_dir),
-          size=lambda: _variables_bytes(graph), flag="--export_dir"):
+          size=lambda: _saved_model_bytes(graph, assets),
+          flag="--export_dir"):
         self._write_saved_model(graph, checkpoint, signature, temporary_dir,
                                 assets)
         tf.io.gfile.rename(temporary_dir, export_dir)

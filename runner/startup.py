@@ -534,8 +534,8 @@ def make_run_config(shared, memory=None, distribution=None,
 
 def set_up(shared, bert_config, *, do_train, record=None, step_memory=None,
            heads=()):
-  """Checks checkpoints and output_dir, locks output_dir (the chief of a
-  multi-worker cluster alone), then makes the run's settings.
+  """Locks output_dir (the chief of a multi-worker cluster alone: the
+  workers share it), checks the checkpoints, then makes the run's settings.
 
   Args:
     shared: shared_flags.SharedFlags, as `start` returned them.
@@ -558,19 +558,20 @@ def set_up(shared, bert_config, *, do_train, record=None, step_memory=None,
     RunSetup.
   """
   output_dir = shared.output_dir
-  checkpoint_checks.check_checkpoints(
-      output_dir, shared.init_checkpoint, bert_config,
-      shared.bert_config_file, do_train=do_train, heads=heads)
   prepare_output_dir(output_dir)
   distribution = distribution_lib.make_distribution(shared.distribution,
                                                     shared.devices)
+  # Before the checkpoints are read: another run may be writing them.
+  if estimator.is_chief(distribution):
+    lock_output_dir(output_dir)
+  checkpoint_checks.check_checkpoints(
+      output_dir, shared.init_checkpoint, bert_config,
+      shared.bert_config_file, do_train=do_train, heads=heads)
   model = _step_memory(shared, bert_config, step_memory)
   memory = resolve_memory(shared, bert_config, do_train, distribution, model)
   oom_message_fn = out_of_memory.training_advice_fn(model, memory,
                                                     shared.train_batch_size)
   run_config = make_run_config(shared, memory, distribution, oom_message_fn)
-  if run_config.is_chief:
-    lock_output_dir(output_dir)
   if do_train and record is not None:
     run_info.write(output_dir, record, shared.bert_config_file,
                    shared.vocab_file, shared.spm_model_file)

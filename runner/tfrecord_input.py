@@ -17,6 +17,7 @@ file (`damaged_records_error`).
 """
 
 import os
+import re
 import struct
 
 import tensorflow as tf
@@ -138,6 +139,9 @@ def first_record(path):
 
 # The graph collection of the TFRecord files the graph's input reads.
 RECORD_FILES = "tfrecord_input_files"
+# How TensorFlow's record reader says what it found ("corrupted record at
+# 3050", "truncated record at 49000").
+_READER_WORDS = re.compile(r"\b(?:corrupted|truncated) record at \d+")
 
 
 def note_record_files(paths):
@@ -169,10 +173,10 @@ def damaged_records_error(error, graph):
   runner/feature_cache.py): running again makes it anew. Any other is the
   user's.
   """
-  paths = [path for path in graph.get_collection(RECORD_FILES)]
-  said = error.message.strip().splitlines()
-  tensorflow_said = next((line.strip() for line in said if "record" in line),
-                         said[0] if said else type(error).__name__)
+  paths = list(graph.get_collection(RECORD_FILES))
+  found = _READER_WORDS.search(error.message)
+  tensorflow_said = (found.group(0) if found else
+                     error.message.strip().splitlines()[-1])
   path = paths[0] if len(paths) == 1 else _damaged_file(paths)[0]
   if path is None:
     return cli.UserError(

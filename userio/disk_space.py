@@ -196,8 +196,12 @@ def message(kind, reason, folder, what, *, size=None, flag=None, then=None):
   line = "%s writing %s into %s%s." % (
       reason, what, folder, " (%s)" % "; ".join(facts) if facts else "")
   other = " or pass another %s" % flag if flag else " or write elsewhere"
-  action = ("Free space there" if kind == FULL else
-            "Make the folder writable")
+  if kind == UNWRITABLE:
+    action = "Make the folder writable"
+  elif reason == _TOO_LARGE:
+    action = "Raise the limit"
+  else:
+    action = "Free space there"
   return "%s %s%s, then run the same command again%s." % (
       line, action, other, ": " + then if then else "")
 

@@ -70,9 +70,9 @@ def copy(source, path, *, flag=None):
     tf.io.gfile.copy(source, temporary, overwrite=True)
 
 
-def write_eval_results(path, results):
+def write_eval_results(path, results, *, flag=None):
   """Writes a dict of metrics as Google's eval_results.txt, atomically: one
   "key = value" line per metric, sorted by key, values as str() writes
   them."""
   write_text(path, "".join("%s = %s\n" % (key, str(results[key]))
-                           for key in sorted(results)))
+                           for key in sorted(results)), flag=flag)
