@@ -7,8 +7,9 @@ stdout.log and stderr.log in the step's folder. Before starting, the step's
 command goes to step.json there; after it, the attempt's exit status and
 wall time, and, when it succeeded, the size and sha256 of each of its done
 files (userio/sidecars.py). A step is done when step.json holds the same
-command and its done files are still the files recorded: such steps are
-skipped, so a grid run again after a kill redoes only what was not
+command and its done files are still the files recorded (a record of an
+older version, without them, when they exist; they are recorded then):
+such steps are skipped, so a grid run again after a kill redoes only what was not
 finished; a done file that was changed, cut short or damaged since has its
 step run again, with a line saying why. A step that was killed is started
 again with the same command, and the training scripts resume from the
@@ -88,7 +89,9 @@ def why_not_done(step):
     return ""
   recorded = record.get(DONE_FILES)
   if recorded is None:
-    return ""
+    # A record of an older version, which kept no checksums: its step is
+    # done when its done files exist (`_adopt` then records them).
+    return None if _have_done_files(step) else ""
   if set(recorded) != set(step.done_files):
     return "its done files changed (%s)" % ", ".join(step.done_files)
   return sidecars.check_files(step.output_dir, recorded)
@@ -100,13 +103,26 @@ def is_done(step):
   return why_not_done(step) is None
 
 
+def _have_done_files(step):
+  return all(os.path.exists(os.path.join(step.output_dir, name))
+             for name in step.done_files)
+
+
 def _record_done_files(step, record):
   """Adds the size and sha256 of the step's done files to `record`, when
   they all exist."""
-  if all(os.path.exists(os.path.join(step.output_dir, name))
-         for name in step.done_files):
+  if _have_done_files(step):
     record[DONE_FILES] = sidecars.describe_files(step.output_dir,
                                                  step.done_files)
+
+
+def _adopt(step):
+  """Records the done files of a done step whose step.json has none (an
+  older version's), so that later runs verify them."""
+  record = read_record(step)
+  if record is not None and DONE_FILES not in record:
+    _record_done_files(step, record)
+    _write_record(step, record)
 
 
 def total_wall_seconds(step):
@@ -262,6 +278,7 @@ def run_steps(steps, python, devices, log=print, env=None, what="cells"):
   for step in steps:
     reason = why_not_done(step)
     if reason is None:
+      _adopt(step)
       outcomes[step.name] = Outcome("skipped", 0, "", total_wall_seconds(step))
       progress.skipped += 1
     else:

@@ -83,13 +83,15 @@ class FeatureFile(object):
     # before the file changes.
     sidecars.remove(self.path)
     folder, name = os.path.split(self.path)
-    self._stack = contextlib.ExitStack()
-    self._stack.enter_context(disk_space.writing(
-        folder or ".", "%s %s" % (self._what, name), size=self._estimate,
-        flag=self._flag, partial=lambda entry: entry.startswith(name) and (
-            disk_space.is_partial(entry))))
-    temporary = self._stack.enter_context(output_files.replacing(self.path))
-    self._writer = self._stack.enter_context(tf.io.TFRecordWriter(temporary))
+    with contextlib.ExitStack() as stack:
+      stack.enter_context(disk_space.writing(
+          folder or ".", "%s %s" % (self._what, name), size=self._estimate,
+          flag=self._flag, partial=lambda entry: entry.startswith(name) and (
+              disk_space.is_partial(entry))))
+      temporary = stack.enter_context(output_files.replacing(self.path))
+      self._writer = stack.enter_context(tf.io.TFRecordWriter(temporary))
+      # Unwound by __exit__; a failure above unwinds what was entered.
+      self._stack = stack.pop_all()
     return self
 
   def write(self, record):

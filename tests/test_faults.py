@@ -708,3 +708,89 @@ def test_folder_as_vocab_file_is_one_line(reference, tmp_path, run_script):
       "run_classifier.py: error: --vocab_file=%s is a folder; pass the file "
       "itself (e.g. --vocab_file=%s)." % (
           reference, os.path.join(reference, "vocab.txt")))
+
+
+# ------------------------------------------------------------ the pieces
+
+
+def test_writing_removes_what_the_failed_write_left_and_nothing_else(
+    tmp_path):
+  from userio import disk_space  # pylint: disable=import-outside-toplevel
+  folder = str(tmp_path)
+  for name in ("model.ckpt-10.index", "old.tmp"):
+    (tmp_path / name).write_text("kept")
+
+  with pytest.raises(disk_space.WriteFailed) as failed:
+    with disk_space.writing(folder, "checkpoint model.ckpt-20", size=3 << 20,
+                            flag="--output_dir",
+                            then=lambda: "it resumes from model.ckpt-10"):
+      for name in ("model.ckpt-20.data-00000-of-00001.tempstate123",
+                   "checkpoint.tmp9f3a", "model.ckpt-20.index"):
+        (tmp_path / name).write_text("partial")
+      raise OSError(28, "No space left on device")  # ENOSPC
+
+  # The new temporary files go; what was there before and what is not
+  # temporary stays (a checkpoint's own files are the caller's to name).
+  assert sorted(os.listdir(folder)) == ["model.ckpt-10.index",
+                                        "model.ckpt-20.index", "old.tmp"]
+  message = str(failed.value)
+  assert message.startswith(
+      "No space left on device writing checkpoint model.ckpt-20 into %s "
+      "(it needs about 3.0 MiB; " % folder), message
+  assert message.endswith(" free there). Free space there or pass another "
+                          "--output_dir, then run the same command again: "
+                          "it resumes from model.ckpt-10."), message
+
+
+def test_writing_passes_other_errors_and_knows_tensorflows_words(tmp_path):
+  from userio import disk_space  # pylint: disable=import-outside-toplevel
+  with pytest.raises(KeyError):
+    with disk_space.writing(str(tmp_path), "x"):
+      raise KeyError("not a disk")
+  # A save op's error: ResourceExhaustedError, with the C library's words.
+  error = tf.errors.ResourceExhaustedError(
+      None, None, "/x/model.ckpt-0.data-00000-of-00001.tempstate1; No space "
+      "left on device\n\t [[{{node save/SaveV2}}]]")
+  assert disk_space.problem(error) == (disk_space.FULL,
+                                       "No space left on device")
+  line = str(disk_space.failure_of(error))
+  assert line.startswith("No space left on device writing "
+                         "model.ckpt-0.data-00000-of-00001.tempstate1 into "
+                         "/x"), line
+  out_of_memory = tf.errors.ResourceExhaustedError(
+      None, None, "OOM when allocating tensor with shape[64,128]")
+  assert disk_space.problem(out_of_memory) is None
+
+
+def test_folder_lock_refuses_a_live_holder_and_takes_over_a_dead_one(
+    tmp_path):
+  from userio import cli  # pylint: disable=import-outside-toplevel
+  from userio import folder_lock  # pylint: disable=import-outside-toplevel
+  folder = str(tmp_path)
+  holder = subprocess.Popen(
+      [sys.executable, "-c", "import sys, time\n"
+       "from userio import folder_lock\n"
+       "folder_lock.hold(sys.argv[1])\n"
+       "print('held', flush=True)\n"
+       "time.sleep(600)\n", folder],
+      cwd=REPO_ROOT, env=_script_env(), stdout=subprocess.PIPE, text=True)
+  try:
+    assert holder.stdout.readline() == "held\n"
+    assert folder_lock.held_by(folder)["pid"] == holder.pid
+    with pytest.raises(cli.UserError) as refused:
+      folder_lock.hold(folder)
+  finally:
+    holder.kill()
+    holder.wait()
+  assert str(refused.value).startswith(
+      "--output_dir=%s is in use by another run (pid %d on " % (
+          folder, holder.pid))
+  assert folder_lock.held_by(folder) is None  # the flock died with it
+  lock = folder_lock.hold(folder)
+  try:
+    with open(os.path.join(folder, "run.lock")) as f:
+      assert json.load(f)["pid"] == os.getpid()
+    assert folder_lock.hold(folder) is lock  # one process is one run
+  finally:
+    lock.release()
+  assert not os.path.exists(os.path.join(folder, "run.lock"))
