@@ -129,6 +129,10 @@ def expand_input_files(input_file):
       continue
     matches = sorted(path for path in tf.io.gfile.glob(pattern)
                      if not tf.io.gfile.isdir(path))
+    if not matches and tf.io.gfile.isdir(pattern):
+      raise cli.UserError(
+          "--input_file: %s is a folder; pass the TFRecord files in it "
+          "(e.g. %s)." % (pattern, os.path.join(pattern, "*.tfrecord")))
     if not matches:
       raise cli.UserError(
           "--input_file: %s matches no file; pass the TFRecord files that "

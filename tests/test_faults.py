@@ -755,8 +755,8 @@ def test_writing_passes_other_errors_and_knows_tensorflows_words(tmp_path):
                                        "No space left on device")
   line = str(disk_space.failure_of(error))
   assert line.startswith("No space left on device writing "
-                         "model.ckpt-0.data-00000-of-00001.tempstate1 into "
-                         "/x"), line
+                         "/x/model.ckpt-0.data-00000-of-00001.tempstate1 ("
+                         ), line
   out_of_memory = tf.errors.ResourceExhaustedError(
       None, None, "OOM when allocating tensor with shape[64,128]")
   assert disk_space.problem(out_of_memory) is None

@@ -32,7 +32,6 @@ This module imports neither TensorFlow nor the project's modules (but
 userio/disk_space.py, which imports neither), so light scripts stay light.
 """
 
-import errno
 import os
 import re
 import sys
@@ -52,12 +51,6 @@ _HELPFULL_ARGS = ("--helpfull", "-helpfull")
 # The runner's exceptions whose message is the advice (runner/estimator.py).
 _TRAINING_FAILURES = ("NonFiniteLossError", "OutOfMemoryError",
                       "WorkerFailedError")
-_ENVIRONMENT_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES,
-                       errno.EFBIG)
-# How TensorFlow's file errors (which are not OSErrors) word the same.
-_ENVIRONMENT_TEXTS = ("No space left on device", "Disk quota exceeded",
-                      "Read-only file system", "Permission denied",
-                      "File too large")
 # TensorFlow reads this variable once, when its CPU allocator starts: the
 # most bytes that allocator may reserve (by default the machine's RAM). It
 # aborts the process, with a C++ stack trace, on a value it cannot read.
@@ -133,20 +126,6 @@ def _training_interrupted(error):
   return error.signum if kind is not None and isinstance(error, kind) else None
 
 
-def _environment_problem(error):
-  """One line for a full disk, a read-only file system or a permission."""
-  if isinstance(error, OSError) and error.errno in _ENVIRONMENT_ERRNOS:
-    where = " writing %s" % error.filename if error.filename else ""
-    return "%s%s. Free space or fix the permissions there, or choose " \
-        "another --output_dir." % (error.strerror or error, where)
-  text = str(error)
-  if any(known in text for known in _ENVIRONMENT_TEXTS):
-    first = text.strip().splitlines()[0] if text.strip() else text
-    return "%s. Free space or fix the permissions there, or choose another " \
-        "--output_dir." % first.rstrip(".")
-  return None
-
-
 def _release_folder_locks():
   """Releases the output folders this run locked, if it locked any (looked
   up in sys.modules, as `_training_failure` does, so that a command that
@@ -193,7 +172,8 @@ def call(main, *args):
     advice = _training_failure(e)
     if advice is not None:
       _exit(FAILURE_STATUS, advice)
-    problem = _environment_problem(e)
+    # A full disk or an unwritable folder that no disk_space.writing named.
+    problem = disk_space.failure_of(e, flag="--output_dir")
     if problem is not None:
       _exit(FAILURE_STATUS, error_line(problem))
     traceback.print_exc()

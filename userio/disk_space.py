@@ -174,13 +174,14 @@ def _facts(kind, reason, folder, size):
     facts.append("this process may write files of at most %s (ulimit -f)"
                  % units.describe_bytes(limit))
   else:
-    free = free_bytes(folder)
+    free = free_bytes(folder) if folder else None
     if free is not None:
       facts.append("%s free there" % units.describe_bytes(free))
   return facts
 
 
-def message(kind, reason, folder, what, *, size=None, flag=None, then=None):
+def message(kind, reason, folder, what, *, size=None, flag=None, then=None,
+            into=True):
   """The one line of a write of `what` into `folder` that failed.
 
   Args:
@@ -191,10 +192,13 @@ def message(kind, reason, folder, what, *, size=None, flag=None, then=None):
     flag: the flag that chose the folder (e.g. "--output_dir"), or None.
     then: what running the same command again does, e.g. "it resumes from
       model.ckpt-10", or None.
+    into: whether the line names `folder` after `what` (not when `what` is
+      a path in it).
   """
   facts = _facts(kind, reason, folder, size)
-  line = "%s writing %s into %s%s." % (
-      reason, what, folder, " (%s)" % "; ".join(facts) if facts else "")
+  line = "%s writing %s%s%s." % (
+      reason, what, " into %s" % folder if into else "",
+      " (%s)" % "; ".join(facts) if facts else "")
   other = " or pass another %s" % flag if flag else " or write elsewhere"
   if kind == UNWRITABLE:
     action = "Make the folder writable"
@@ -257,11 +261,10 @@ def failure_of(error, flag=None):
     match = _PATH_BEFORE_WORDS.search(_text(error))
     path = match.group(1) if match else None
   if not path:
-    return WriteFailed(message(kind, reason, "the output folder",
-                               "a file", flag=flag), kind, reason)
-  folder, name = os.path.split(path)
-  return WriteFailed(message(kind, reason, folder or ".", name, flag=flag),
-                     kind, reason)
+    return WriteFailed(message(kind, reason, None, "a file", flag=flag,
+                               into=False), kind, reason)
+  return WriteFailed(message(kind, reason, os.path.dirname(path) or ".",
+                             path, flag=flag, into=False), kind, reason)
 
 
 def extrapolated(done_bytes, done_items, total_items):
