@@ -926,12 +926,17 @@ def check_output_files(paths, input_files):
 
 
 def lock_output_folders(paths):
-  """Takes the lock of each folder --output_file writes into, for the rest
-  of the run (userio/folder_lock.py): a second run writing there is
+  """A context holding the lock of each folder --output_file writes into
+  (userio/folder_lock.py): a second run writing there meanwhile is
   refused."""
-  for folder in sorted({os.path.dirname(os.path.abspath(p)) for p in paths}):
-    folder_lock.hold(folder, flag="--output_file",
-                     name="%s, the folder of --output_file," % folder)
+  stack = contextlib.ExitStack()
+  with stack:
+    for folder in sorted({os.path.dirname(os.path.abspath(p))
+                          for p in paths}):
+      stack.enter_context(folder_lock.hold(
+          folder, flag="--output_file",
+          name="%s, the folder of --output_file," % folder))
+    return stack.pop_all()
 
 
 def settings_from_flags(flag_obj):
@@ -980,14 +985,14 @@ def run(flag_obj):
   logging.info("Reading from %s", ", ".join(input_files))
   paths = flag_obj.output_file.split(",")
   check_output_files(paths, input_files)
-  lock_output_folders(paths)
   settings = settings_from_flags(flag_obj)
-  if flag_obj.mode == "faithful":
-    run_faithful(settings, tokenizer, input_files, paths)
-  else:
-    run_scalable(settings, input_files, paths[0],
-                 flag_obj.num_workers or len(os.sched_getaffinity(0)),
-                 int(flag_obj.shard_size_mb * _MB))
+  with lock_output_folders(paths):
+    if flag_obj.mode == "faithful":
+      run_faithful(settings, tokenizer, input_files, paths)
+    else:
+      run_scalable(settings, input_files, paths[0],
+                   flag_obj.num_workers or len(os.sched_getaffinity(0)),
+                   int(flag_obj.shard_size_mb * _MB))
 
 
 def main(_):

@@ -27,6 +27,7 @@ import tensorflow as tf
 
 from userio import cli
 from userio import output_files
+from userio import sidecars
 
 RECORD_FILE = "run_info.json"
 CONFIG_FILE = "bert_config.json"
@@ -53,11 +54,7 @@ _NOT_COMPARED = ("vocab_file",)
 
 def file_sha256(path):
   """Hex sha256 of a file's bytes."""
-  digest = hashlib.sha256()
-  with tf.io.gfile.GFile(path, "rb") as reader:
-    for block in iter(lambda: reader.read(1 << 20), b""):
-      digest.update(block)
-  return digest.hexdigest()
+  return sidecars.describe_file(path)["sha256"]
 
 
 def config_sha256(bert_config_file):

@@ -153,15 +153,15 @@ def note_record_files(paths):
 
 
 def _damaged_file(paths):
-  """The first of `paths` whose records cannot all be read, and what
-  TensorFlow said of it; (None, None) when each reads whole."""
+  """The first of `paths` whose records cannot all be read, or None when
+  each reads whole."""
   for path in paths:
     try:
       for _ in tf.compat.v1.io.tf_record_iterator(path):
         pass
-    except (tf.errors.DataLossError, tf.errors.OutOfRangeError) as e:
-      return path, e.message.strip().splitlines()[-1]
-  return None, None
+    except (tf.errors.DataLossError, tf.errors.OutOfRangeError):
+      return path
+  return None
 
 
 def damaged_records_error(error, graph):
@@ -170,14 +170,15 @@ def damaged_records_error(error, graph):
   that fails to read again) and what to do.
 
   A file with a sidecar is one a script made and reuses (a feature cache,
-  runner/feature_cache.py): running again makes it anew. Any other is the
-  user's.
+  runner/feature_cache.py): deleting it has the next run make it anew (its
+  sidecar may vouch for a file that was written damaged). Any other is the
+  user's, to make or copy again.
   """
   paths = list(graph.get_collection(RECORD_FILES))
   found = _READER_WORDS.search(error.message)
   tensorflow_said = (found.group(0) if found else
                      error.message.strip().splitlines()[-1])
-  path = paths[0] if len(paths) == 1 else _damaged_file(paths)[0]
+  path = paths[0] if len(paths) == 1 else _damaged_file(paths)
   if path is None:
     return cli.UserError(
         "A record of one of %s is cut short or damaged (TensorFlow said: "

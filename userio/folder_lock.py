@@ -13,11 +13,12 @@ dies, so a lock file whose flock nobody holds was left by a killed run: it
 is stale, and the next run takes it over (and says so).
 
 `hold` is re-entrant within a process (a process is one run), and its locks
-last until `release_all`, which userio/cli.py calls when the command ends;
-a normal end also removes the lock file. Only local folders are locked
+last until `release_all`, which userio/cli.py calls when the command ends,
+or until the FolderLock it returns is released (it is a context manager
+too); a release also removes the lock file. Only local folders are locked
 (flock means nothing on a remote file system).
 
-This module imports neither TensorFlow nor the project's modules.
+This module imports no TensorFlow (of the project, userio/cli.py alone).
 """
 
 import datetime
@@ -44,15 +45,22 @@ class FolderLock(object):
     self.path = path
     self._handle = handle
 
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *unused_exc_info):
+    self.release()
+    return False
+
   def release(self):
     """Removes the lock file, then drops the lock."""
     if self._handle is None:
       return
-    try:
-      os.remove(self.path)
-    except OSError:
-      pass
-    self._handle.close()
+    for drop in (lambda: os.remove(self.path), self._handle.close):
+      try:
+        drop()
+      except OSError:
+        pass  # Gone already, or what a full disk kept from being written.
     self._handle = None
     _held.pop(self.path, None)
 
@@ -160,12 +168,17 @@ def hold(folder, *, flag="--output_dir", beside=False, name=None):
   if stale:
     logging.info("Taking over the lock of %s: %s had it and ended without "
                  "releasing it.", folder, describe(read_owner(path)))
-  handle.seek(0)
-  handle.truncate()
-  handle.write(json.dumps(_owner()) + "\n")
-  handle.flush()
-  _held[path] = FolderLock(path, handle)
-  return _held[path]
+  lock = FolderLock(path, handle)
+  try:
+    handle.seek(0)
+    handle.truncate()
+    handle.write(json.dumps(_owner()) + "\n")
+    handle.flush()
+  except OSError:
+    lock.release()  # A full disk: no half-written lock file stays.
+    raise
+  _held[path] = lock
+  return lock
 
 
 def release_all():

@@ -51,7 +51,7 @@ def _remote(path):
 def _open(path, mode):
   if _remote(path):
     return _gfile().GFile(path, mode)
-  return open(path, mode)  # pylint: disable=unspecified-encoding
+  return open(path, mode, encoding=None if "b" in mode else "utf-8")
 
 
 def _exists(path):
@@ -104,15 +104,13 @@ def _write_json(path, value):
 
 def _read_json(path):
   """The JSON object in `path`, or None when absent or unreadable."""
+  if not _exists(path):
+    return None
   try:
     with _open(path, "r") as reader:
       value = json.load(reader)
   except (OSError, ValueError):
     return None
-  except Exception as e:  # pylint: disable=broad-except
-    if type(e).__name__ == "NotFoundError":  # tf.io.gfile, remote paths.
-      return None
-    raise
   return value if isinstance(value, dict) else None
 
 
