@@ -387,11 +387,12 @@ class _EventFile(object):
 
   The file is what tf.compat.v1.summary.FileWriter writes (TFRecords of
   Event protos, a version event first, named
-  events.out.tfevents.<seconds>.<host>), but FileWriter writes from a
-  thread of its own, where a failed write prints a traceback. Here each
-  event is written and flushed at once: a write that fails raises in the
-  caller, and a local file is cut back to its last complete event (removed
-  when it holds none).
+  events.out.tfevents.<seconds>.<host>, here with the process id after it,
+  so that a rerun within the same second does not replace it), but
+  FileWriter writes from a thread of its own, where a failed write prints a
+  traceback. Here each event is written and flushed at once: a write that
+  fails raises in the caller, and a local file is cut back to its last
+  complete event (removed when it holds none).
 
   Attributes:
     path: the event file.
@@ -399,8 +400,8 @@ class _EventFile(object):
   """
 
   def __init__(self, logdir):
-    self.path = os.path.join(logdir, "events.out.tfevents.%010d.%s" % (
-        time.time(), socket.gethostname()))
+    self.path = os.path.join(logdir, "events.out.tfevents.%010d.%s.%d" % (
+        time.time(), socket.gethostname(), os.getpid()))
     self.pending_bytes = 0
     self._complete_bytes = 0
     tf.io.gfile.makedirs(logdir)
@@ -435,9 +436,6 @@ class _EventFile(object):
       os.truncate(self.path, self._complete_bytes)
     else:
       os.remove(self.path)
-
-  def flush(self):
-    """Nothing to do: every event is flushed when written."""
 
   def close(self):
     self._writer.close()

@@ -20,11 +20,11 @@ defines its flags with runner/shared_flags.py and its `main` does:
 combinations, the config, the vocabulary against the config and the
 casing) and returns the flags with a Hugging Face --init_checkpoint
 replaced by its conversion; `check_output_dir` refuses an --output_dir
-whose run_info.json contradicts this run; `set_up` checks the checkpoints
-and the output directory, takes the output directory's lock for the rest
-of the run (`lock_output_dir`: a second run into the same folder is
-refused; in a multi-worker cluster only the chief, which writes there,
-takes it) and makes the `RunSetup`: distribution strategy,
+whose run_info.json contradicts this run; `set_up` makes the output
+directory, takes its lock for the rest of the run (`lock_output_dir`: a
+second run into the same folder is refused; in a multi-worker cluster only
+the chief, which writes there, takes it), checks the checkpoints and makes
+the `RunSetup`: distribution strategy,
 memory settings (micro-batch, accumulation steps, checkpointing,
 precision), the out-of-memory advice and the `estimator.RunConfig`, which
 carries the accumulation steps to the Estimator and, through its params,
