@@ -18,6 +18,14 @@ half-written left, and a run once there is room again that ends as an
 uninterrupted run does (the same final checkpoint tensors, the same
 predictions).
 
+Two runs into one folder: the second is refused naming the first (a run
+of many updates, its pid and command); once the first is killed, a third
+takes its stale lock over. reproduce.py's scheduler does not start a cell
+whose folder a live run holds. Caches: feature files cut short or with a
+byte flipped, a damaged Hugging Face conversion and a changed cell result
+are made again (saying why), not trusted. A damaged record file of the
+user's and a folder where a file is named end in one line.
+
 The runs use a tiny model (2 layers, hidden 32, a vocabulary of 28 words)
 and small MRPC-like files written here.
 """
@@ -704,17 +712,78 @@ def test_damaged_user_record_file_is_named_in_one_line(reference, tmp_path,
   assert "Make or copy that file again." in last
 
 
-def test_folder_as_vocab_file_is_one_line(reference, tmp_path, run_script):
-  result = run_script("run_classifier.py", [
-      arg if not arg.startswith("--vocab_file=") else
-      "--vocab_file=%s" % reference for arg in _classifier_args(
-          reference, str(tmp_path / "out"), ["do_train"])], TIMEOUT)
+def _replaced(args, **values):
+  """`args` with the flags of `values` set to them."""
+  return ["--%s=%s" % (arg[2:].split("=")[0], values[arg[2:].split("=")[0]])
+          if arg[2:].split("=")[0] in values else arg for arg in args]
+
+
+def _folder_cases(root, tmp):
+  """(script, args, the line) of a folder given where a file is named."""
+  classifier = _classifier_args(root, os.path.join(tmp, "out"), ["do_train"])
+  model_flags = ["--vocab_file=%s" % os.path.join(root, "vocab.txt"),
+                 "--bert_config_file=%s" % os.path.join(root,
+                                                        "bert_config.json")]
+  data = os.path.join(tmp, "data")
+  shutil.copytree(os.path.join(root, "data"), data)
+  os.remove(os.path.join(data, "train.tsv"))
+  os.makedirs(os.path.join(data, "train.tsv"))
+  return {
+      "vocab_file": ("run_classifier.py", _replaced(classifier,
+                                                    vocab_file=root),
+                     "--vocab_file=%s is a folder; pass the file itself (e.g. "
+                     "--vocab_file=%s)." % (root, os.path.join(
+                         root, "vocab.txt"))),
+      "bert_config_file": (
+          "run_classifier.py", _replaced(classifier, bert_config_file=root),
+          "--bert_config_file=%s is a folder; pass the file itself (e.g. "
+          "--bert_config_file=%s)." % (root, os.path.join(
+              root, "bert_config.json"))),
+      "init_checkpoint": (
+          "run_classifier.py", classifier + ["--init_checkpoint=%s" % tmp],
+          "--init_checkpoint=%s: %s.index not found." % (tmp, tmp)),
+      "data_dir_file": (
+          "run_classifier.py", _replaced(classifier, data_dir=data),
+          "Data file %s is a folder, not a file." % os.path.join(
+              data, "train.tsv")),
+      "squad_train_file": (
+          "run_squad.py", model_flags + [
+              "--train_file=%s" % tmp, "--do_train",
+              "--output_dir=%s" % os.path.join(tmp, "out"),
+              "--max_seq_length=32", "--max_query_length=8",
+              "--doc_stride=8"],
+          "SQuAD file %s is a folder;" % tmp),
+      "pretraining_input_file": (
+          "run_pretraining.py", [
+              "--input_file=%s" % tmp, "--do_train",
+              "--bert_config_file=%s" % os.path.join(root,
+                                                     "bert_config.json"),
+              "--output_dir=%s" % os.path.join(tmp, "out"),
+              "--max_seq_length=32", "--max_predictions_per_seq=5",
+              "--num_train_steps=2", "--num_warmup_steps=0"],
+          "--input_file: %s is a folder;" % tmp),
+      "extract_input_file": (
+          "extract_features.py", model_flags + [
+              "--input_file=%s" % tmp,
+              "--output_file=%s" % os.path.join(tmp, "out.jsonl"),
+              "--init_checkpoint=%s" % os.path.join(
+                  root, "out", "model.ckpt-%d" % STEPS),
+              "--max_seq_length=16", "--layers=-1,-2"],
+          "--input_file=%s is a folder;" % tmp),
+  }
+
+
+@pytest.mark.parametrize("case", [
+    "vocab_file", "bert_config_file", "init_checkpoint", "data_dir_file",
+    "squad_train_file", "pretraining_input_file", "extract_input_file"])
+def test_folder_given_as_a_file_is_one_line(reference, tmp_path, run_script,
+                                            case):
+  script, args, expected = _folder_cases(reference, str(tmp_path))[case]
+  result = run_script(script, args, TIMEOUT)
   assert result.returncode == 2, result.stderr[-3000:]
-  assert "Traceback" not in result.stderr
-  assert result.stderr.strip().splitlines()[-1] == (
-      "run_classifier.py: error: --vocab_file=%s is a folder; pass the file "
-      "itself (e.g. --vocab_file=%s)." % (
-          reference, os.path.join(reference, "vocab.txt")))
+  assert "Traceback" not in result.stderr, result.stderr[-3000:]
+  last = result.stderr.strip().splitlines()[-1]
+  assert last.startswith("%s: error: %s" % (script, expected)), last
 
 
 # ------------------------------------------------------------ the pieces
