@@ -29,6 +29,7 @@ user's and a folder where a file is named end in one line.
 The runs use a tiny model (2 layers, hidden 32, a vocabulary of 28 words)
 and small MRPC-like files written here.
 """
+import hashlib
 import json
 import os
 import random
@@ -631,7 +632,6 @@ def _damage(path, how):
 
 
 def _sha256(path):
-  import hashlib  # pylint: disable=import-outside-toplevel
   with open(path, "rb") as f:
     return hashlib.sha256(f.read()).hexdigest()
 
