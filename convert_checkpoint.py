@@ -5,11 +5,12 @@
 
 The layout of --input is recognized (or given with --from) and the output
 is the other one, written into a new folder that appears only when
-complete: Google's (a checkpoint, bert_config.json, vocab.txt and this
+complete (a second conversion into the same --output_dir meanwhile is
+refused): Google's (a checkpoint, bert_config.json, vocab.txt and this
 project's run_info.json) or Hugging Face's (config.json, model.safetensors,
 vocab.txt, tokenizer_config.json). The encoder, the pretraining heads and
 the classifier and SQuAD heads convert exactly; optimizer state stays
-behind. convert_checkpoint.py does the work; docs/interop.md has the
+behind. checkpoints/conversion.py does the work; docs/interop.md has the
 details.
 """
 
@@ -58,6 +59,7 @@ from checkpoints import conversion
 def main(_):
   verbosity.start_logging()
   values = flags.FLAGS
+  conversion.lock_output_dir(values.output_dir)
   conversion.convert(values.input, values.output_dir, values["from"].value,
           bert_config_file=values.bert_config_file,
           vocab_file=values.vocab_file, do_lower_case=values.do_lower_case)

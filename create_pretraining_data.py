@@ -156,6 +156,9 @@ from userio import progress
 from runner import startup
 import tokenization
 from userio import verbosity
+from userio import disk_space
+from userio import folder_lock
+from runner import tfrecord_input
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 
@@ -483,11 +486,26 @@ def _logging_serializer(options, tokenizer):
   return make_record
 
 
+def _records_bytes(records):
+  """The bytes TFRecord files of the serialized `records` take."""
+  return sum(len(record) + tfrecord_input.RECORD_FRAMING_BYTES for record in records)
+
+
+def _writing_records(folder, what, size):
+  """The disk_space.writing context of records written into `folder`."""
+  return disk_space.writing(folder or ".", "pre-training records %s" % what,
+                            size=size, flag="--output_file")
+
+
 def write_example_files(records, paths, meter=None):
   """Deals the serialized records out to the files `paths` in turn (record
   i to file i mod n), each written under a temporary name and renamed once
-  all are complete."""
-  with contextlib.ExitStack() as stack:
+  all are complete; a full disk ends in one line (disk_space.WriteFailed)
+  and leaves none of them."""
+  names = ", ".join(os.path.basename(path) for path in paths)
+  with _writing_records(os.path.dirname(paths[0]), names,
+                        _records_bytes(records)), (
+                            contextlib.ExitStack()) as stack:
     writers = [stack.enter_context(tf.io.TFRecordWriter(
         stack.enter_context(output_files.replacing(path)))) for path in paths]
     for index, record in enumerate(records):
@@ -740,9 +758,12 @@ def build_shard(shard_index, documents_lines, settings, temp_file):
       all_documents, settings.options, vocab,
       shard_rng(settings.random_seed, shard_index),
       lambda instance: serialize_instance(instance, settings.options))
-  with tf.io.TFRecordWriter(temp_file) as writer:
-    for record in records:
-      writer.write(record)
+  with _writing_records(os.path.dirname(temp_file),
+                        "shard %d" % shard_index,
+                        _records_bytes(records)):
+    with tf.io.TFRecordWriter(temp_file) as writer:
+      for record in records:
+        writer.write(record)
   result = ShardResult(len(all_documents),
                        sum(len(d) >= 2 for d in all_documents), len(records))
   del all_documents, records
@@ -914,6 +935,20 @@ def check_output_files(paths, input_files):
       raise cli.UserError("--output_file=%s is also an input file." % path)
 
 
+def lock_output_folders(paths):
+  """A context holding the lock of each folder --output_file writes into
+  (userio/folder_lock.py): a second run writing there meanwhile is
+  refused."""
+  stack = contextlib.ExitStack()
+  with stack:
+    for folder in sorted({os.path.dirname(os.path.abspath(p))
+                          for p in paths}):
+      stack.enter_context(folder_lock.hold(
+          folder, flag="--output_file",
+          name="%s, the folder of --output_file," % folder))
+    return stack.pop_all()
+
+
 def settings_from_flags(flag_obj):
   return Settings(
       vocab_file=flag_obj.vocab_file,
@@ -961,12 +996,13 @@ def run(flag_obj):
   paths = flag_obj.output_file.split(",")
   check_output_files(paths, input_files)
   settings = settings_from_flags(flag_obj)
-  if flag_obj.mode == "faithful":
-    run_faithful(settings, tokenizer, input_files, paths)
-  else:
-    run_scalable(settings, input_files, paths[0],
-                 flag_obj.num_workers or len(os.sched_getaffinity(0)),
-                 int(flag_obj.shard_size_mb * _MB))
+  with lock_output_folders(paths):
+    if flag_obj.mode == "faithful":
+      run_faithful(settings, tokenizer, input_files, paths)
+    else:
+      run_scalable(settings, input_files, paths[0],
+                   flag_obj.num_workers or len(os.sched_getaffinity(0)),
+                   int(flag_obj.shard_size_mb * _MB))
 
 
 def main(_):

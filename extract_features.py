@@ -99,6 +99,7 @@ from runner import startup
 from tasks import text_pair
 import tokenization
 from userio import verbosity
+from userio import disk_space
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 
@@ -137,6 +138,7 @@ def read_examples(input_file):
         "Input file %r not found; set --input_file to a text file with one "
         "example per line (\"text_a\" or \"text_a ||| text_b\")." %
         (input_file,))
+  startup.check_not_folder("input_file", input_file)
   with tf.io.gfile.GFile(input_file, "rb") as reader:
     data = reader.read()
   try:
@@ -374,19 +376,36 @@ def run(flag_obj):
   features = convert_examples_to_features(
       examples, shared.max_seq_length, tokenizer)
 
-  # Written under a temporary name so a killed run leaves no partial file
-  # that looks complete.
   meter = progress.Progress("Writing features to %s" % flag_obj.output_file,
                             len(features))
-  with output_files.replacing(flag_obj.output_file) as temp_file, (
-      tf.io.gfile.GFile(temp_file, "w")) as writer:
-    for feature, values in compute_layer_values(
-        features, bert_config, shared.init_checkpoint, layer_indexes,
-        flag_obj.batch_size, flag_obj.use_one_hot_embeddings):
-      writer.write(json.dumps(feature_to_json(
-          feature, layer_indexes, values)) + "\n")
-      meter.advance()
+  _write_lines(flag_obj.output_file, (
+      json.dumps(feature_to_json(feature, layer_indexes, values)) + "\n"
+      for feature, values in compute_layer_values(
+          features, bert_config, shared.init_checkpoint, layer_indexes,
+          flag_obj.batch_size, flag_obj.use_one_hot_embeddings)), meter)
   meter.finish()
+
+
+def _write_lines(path, lines, meter):
+  """Writes the strings `lines` to --output_file `path`, one `meter` step
+  each.
+
+  Written under a temporary name, so a killed run leaves no partial file
+  that looks complete; a full disk names about the size of the whole file
+  (the lines written so far, extrapolated over `meter`'s total).
+  """
+  written = 0
+
+  def estimate():
+    return disk_space.extrapolated(written, meter.done, meter.total)
+
+  with output_files.replacing(path, flag="--output_file",
+                              size=estimate) as temporary:
+    with tf.io.gfile.GFile(temporary, "w") as writer:
+      for line in lines:
+        writer.write(line)
+        written += len(line.encode("utf-8"))
+        meter.advance()
 
 
 def main(_):

@@ -11,7 +11,6 @@ import collections
 import csv
 import io
 import itertools
-import json
 import os
 import random
 
@@ -109,6 +108,7 @@ from runner import tfrecord_input
 import tokenization
 from runner import training_graph
 from userio import verbosity
+from runner import feature_cache
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 
@@ -221,6 +221,11 @@ class DataProcessor(object):
     Blank lines stay in the list as empty rows, so row i is line i + 1.
     A UTF-8 byte-order mark (MRPC's header has one) is dropped.
     """
+    if os.path.isdir(input_file):
+      raise cli.UserError(
+          "Data file %s is a folder, not a file" % input_file,
+          fix="Point --data_dir at the folder that holds the task's files "
+          "as the GLUE/XNLI download writes them.")
     if not os.path.isfile(input_file):
       raise cli.UserError(
           "Data file %s does not exist" % input_file,
@@ -684,10 +689,6 @@ def _float_feature(values):
   return tf.train.Feature(float_list=tf.train.FloatList(value=list(values)))
 
 
-def _sidecar_path(output_file):
-  return output_file + ".meta.json"
-
-
 def file_based_convert_examples_to_features(examples, label_list,
                                             max_seq_length, tokenizer,
                                             output_file, *, fingerprint=None):
@@ -696,17 +697,17 @@ def file_based_convert_examples_to_features(examples, label_list,
   Features: input_ids, input_mask, segment_ids (int64 [max_seq_length]),
   label_ids (int64 [1], float [1] for regression), is_real_example (int64
   [1]). The file is written under a temporary name and renamed when
-  complete (a failure leaves no temporary file); then `fingerprint` (a
-  dict) goes to `<output_file>.meta.json`, so a file without a sidecar is
-  known to be incomplete. Progress is logged every 10 seconds.
+  complete (a failure leaves no temporary file; a full disk ends in one
+  line with about the space the file needs); then `fingerprint` (a dict)
+  goes to the sidecar `<output_file>.meta.json` with the file's size,
+  checksum and record count, so a file without a sidecar is known to be
+  incomplete (runner/feature_cache.py). Progress is logged every 10
+  seconds.
   """
-  sidecar = _sidecar_path(output_file)
-  if tf.io.gfile.exists(sidecar):
-    tf.io.gfile.remove(sidecar)
   meter = progress.Progress("Writing features to %s" % output_file,
                             len(examples))
-  with output_files.replacing(output_file) as temp_file, (
-      tf.io.TFRecordWriter(temp_file)) as writer:
+  with feature_cache.FeatureFile(output_file, len(examples),
+                                 depends_on=fingerprint) as writer:
     for (ex_index, example) in enumerate(examples):
       feature = convert_single_example(ex_index, example, label_list,
                                        max_seq_length, tokenizer)
@@ -725,8 +726,6 @@ def file_based_convert_examples_to_features(examples, label_list,
       writer.write(tf_example.SerializeToString())
       meter.advance()
   meter.finish()
-  if fingerprint is not None:
-    output_files.write_text(sidecar, json.dumps(fingerprint, sort_keys=True))
 
 
 def record_fingerprint(data_files, vocab_file, do_lower_case, max_seq_length,
@@ -757,29 +756,20 @@ def record_fingerprint(data_files, vocab_file, do_lower_case, max_seq_length,
 
 
 def records_are_current(output_file, fingerprint):
-  """True if `output_file` exists and its sidecar holds `fingerprint`."""
-  sidecar = _sidecar_path(output_file)
-  if not (tf.io.gfile.exists(output_file) and tf.io.gfile.exists(sidecar)):
-    return False
-  with tf.io.gfile.GFile(sidecar, "r") as reader:
-    try:
-      stored = json.load(reader)
-    except ValueError:
-      return False
-  return stored == json.loads(json.dumps(fingerprint, sort_keys=True))
+  """True if `output_file`'s sidecar holds `fingerprint` and vouches for
+  the file's size and checksum."""
+  return feature_cache.check(output_file, fingerprint) is None
 
 
 def prepare_record_file(examples, label_list, max_seq_length, tokenizer,
                         output_file, fingerprint):
-  """Reuses `output_file` if its sidecar matches `fingerprint`, else writes
-  it."""
-  if records_are_current(output_file, fingerprint):
-    logging.info("Reusing features in %s (sidecar matches).", output_file)
-    return
-  logging.info("Writing features to %s", output_file)
-  file_based_convert_examples_to_features(
-      examples, label_list, max_seq_length, tokenizer, output_file,
-      fingerprint=fingerprint)
+  """Reuses `output_file` if its sidecar vouches for it (same fingerprint,
+  size and checksum), else writes it, saying why."""
+  feature_cache.prepare(
+      output_file, fingerprint,
+      lambda: file_based_convert_examples_to_features(
+          examples, label_list, max_seq_length, tokenizer, output_file,
+          fingerprint=fingerprint))
 
 
 def file_based_input_fn_builder(input_file, seq_length, is_training,
@@ -1085,7 +1075,8 @@ def _evaluate(shared, estimator, processor, eval_examples, label_list,
   for key in sorted(result.keys()):
     logging.info("  %s = %s", key, str(result[key]))
   output_files.write_eval_results(
-      os.path.join(shared.output_dir, "eval_results.txt"), result)
+      os.path.join(shared.output_dir, "eval_results.txt"), result,
+      flag="--output_dir")
 
 
 def _window_order():
@@ -1193,11 +1184,11 @@ def _predict(shared, estimator, processor, predict_examples, label_list,
     raise RuntimeError("Got %d predictions for %d test examples."
                        % (len(result_lines), num_actual_predict_examples))
   output_files.write_text(os.path.join(shared.output_dir, "test_results.tsv"),
-                          "".join(result_lines))
+                          "".join(result_lines), flag="--output_dir")
   if processor.submission_name:
     output_files.write_text(
         os.path.join(shared.output_dir, processor.submission_name + ".tsv"),
-        "".join(submission_lines))
+        "".join(submission_lines), flag="--output_dir")
 
 
 def main(_):

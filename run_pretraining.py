@@ -138,6 +138,10 @@ def expand_input_files(input_file):
       continue
     matches = sorted(path for path in tf.io.gfile.glob(pattern)
                      if not tf.io.gfile.isdir(path))
+    if not matches and tf.io.gfile.isdir(pattern):
+      raise cli.UserError(
+          "--input_file: %s is a folder; pass the TFRecord files in it "
+          "(e.g. %s)." % (pattern, os.path.join(pattern, "*.tfrecord")))
     if not matches:
       raise cli.UserError(
           "--input_file: %s matches no file; pass the TFRecord files that "
@@ -276,6 +280,7 @@ def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq,
   name_to_features = record_features(max_seq_length, max_predictions_per_seq)
 
   def input_fn(params):
+    tfrecord_input.note_record_files(input_files)
     if is_training:
       files = tf.data.Dataset.from_tensor_slices(tf.constant(input_files))
       files = files.repeat().shuffle(len(input_files), seed=seed)
@@ -561,7 +566,8 @@ def _evaluate(shared, estimator, input_files):
   for key in sorted(result):
     logging.info("  %s = %s", key, str(result[key]))
   output_files.write_eval_results(
-      os.path.join(shared.output_dir, "eval_results.txt"), result)
+      os.path.join(shared.output_dir, "eval_results.txt"), result,
+      flag="--output_dir")
   if FLAGS.eval_all_checkpoints:
     _write_eval_history(os.path.join(shared.output_dir, "eval_history.tsv"),
                         history)
@@ -573,7 +579,7 @@ def _write_eval_history(path, history):
   keys = ["global_step"] + sorted(k for k in history[0] if k != "global_step")
   rows = ["\t".join(keys)] + ["\t".join(str(r[k]) for k in keys)
                               for r in history]
-  output_files.write_text(path, "\n".join(rows) + "\n")
+  output_files.write_text(path, "\n".join(rows) + "\n", flag="--output_dir")
 
 
 def main(_):

@@ -137,6 +137,7 @@ from tasks import windows
 import tokenization
 from runner import training_graph
 from userio import verbosity
+from runner import feature_cache
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 
@@ -241,6 +242,10 @@ def load_squad_data(input_file):
   if not tf.io.gfile.exists(input_file):
     raise cli.UserError("SQuAD file %s does not exist; check --train_file / "
                         "--predict_file." % input_file)
+  if tf.io.gfile.isdir(input_file):
+    raise cli.UserError("SQuAD file %s is a folder; pass the json file "
+                        "itself as --train_file / --predict_file." %
+                        input_file)
   with tf.io.gfile.GFile(input_file, "rb") as reader:
     data = reader.read()
   try:
@@ -658,13 +663,19 @@ def _int64_feature(values):
 
 
 class FeatureWriter(object):
-  """Writes InputFeatures to a TFRecord file of tf.train.Examples."""
+  """Writes InputFeatures to a TFRecord file of tf.train.Examples.
 
-  def __init__(self, filename, is_training):
+  `writer`, when given, takes the serialized records instead of a file
+  opened at `filename` (any object with write(bytes) and close(), e.g. a
+  feature_cache.FeatureFile, which is closed by its own context).
+  """
+
+  def __init__(self, filename, is_training, writer=None):
     self.filename = filename
     self.is_training = is_training
     self.num_features = 0
-    self._writer = tf.io.TFRecordWriter(filename)
+    self._writer = writer or tf.io.TFRecordWriter(filename)
+    self._owns_writer = writer is None
 
   def process_feature(self, feature):
     """Writes one InputFeatures."""
@@ -683,7 +694,8 @@ class FeatureWriter(object):
     self._writer.write(example.SerializeToString())
 
   def close(self):
-    self._writer.close()
+    if self._owns_writer:
+      self._writer.close()
 
 
 def write_features(examples, tokenizer, output_file, max_seq_length,
@@ -691,7 +703,9 @@ def write_features(examples, tokenizer, output_file, max_seq_length,
   """Converts `examples` and writes their features to `output_file`.
 
   The file is written under a temporary name and renamed when complete (a
-  failure leaves no temporary file); progress is logged every 10 seconds.
+  failure leaves no temporary file; a full disk ends in one line with about
+  the space the file needs, runner/feature_cache.py); progress is logged
+  every 10 seconds.
 
   Args:
     on_feature: optional callable(InputFeatures), called for each feature
@@ -702,8 +716,10 @@ def write_features(examples, tokenizer, output_file, max_seq_length,
   """
   meter = progress.Progress("Writing features to %s" % output_file,
                             len(examples))
-  with output_files.replacing(output_file) as temporary:
-    writer = FeatureWriter(filename=temporary, is_training=is_training)
+  with feature_cache.FeatureFile(output_file, len(examples),
+                                 examples_done=lambda: meter.done) as out:
+    writer = FeatureWriter(filename=output_file, is_training=is_training,
+                           writer=out)
 
     def write(feature):
       if on_feature is not None:
@@ -1112,7 +1128,8 @@ def answer_at_threshold(score_diff, best_non_null, threshold):
 
 def write_json_atomically(path, value):
   """Writes `value` as indented JSON; readers never see a partial file."""
-  output_files.write_text(path, json.dumps(value, indent=4) + "\n")
+  output_files.write_text(path, json.dumps(value, indent=4) + "\n",
+                          flag="--output_dir")
 
 
 def write_predictions(all_examples, all_features, all_results, n_best_size,

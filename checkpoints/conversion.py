@@ -22,7 +22,10 @@ docs/interop.md.
 
 `resolve_init_checkpoint` lets --init_checkpoint name a Hugging Face folder:
 it converts the folder once into a work folder and returns the checkpoint
-prefix. Only NumPy and the `safetensors` package read and write Hugging
+prefix; a later run reuses that conversion only when its sidecar
+(userio/sidecars.py) vouches for every file of it. A full disk while
+converting ends in one line (userio/disk_space.py) and leaves no partial
+folder. Only NumPy and the `safetensors` package read and write Hugging
 Face's files; PyTorch is not needed.
 """
 
@@ -40,10 +43,13 @@ from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-impor
 import tensorflow as tf
 
 from userio import cli
+from userio import disk_space
+from userio import folder_lock
 from checkpoints import hf_mapping
 from checkpoints import layouts
 import modeling
 from userio import output_files
+from userio import sidecars
 from checkpoints import run_info
 import tokenization
 
@@ -599,13 +605,40 @@ def convert(input_path, output_dir, layout=None, *, bert_config_file=None,
   else:
     model = read_google_model(input_path, bert_config_file, vocab_file,
                               do_lower_case)
-  with target as folder:
+  parent, name = os.path.split(os.path.abspath(output_dir))
+  with disk_space.writing(
+      parent, "the converted model %s" % name, size=lambda: _model_bytes(
+          model), flag="--output_dir",
+      partial=lambda entry: entry.startswith(name) and (
+          disk_space.is_partial(entry))), target as folder:
     (write_google_model if layout == HF else write_hf_model)(model, folder)
   logging.info("Wrote %s (%s, %d tensors, %s layout) from %s.", output_dir,
                model.architecture, len(model.tensors),
                "Google's" if layout == HF else "Hugging Face's",
                model.source["path"])
   return GOOGLE if layout == HF else HF
+
+
+def _model_bytes(model):
+  """About the bytes a conversion of `model` writes: its weights and
+  vocabulary."""
+  return (sum(tensor.nbytes for tensor in model.tensors.values()) +
+          sum(len(token.encode("utf-8")) + 1 for token in model.vocab))
+
+
+def lock_output_dir(output_dir):
+  """Takes the lock of convert_checkpoint.py's --output_dir for the rest of
+  the run (userio/folder_lock.py): the lock file `<output_dir>.lock` lies
+  beside it, since the folder appears only when complete.
+
+  Raises:
+    cli.UserError naming the run that holds it.
+  """
+  parent = os.path.dirname(os.path.abspath(output_dir))
+  with disk_space.writing(parent, "the lock of --output_dir=%s" % output_dir,
+                          flag="--output_dir"):
+    os.makedirs(parent, exist_ok=True)
+    folder_lock.hold(output_dir, beside=True)
 
 
 def is_hf_folder(path):
@@ -621,9 +654,12 @@ def resolve_init_checkpoint(path, work_dir):
   """The checkpoint prefix that --init_checkpoint=`path` stands for.
 
   A Hugging Face folder is converted into `work_dir/hf-<key>/` (beside the
-  checkpoint: bert_config.json, vocab.txt, run_info.json), keyed by the
+  checkpoint: bert_config.json, vocab.txt, run_info.json, and the sidecar
+  files.meta.json recording each file's size and checksum), keyed by the
   sha256 of its weights and config; a later call with the same files
-  reuses that conversion. Anything else is returned unchanged.
+  reuses that conversion when the sidecar vouches for it, and converts
+  again, saying why, when not (a file cut short or damaged). Anything else
+  is returned unchanged.
 
   Returns:
     A checkpoint prefix for modeling.get_assignment_map_from_checkpoint and
@@ -634,28 +670,26 @@ def resolve_init_checkpoint(path, work_dir):
   key = _files_sha256(hf_weight_files(path) + [_hf_config_path(path)])
   folder = os.path.join(work_dir, "hf-%s" % key[:16])
   prefix = os.path.join(folder, GOOGLE_CHECKPOINT_NAME)
-  if _converted_from(folder) == key:
+  source = {"converted_from_sha256": key}
+  reason = sidecars.check_folder(folder, source)
+  if reason is None:
     logging.info("--init_checkpoint=%s: using its conversion %s.", path,
                  prefix)
     return prefix
   if os.path.isdir(folder):
+    logging.info("--init_checkpoint=%s: converting it again, as %s cannot "
+                 "be reused: %s.", path, folder, reason)
     shutil.rmtree(folder)
   # Another process may convert the same folder at the same time: each
   # writes its own, and the first to finish names it.
   staging = "%s.%d" % (folder, os.getpid())
   convert(path, staging, HF)
+  sidecars.write_folder(staging, source)
   try:
     os.rename(staging, folder)
   except OSError:
     shutil.rmtree(staging)
   return prefix
-
-
-def _converted_from(folder):
-  """The source sha256 in run_info.json of a converted folder, or None."""
-  if not os.path.exists(os.path.join(folder, run_info.RECORD_FILE)):
-    return None
-  return (run_info.read(folder).get("converted_from") or {}).get("sha256")
 
 
 def bert_config_file_of(init_checkpoint):

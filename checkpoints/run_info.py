@@ -29,6 +29,7 @@ import tensorflow as tf
 
 from userio import cli
 from userio import output_files
+from userio import sidecars
 
 RECORD_FILE = "run_info.json"
 CONFIG_FILE = "bert_config.json"
@@ -55,11 +56,7 @@ _NOT_COMPARED = ("vocab_file",)
 
 def file_sha256(path):
   """Hex sha256 of a file's bytes."""
-  digest = hashlib.sha256()
-  with tf.io.gfile.GFile(path, "rb") as reader:
-    for block in iter(lambda: reader.read(1 << 20), b""):
-      digest.update(block)
-  return digest.hexdigest()
+  return sidecars.describe_file(path)["sha256"]
 
 
 def config_sha256(bert_config_file):
@@ -163,12 +160,15 @@ def write(output_dir, record, bert_config_file, vocab_file,
           spm_model_file=None):
   """Writes run_info.json and copies of the config and the vocabulary (if
   the record names one)."""
-  output_files.copy(bert_config_file, os.path.join(output_dir, CONFIG_FILE))
+  output_files.copy(bert_config_file, os.path.join(output_dir, CONFIG_FILE),
+                    flag="--output_dir")
   if "vocab_file" in record:
     output_files.copy(spm_model_file or vocab_file,
-                      os.path.join(output_dir, record["vocab_file"]))
+                      os.path.join(output_dir, record["vocab_file"]),
+                      flag="--output_dir")
   output_files.write_text(os.path.join(output_dir, RECORD_FILE),
-                          json.dumps(record, indent=2, sort_keys=True) + "\n")
+                          json.dumps(record, indent=2, sort_keys=True) + "\n",
+                          flag="--output_dir")
 
 
 def assets(output_dir):

@@ -5,15 +5,26 @@ Each step runs as `python <script> <flags>` in a child process with
 CUDA_VISIBLE_DEVICES set to its device, stdout and stderr going to
 stdout.log and stderr.log in the step's folder. Before starting, the step's
 command goes to step.json there; after it, the attempt's exit status and
-wall time. A step is done when its done files exist and step.json holds the
-same command: such steps are skipped, so a grid run again after a kill
-redoes only what was not finished. A step that was killed is started again
-with the same command, and the training scripts resume from the checkpoint
-in its folder. A step whose folder holds a different command is started
-over in an emptied folder.
+wall time, and, when it succeeded, the size and sha256 of each of its done
+files (userio/sidecars.py). A step is done when step.json holds the same
+command and its done files are still the files recorded (a record of an
+older version, without them, when they exist; they are recorded then):
+such steps are skipped, so a grid run again after a kill redoes only what was not
+finished; a done file that was changed, cut short or damaged since has its
+step run again, with a line saying why. A step that was killed is started
+again with the same command, and the training scripts resume from the
+checkpoint in its folder. A step whose folder holds a different command is
+started over in an emptied folder.
+
+A step whose folder is locked by a live run (userio/folder_lock.py: the
+cell's script holds its --output_dir's lock while it runs, e.g. in another
+reproduce.py of the same grid) is not started; it is reported as failed,
+naming that run.
 
 A failing step does not stop the others; it is reported with its exit
-status and the last line of its stderr.
+status and the last line of its stderr. A full disk while the scheduler
+writes a step's record or logs fails that step with one line
+(userio/disk_space.py).
 """
 
 import dataclasses
@@ -26,8 +37,18 @@ import subprocess
 import threading
 import time
 
+from userio import cli
+from userio import disk_space
+from userio import folder_lock
+from userio import sidecars
+
 RECORD = "step.json"
 CPU = "cpu"
+# step.json's record of the done files of the attempt that succeeded.
+DONE_FILES = "done_files"
+# The exit status reported for a step not started because its folder is
+# locked: the status its script ends with when it refuses the folder.
+LOCKED_STATUS = cli.USAGE_STATUS
 
 
 @dataclasses.dataclass
@@ -59,13 +80,49 @@ def _write_record(step, record):
   os.replace(path + ".tmp", path)
 
 
-def is_done(step):
-  """True if the step's done files exist and its recorded command matches."""
+def why_not_done(step):
+  """None when the step is done: step.json holds its command and its done
+  files are those recorded when it succeeded; else why not (a reason
+  worth telling a user when the step had succeeded, else "")."""
   record = read_record(step)
   if record is None or record.get("command") != list(step.args):
-    return False
+    return ""
+  recorded = record.get(DONE_FILES)
+  if recorded is None:
+    # A record of an older version, which kept no checksums: its step is
+    # done when its done files exist (`_adopt` then records them).
+    return None if _have_done_files(step) else ""
+  if set(recorded) != set(step.done_files):
+    return "its done files changed (%s)" % ", ".join(step.done_files)
+  return sidecars.check_files(step.output_dir, recorded)
+
+
+def is_done(step):
+  """True if step.json holds the step's command and its done files are
+  the ones recorded when it succeeded (same size and sha256)."""
+  return why_not_done(step) is None
+
+
+def _have_done_files(step):
   return all(os.path.exists(os.path.join(step.output_dir, name))
              for name in step.done_files)
+
+
+def _record_done_files(step, record):
+  """Adds the size and sha256 of the step's done files to `record`, when
+  they all exist."""
+  if _have_done_files(step):
+    record[DONE_FILES] = sidecars.describe_files(step.output_dir,
+                                                 step.done_files)
+
+
+def _adopt(step):
+  """Records the done files of a done step whose step.json has none (an
+  older version's), so that later runs verify them."""
+  record = read_record(step)
+  if record is not None and DONE_FILES not in record:
+    _record_done_files(step, record)
+    _write_record(step, record)
 
 
 def total_wall_seconds(step):
@@ -116,7 +173,26 @@ def run_step(step, python, device, env=None, processes=None):
   processes: a set the running child is added to while it runs, so that an
   interrupted grid can stop it.
   """
+  owner = folder_lock.held_by(step.output_dir)
+  if owner is not None:
+    return Outcome("failed", LOCKED_STATUS, "not started: %s is in use by "
+                   "another run (%s)" % (step.output_dir,
+                                         folder_lock.describe(owner)),
+                   total_wall_seconds(step))
+  try:
+    return _run_child(step, python, device, env, processes)
+  except OSError as e:
+    failure = disk_space.failure_of(e)
+    if failure is None:
+      raise
+    return Outcome("failed", cli.FAILURE_STATUS, str(failure),
+                   total_wall_seconds(step))
+
+
+def _run_child(step, python, device, env, processes):
+  """run_step once the step's folder is free to use."""
   record = _prepare_folder(step)
+  record.pop(DONE_FILES, None)
   attempt = {"started": datetime.datetime.now().isoformat(timespec="seconds"),
              "device": str(device)}
   record["attempts"].append(attempt)
@@ -137,6 +213,8 @@ def run_step(step, python, device, env=None, processes=None):
         processes.discard(child)
   attempt["wall_seconds"] = round(time.monotonic() - start, 3)
   attempt["exit_status"] = exit_status
+  if exit_status == 0:
+    _record_done_files(step, record)
   _write_record(step, record)
   if exit_status == 0 and is_done(step):
     return Outcome("done", 0, "", total_wall_seconds(step))
@@ -198,10 +276,14 @@ def run_steps(steps, python, devices, log=print, env=None, what="cells"):
   outcomes = {}
   pending = queue.Queue()
   for step in steps:
-    if is_done(step):
+    reason = why_not_done(step)
+    if reason is None:
+      _adopt(step)
       outcomes[step.name] = Outcome("skipped", 0, "", total_wall_seconds(step))
       progress.skipped += 1
     else:
+      if reason:
+        log("run %s again: %s" % (step.name, reason))
       pending.put(step)
   if steps:
     log(progress.line())

@@ -24,6 +24,14 @@ training a micro-batch), as TPUEstimator passed it; in TRAIN mode also
 the train op accumulates exactly as many micro-batches as the runner feeds
 per update (runner/training_graph.py reads it there).
 
+A full disk (or a folder that cannot be written) while a checkpoint,
+the summaries or an export is written ends in disk_space.WriteFailed: one
+line naming the folder, what was written and about how much space it
+needs; what the write left is removed, and the last complete checkpoint
+stays the one a rerun resumes from. A record file found cut short or
+damaged while reading ends in one line naming it
+(tfrecord_input.damaged_records_error).
+
 With `RunConfig(distribution=strategy)` training is data parallel: each
 global micro-batch is split evenly over the strategy's replicas, the model_fn
 runs once per replica on its shard (inside `call_for_each_replica`), and
@@ -42,6 +50,7 @@ import datetime
 import os
 import re
 import signal
+import socket
 import threading
 import time
 
@@ -54,6 +63,8 @@ from engine import graph_keys
 from engine import host_memory
 from runner import memory_settings
 from runner import out_of_memory
+from runner import tfrecord_input
+from userio import disk_space
 from userio import progress
 from engine import tf_internals
 
@@ -270,9 +281,14 @@ class RunConfig(object):
     Only one worker of a multi-worker cluster does (task 0 of "chief", else
     "worker" 0); single-process runs always do.
     """
-    if self.distribution is None:
-      return True
-    return self.distribution.extended.should_checkpoint
+    return is_chief(self.distribution)
+
+
+def is_chief(distribution):
+  """Whether this process writes the checkpoints, summaries and outputs of
+  a run with `distribution` (a strategy, or None for one device): only one
+  worker of a multi-worker cluster does."""
+  return distribution is None or distribution.extended.should_checkpoint
 
 
 class _Meter(object):
@@ -367,6 +383,92 @@ def _scalar_summary(values, step, writer):
       tf.compat.v1.Summary.Value(tag=tag, simple_value=float(value))
       for tag, value in sorted(values.items())])
   writer.add_summary(summary, step)
+
+
+class _EventFile(object):
+  """A new TensorBoard event file in `logdir`, written in this thread.
+
+  The file is what tf.compat.v1.summary.FileWriter writes (TFRecords of
+  Event protos, a version event first, named
+  events.out.tfevents.<seconds>.<host>, here with the process id after it,
+  so that a rerun within the same second does not replace it), but
+  FileWriter writes from a thread of its own, where a failed write prints a
+  traceback. Here each event is written and flushed at once: a write that
+  fails raises in the caller, and a local file is cut back to its last
+  complete event (removed when it holds none).
+
+  Attributes:
+    path: the event file.
+    pending_bytes: the size of the event being written.
+  """
+
+  def __init__(self, logdir):
+    self.path = os.path.join(logdir, "events.out.tfevents.%010d.%s.%d" % (
+        time.time(), socket.gethostname(), os.getpid()))
+    self.pending_bytes = 0
+    self._complete_bytes = 0
+    tf.io.gfile.makedirs(logdir)
+    self._writer = tf.io.TFRecordWriter(self.path)
+    self._write(tf.compat.v1.Event(wall_time=time.time(),
+                                   file_version="brain.Event:2"))
+
+  def add_summary(self, summary, step):
+    self._write(tf.compat.v1.Event(wall_time=time.time(), step=int(step),
+                                   summary=summary))
+
+  def _write(self, event):
+    data = event.SerializeToString()
+    self.pending_bytes = len(data) + tfrecord_input.RECORD_FRAMING_BYTES
+    try:
+      self._writer.write(data)
+      self._writer.flush()
+    except Exception:
+      self._cut_back()
+      raise
+    self._complete_bytes += self.pending_bytes
+
+  def _cut_back(self):
+    """Drops what the failed write left after the last complete event."""
+    try:
+      self._writer.close()
+    except Exception:  # pylint: disable=broad-except
+      pass  # The write's own error is the one to report.
+    if "://" in self.path or not os.path.exists(self.path):
+      return
+    if self._complete_bytes:
+      os.truncate(self.path, self._complete_bytes)
+    else:
+      os.remove(self.path)
+
+  def close(self):
+    self._writer.close()
+
+
+def _variables_bytes(graph):
+  """The bytes of `graph`'s global variables: about what a checkpoint (or a
+  SavedModel's variables) of them takes."""
+  with graph.as_default():
+    variables = tf.compat.v1.global_variables()
+  return sum(v.shape.num_elements() * v.dtype.base_dtype.size
+             for v in variables if v.shape.is_fully_defined())
+
+
+def _saved_model_bytes(graph, assets):
+  """About the bytes of a SavedModel of `graph`: its graph, its variables
+  and the files `assets` ({name: path})."""
+  return (graph.as_graph_def().ByteSize() + _variables_bytes(graph) +
+          sum(tf.io.gfile.stat(path).length
+              for path in (assets or {}).values()))
+
+
+@contextlib.contextmanager
+def _damaged_records(graph):
+  """Turns a DataLossError of `graph`'s input into one line naming the
+  record file (tfrecord_input.damaged_records_error)."""
+  try:
+    yield
+  except tf.errors.DataLossError as e:
+    raise tfrecord_input.damaged_records_error(e, graph) from None
 
 
 def _format_left(seconds):
@@ -711,17 +813,17 @@ class Estimator(object):
         self._out_of_memory(out_of_memory.TRAINING):
       self._initialize_or_restore(sess, built, checkpoint, skip)
       built.graph.finalize()
-      writer = (tf.compat.v1.summary.FileWriter(self.model_dir)
-                if self._config.is_chief else None)
+      writer = self._new_event_file() if self._config.is_chief else None
       try:
         logging.info("Training from step %d to %d, a progress line every %d "
                      "steps%s ...", start_step, max_steps,
                      self._config.log_step_count_steps,
                      "" if self._config.log_step_count_secs is None else
                      " or %d s" % self._config.log_step_count_secs)
-        self._train_loop(sess, built, _step_fns(sess, built), writer,
-                         max_steps, start_step, skip,
-                         save_first=checkpoint is None)
+        with _damaged_records(built.graph):
+          self._train_loop(sess, built, _step_fns(sess, built), writer,
+                           max_steps, start_step, skip,
+                           save_first=checkpoint is None)
       finally:
         if writer is not None:
           writer.close()
@@ -775,6 +877,9 @@ class Estimator(object):
     try:
       yield
     except tf.errors.ResourceExhaustedError as e:
+      if disk_space.problem(e) is not None:
+        # A save op out of disk space, not of memory.
+        raise disk_space.failure_of(e, flag="--output_dir") from None
       batch_size = {out_of_memory.TRAINING: self._train_batch_size,
                     out_of_memory.EVALUATION: self._eval_batch_size,
                     out_of_memory.PREDICTION: self._predict_batch_size}
@@ -801,13 +906,47 @@ class Estimator(object):
   def _save(self, sess, built, step):
     if not self._config.is_chief:
       return
-    # Graphs may embed in-memory features as constants; the code, not a .meta
-    # file, rebuilds the graph, so the meta graph is not written.
-    path = built.saver.save(
-        sess,
-        os.path.join(self.model_dir, checkpoint_checks.CHECKPOINT_BASENAME),
-        global_step=step, write_meta_graph=False)
+    name = "%s-%d" % (checkpoint_checks.CHECKPOINT_BASENAME, step)
+    with disk_space.writing(
+        self.model_dir, "checkpoint " + name,
+        size=lambda: _variables_bytes(built.graph),
+        partial=self._unfinished_checkpoint(name), flag="--output_dir",
+        then=self._resume_point):
+      # Graphs may embed in-memory features as constants; the code, not a
+      # .meta file, rebuilds the graph, so the meta graph is not written.
+      path = built.saver.save(
+          sess,
+          os.path.join(self.model_dir, checkpoint_checks.CHECKPOINT_BASENAME),
+          global_step=step, write_meta_graph=False)
     logging.info("Saved checkpoint %s", path)
+
+  def _unfinished_checkpoint(self, name):
+    """callable(entry) -> whether an entry of model_dir that a failed save
+    of checkpoint `name` created is to be removed: the temporary files of
+    TensorFlow's save, and the checkpoint's own files unless the
+    `checkpoint` file already lists it (then only its removal of older
+    checkpoints failed)."""
+    def unfinished(entry):
+      if disk_space.is_partial(entry):
+        return True
+      latest = self.latest_checkpoint()
+      return entry.startswith(name + ".") and not (
+          latest and os.path.basename(latest) == name)
+    return unfinished
+
+  def _resume_point(self):
+    """What running the same command again does, for messages."""
+    latest = self.latest_checkpoint()
+    if latest:
+      return "it resumes from %s" % os.path.basename(latest)
+    return "it starts over (no checkpoint was saved yet)"
+
+  def _new_event_file(self):
+    """The _EventFile of this training run's summaries in model_dir."""
+    with disk_space.writing(self.model_dir, "TensorBoard summaries",
+                            partial=lambda entry: False, flag="--output_dir",
+                            then=self._resume_point):
+      return _EventFile(self.model_dir)
 
   def _train_loop(self, sess, built, step_fns, writer, max_steps, start_step,
                   skip, save_first=False):
@@ -894,8 +1033,12 @@ class Estimator(object):
     for key in ("learning_rate", "loss_scale"):
       if key in values:
         scalars[key] = values[key]
-    _scalar_summary(scalars, step, writer)
-    writer.flush()
+    with disk_space.writing(
+        self.model_dir, "TensorBoard summaries %s" % os.path.basename(
+            writer.path), size=lambda: writer.pending_bytes,
+        partial=lambda entry: False, flag="--output_dir",
+        then=self._resume_point):
+      _scalar_summary(scalars, step, writer)
     meter.reset()
 
   # -------------------------------------------------------------- evaluation
@@ -927,9 +1070,11 @@ class Estimator(object):
         checkpoint = self._restore_or_initialize(
             sess, scaffold, checkpoint_path, "Estimator.evaluate")
         sess.run(iterator.initializer)
-        batches = self._run_updates(
-            sess, updates, steps,
-            progress.Progress("Evaluating", steps or num_batches, "batches"))
+        with _damaged_records(graph):
+          batches = self._run_updates(
+              sess, updates, steps,
+              progress.Progress("Evaluating", steps or num_batches,
+                                "batches"))
         results = sess.run(values)
         global_step = int(sess.run(tf.compat.v1.train.get_global_step()))
     results = {key: np.asarray(value).item() if np.size(value) == 1
@@ -957,8 +1102,10 @@ class Estimator(object):
                             "eval_" + name if name else "eval")
     scalars = {key: value for key, value in results.items()
                if key != "global_step" and np.size(value) == 1}
-    with tf.Graph().as_default():
-      writer = tf.compat.v1.summary.FileWriter(eval_dir)
+    with disk_space.writing(self.model_dir, "evaluation summaries in %s" %
+                            os.path.basename(eval_dir),
+                            partial=lambda entry: False, flag="--output_dir"):
+      writer = _EventFile(eval_dir)
       _scalar_summary(scalars, global_step, writer)
       writer.close()
 
@@ -994,7 +1141,8 @@ class Estimator(object):
         counter = progress.Progress("Predicting", num_batches, "batches")
         while True:
           try:
-            batch = sess.run(spec.predictions)
+            with _damaged_records(graph):
+              batch = sess.run(spec.predictions)
           except tf.errors.OutOfRangeError:
             counter.finish()
             return
@@ -1062,19 +1210,13 @@ class Estimator(object):
       temporary_dir = export_dir + ".incomplete"
       if tf.io.gfile.exists(temporary_dir):  # Left by an interrupted export.
         tf.io.gfile.rmtree(temporary_dir)
-      with self._session(graph) as sess:
-        _restore(_saver(), sess, checkpoint)
-        builder = tf.compat.v1.saved_model.Builder(temporary_dir)
-        builder.add_meta_graph_and_variables(
-            sess, [tf.compat.v1.saved_model.SERVING],
-            signature_def_map={"serving_default": signature},
-            strip_default_attrs=True)
-        builder.save()
-      extra = os.path.join(temporary_dir, "assets.extra")
-      for name, path in sorted((assets or {}).items()):
-        tf.io.gfile.makedirs(extra)
-        tf.io.gfile.copy(path, os.path.join(extra, name), overwrite=True)
-    tf.io.gfile.rename(temporary_dir, export_dir)
+      with disk_space.writing(
+          export_dir_base, "the SavedModel %s" % os.path.basename(export_dir),
+          size=lambda: _saved_model_bytes(graph, assets),
+          flag="--export_dir"):
+        self._write_saved_model(graph, checkpoint, signature, temporary_dir,
+                                assets)
+        tf.io.gfile.rename(temporary_dir, export_dir)
     logging.info("Exported %s as a SavedModel to %s", checkpoint, export_dir)
     return export_dir
 
@@ -1082,6 +1224,23 @@ class Estimator(object):
     """What `_restore_or_initialize` will load, for a progress line."""
     return (checkpoint_path or self.latest_checkpoint() or
             "the initialized variables")
+
+  def _write_saved_model(self, graph, checkpoint, signature, folder,
+                         assets):
+    """Writes the SavedModel of `graph` with `checkpoint`'s weights and the
+    files `assets` into `folder` (see export_saved_model)."""
+    with self._session(graph) as sess:
+      _restore(_saver(), sess, checkpoint)
+      builder = tf.compat.v1.saved_model.Builder(folder)
+      builder.add_meta_graph_and_variables(
+          sess, [tf.compat.v1.saved_model.SERVING],
+          signature_def_map={"serving_default": signature},
+          strip_default_attrs=True)
+      builder.save()
+    extra = os.path.join(folder, "assets.extra")
+    for name, path in sorted((assets or {}).items()):
+      tf.io.gfile.makedirs(extra)
+      tf.io.gfile.copy(path, os.path.join(extra, name), overwrite=True)
 
   def _restore_or_initialize(self, sess, scaffold, checkpoint_path, what):
     """Restores the checkpoint, or else keeps the initialized variables.

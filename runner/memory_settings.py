@@ -19,7 +19,6 @@ from absl import logging
 import tensorflow as tf
 
 from userio import cli
-from runner import memory_model
 from engine import tf_internals
 from userio import units
 

@@ -16,7 +16,6 @@ allocator when one is set.
 import os
 
 from userio import cli
-from runner import memory_model
 from runner import memory_settings
 from userio import units
 

@@ -20,8 +20,11 @@ defines its flags with runner/shared_flags.py and its `main` does:
 combinations, the config, the vocabulary against the config and the
 casing) and returns the flags with a Hugging Face --init_checkpoint
 replaced by its conversion; `check_output_dir` refuses an --output_dir
-whose run_info.json contradicts this run; `set_up` checks the checkpoints
-and the output directory and makes the `RunSetup`: distribution strategy,
+whose run_info.json contradicts this run; `set_up` makes the output
+directory, takes its lock for the rest of the run (`lock_output_dir`: a
+second run into the same folder is refused; in a multi-worker cluster only
+the chief, which writes there, takes it), checks the checkpoints and makes
+the `RunSetup`: distribution strategy,
 memory settings (micro-batch, accumulation steps, checkpointing,
 precision), the out-of-memory advice and the `estimator.RunConfig`, which
 carries the accumulation steps to the Estimator and, through its params,
@@ -42,6 +45,7 @@ import tensorflow as tf
 
 from checkpoints import checkpoint_checks
 from userio import cli
+from userio import folder_lock
 from checkpoints import conversion
 from runner import distribution as distribution_lib
 from runner import estimator
@@ -265,11 +269,29 @@ def check_flags(shared, *, do_train,
 # ------------------------------------------------------------------ files
 
 
+# The file a flag's folder usually holds, suggested when a folder is given.
+_FILE_IN_FOLDER = {"vocab_file": run_info.WORDPIECE_VOCAB_FILE,
+                   "bert_config_file": run_info.CONFIG_FILE}
+
+
+def check_not_folder(flag_name, path, expected_name=None):
+  """Refuses a folder as the file --flag_name names; points at the file
+  `expected_name` in it when there is one (e.g. vocab.txt)."""
+  if not path or not tf.io.gfile.isdir(path):
+    return
+  inside = os.path.join(path, expected_name) if expected_name else None
+  hint = (" (e.g. --%s=%s)" % (flag_name, inside)
+          if inside and tf.io.gfile.exists(inside) else "")
+  raise cli.UserError("--%s=%s is a folder; pass the file itself%s." % (
+      flag_name, path, hint))
+
+
 def _check_file(flag_name, path):
   if not path:
     raise cli.UserError("--%s is required." % flag_name)
   if not tf.io.gfile.exists(path):
     raise cli.UserError("--%s=%s: file not found." % (flag_name, path))
+  check_not_folder(flag_name, path, _FILE_IN_FOLDER.get(flag_name))
 
 
 def check_required_files(shared, do_train):
@@ -362,6 +384,11 @@ def make_tokenizer(vocab_file, do_lower_case, spm_model_file=None):
   if not (spm_model_file or vocab_file):
     return None
   flag = _vocabulary_flag(vocab_file, spm_model_file)
+  if spm_model_file:
+    check_not_folder("spm_model_file", spm_model_file)
+  else:
+    check_not_folder("vocab_file", vocab_file,
+                     _FILE_IN_FOLDER["vocab_file"])
   try:
     return tokenization.FullTokenizer(
         vocab_file=vocab_file, do_lower_case=do_lower_case,
@@ -452,6 +479,16 @@ def check_output_dir(output_dir, record, *, do_train):
       output_dir, record,
       has_checkpoint=bool(checkpoint_checks.latest_checkpoint(output_dir)),
       do_train=do_train)
+
+
+def lock_output_dir(output_dir):
+  """Takes the lock of --output_dir for the rest of this run
+  (userio/folder_lock.py); the folder must exist (prepare_output_dir).
+
+  Raises:
+    cli.UserError naming the run that holds it.
+  """
+  folder_lock.hold(output_dir, flag="--output_dir")
 
 
 def prepare_output_dir(output_dir, flag="--output_dir"):
@@ -548,7 +585,8 @@ def make_run_config(shared, memory=None, distribution=None,
 
 def set_up(shared, bert_config, *, do_train, record=None, step_memory=None,
            heads=()):
-  """Checks checkpoints and output_dir, then makes the run's settings.
+  """Locks output_dir (the chief of a multi-worker cluster alone: the
+  workers share it), checks the checkpoints, then makes the run's settings.
 
   Args:
     shared: shared_flags.SharedFlags, as `start` returned them.
@@ -571,12 +609,15 @@ def set_up(shared, bert_config, *, do_train, record=None, step_memory=None,
     RunSetup.
   """
   output_dir = shared.output_dir
-  checkpoint_checks.check_checkpoints(
-      output_dir, shared.init_checkpoint, bert_config,
-      shared.bert_config_file, do_train=do_train, heads=heads)
   prepare_output_dir(output_dir)
   distribution = distribution_lib.make_distribution(shared.distribution,
                                                     shared.devices)
+  # Before the checkpoints are read: another run may be writing them.
+  if estimator.is_chief(distribution):
+    lock_output_dir(output_dir)
+  checkpoint_checks.check_checkpoints(
+      output_dir, shared.init_checkpoint, bert_config,
+      shared.bert_config_file, do_train=do_train, heads=heads)
   model = _step_memory(shared, bert_config, step_memory)
   memory = resolve_memory(shared, bert_config, do_train, distribution, model)
   oom_message_fn = out_of_memory.training_advice_fn(model, memory,

@@ -9,14 +9,27 @@ order kept, so the input pipeline costs a few ops per step rather than
 several per example and never starves the step (the runner prefetches the
 batches, see runner/estimator.py). `first_record` reads a file's first record in
 plain Python, for checks that must not start TensorFlow's runtime.
+
+The files a graph's input reads are noted in the graph (`note_record_files`),
+so that a record found cut short or damaged while a session runs (a
+DataLossError, which does not name its file) ends in one line naming the
+file (`damaged_records_error`).
 """
 
+import os
+import re
 import struct
 
 import tensorflow as tf
 
+from userio import cli
+from userio import sidecars
+
 # The original's shuffle buffer.
 SHUFFLE_BUFFER = 100
+# Bytes a TFRecord file adds to each record: its length (8), the length's
+# checksum (4) and the data's checksum (4).
+RECORD_FRAMING_BYTES = 16
 
 
 def parse_batches(records, name_to_features, batch_size, drop_remainder):
@@ -62,6 +75,7 @@ def tfrecord_input_fn(input_file, name_to_features, is_training,
   """
 
   def input_fn(params):
+    note_record_files([input_file])
     d = tf.data.TFRecordDataset(input_file)
     if is_training:
       d = d.repeat()
@@ -121,3 +135,61 @@ def first_record(path):
           return data
         problem = "its first record is cut short or damaged"
   raise ValueError(problem)
+
+
+# The graph collection of the TFRecord files the graph's input reads.
+RECORD_FILES = "tfrecord_input_files"
+# How TensorFlow's record reader says what it found ("corrupted record at
+# 3050", "truncated record at 49000").
+_READER_WORDS = re.compile(r"\b(?:corrupted|truncated) record at \d+")
+
+
+def note_record_files(paths):
+  """Notes in the default graph that its input reads the TFRecord files
+  `paths`."""
+  for path in paths:
+    if path not in tf.compat.v1.get_collection(RECORD_FILES):
+      tf.compat.v1.add_to_collection(RECORD_FILES, path)
+
+
+def _damaged_file(paths):
+  """The first of `paths` whose records cannot all be read, or None when
+  each reads whole."""
+  for path in paths:
+    try:
+      for _ in tf.compat.v1.io.tf_record_iterator(path):
+        pass
+    except (tf.errors.DataLossError, tf.errors.OutOfRangeError):
+      return path
+  return None
+
+
+def damaged_records_error(error, graph):
+  """The cli.UserError of a DataLossError that a session running `graph`
+  raised: it names the record file (when the graph read several, the one
+  that fails to read again) and what to do.
+
+  A file with a sidecar is one a script made and reuses (a feature cache,
+  runner/feature_cache.py): deleting it has the next run make it anew (its
+  sidecar may vouch for a file that was written damaged). Any other is the
+  user's, to make or copy again.
+  """
+  paths = list(graph.get_collection(RECORD_FILES))
+  found = _READER_WORDS.search(error.message)
+  tensorflow_said = (found.group(0) if found else
+                     error.message.strip().splitlines()[-1])
+  path = paths[0] if len(paths) == 1 else _damaged_file(paths)
+  if path is None:
+    return cli.UserError(
+        "A record of one of %s is cut short or damaged (TensorFlow said: "
+        "%s). Make or copy those files again." % (", ".join(paths) or
+                                                   "the input files",
+                                                   tensorflow_said))
+  if sidecars.read(path) is not None:
+    fix = ("It is a file this program made for reuse: delete it (and %s) "
+           "and run the same command again to make it anew." %
+           os.path.basename(sidecars.sidecar_path(path)))
+  else:
+    fix = "Make or copy that file again."
+  return cli.UserError("%s: a record is cut short or damaged (TensorFlow "
+                       "said: %s). %s" % (path, tensorflow_said, fix))

@@ -5,6 +5,7 @@ model (2 layers, hidden 32) and small files the tests write; their metrics
 are checked against values recomputed here from the run's own predictions
 (the test set is the dev set, so every dev example has a prediction).
 """
+import hashlib
 import json
 import os
 import random
@@ -409,7 +410,13 @@ def test_tfrecord_features_names_and_values(tokenizer, tmp_path):
   assert list(padding["input_ids"].int64_list.value) == [0] * 6
   assert list(padding["is_real_example"].int64_list.value) == [0]
   with open(output_file + ".meta.json") as f:
-    assert json.load(f) == {"k": 1}
+    sidecar = json.load(f)
+  # The fingerprint, and what vouches for the file: size, sha256, records.
+  with open(output_file, "rb") as f:
+    content = f.read()
+  assert sidecar == {"k": 1, "file": {
+      "bytes": len(content), "sha256": hashlib.sha256(content).hexdigest(),
+      "records": 2}}
   assert sorted(os.listdir(str(tmp_path))) == ["train.tf_record",
                                                "train.tf_record.meta.json"]
 

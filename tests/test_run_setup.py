@@ -1,7 +1,6 @@
 """Tests for runner/shared_flags.py (definitions, reading the values) and
 runner/startup.py (what the flags make of a run: checks, strategy, memory
 settings, RunConfig)."""
-import json
 import logging as std_logging
 import os
 

@@ -12,7 +12,9 @@ A script hands its `main` to `run` (absl scripts) or `call` (argparse ones):
     "Training stopped. <advice>" (or "Evaluation stopped.", "Prediction
     stopped." when those run out of memory) and status 1.
   * A full disk, a read-only file system or a missing permission ends with
-    one line naming the file, status 1.
+    one line naming the folder and what was being written (with about how
+    much space it needs, when the writer knows: userio/disk_space.py),
+    status 1.
   * Ctrl-C ends with one line, status 130. While training, the first Ctrl-C
     or SIGTERM lets the update under way finish and saves a checkpoint
     (estimator.TrainingInterrupted); the line names it, and the status is
@@ -27,12 +29,13 @@ Both exit with status 0. A script that loads TensorFlow calls
 help comes in a moment rather than after the seconds TensorFlow takes to
 load.
 
-Library functions raise `UserError` and never exit; it is a ValueError, so
-callers that catch ValueError keep working. This module imports neither
-TensorFlow nor the project's modules, so light scripts stay light.
+When the command ends, the output folders it locked are released
+(userio/folder_lock.py). Library functions raise `UserError` and never
+exit; it is a ValueError, so callers that catch ValueError keep working.
+This module imports neither TensorFlow nor the project's modules (but
+userio/disk_space.py, which imports neither), so light scripts stay light.
 """
 
-import errno
 import gc
 import os
 import re
@@ -41,6 +44,8 @@ import traceback
 
 from absl import app
 from absl import flags
+
+from userio import disk_space
 
 USAGE_STATUS = 2
 FAILURE_STATUS = 1
@@ -51,12 +56,6 @@ _HELPFULL_ARGS = ("--helpfull", "-helpfull")
 # The runner's exceptions whose message is the advice (runner/estimator.py).
 _TRAINING_FAILURES = ("NonFiniteLossError", "OutOfMemoryError",
                       "WorkerFailedError")
-_ENVIRONMENT_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES,
-                       errno.EFBIG)
-# How TensorFlow's file errors (which are not OSErrors) word the same.
-_ENVIRONMENT_TEXTS = ("No space left on device", "Disk quota exceeded",
-                      "Read-only file system", "Permission denied",
-                      "File too large")
 # TensorFlow reads this variable once, when its CPU allocator starts: the
 # most bytes that allocator may reserve (by default the machine's RAM). It
 # aborts the process, with a C++ stack trace, on a value it cannot read.
@@ -132,18 +131,13 @@ def _training_interrupted(error):
   return error.signum if kind is not None and isinstance(error, kind) else None
 
 
-def _environment_problem(error):
-  """One line for a full disk, a read-only file system or a permission."""
-  if isinstance(error, OSError) and error.errno in _ENVIRONMENT_ERRNOS:
-    where = " writing %s" % error.filename if error.filename else ""
-    return "%s%s. Free space or fix the permissions there, or choose " \
-        "another --output_dir." % (error.strerror or error, where)
-  text = str(error)
-  if any(known in text for known in _ENVIRONMENT_TEXTS):
-    first = text.strip().splitlines()[0] if text.strip() else text
-    return "%s. Free space or fix the permissions there, or choose another " \
-        "--output_dir." % first.rstrip(".")
-  return None
+def _release_folder_locks():
+  """Releases the output folders this run locked, if it locked any (looked
+  up in sys.modules, as `_training_failure` does, so that a command that
+  locks nothing imports nothing for it)."""
+  folder_lock = sys.modules.get("userio.folder_lock")
+  if folder_lock is not None:
+    folder_lock.release_all()
 
 
 def check_cpu_allocator_cap(environ):
@@ -174,6 +168,8 @@ def call(main, *args):
     _exit(USAGE_STATUS, error_line(e))
   except KeyboardInterrupt:
     _exit(INTERRUPTED_STATUS, "%s: interrupted." % program_name())
+  except disk_space.WriteFailed as e:
+    _exit(FAILURE_STATUS, error_line(e))
   except Exception as e:  # pylint: disable=broad-except
     signum = _training_interrupted(e)
     if signum is not None:
@@ -181,7 +177,8 @@ def call(main, *args):
     advice = _training_failure(e)
     if advice is not None:
       _exit(FAILURE_STATUS, advice)
-    problem = _environment_problem(e)
+    # A full disk or an unwritable folder that no disk_space.writing named.
+    problem = disk_space.failure_of(e, flag="--output_dir")
     if problem is not None:
       _exit(FAILURE_STATUS, error_line(problem))
     traceback.print_exc()
@@ -189,6 +186,8 @@ def call(main, *args):
           "in this program, not a problem with your input; please report "
           "it, with the command line, on the project's issue tracker." %
           program_name())
+  finally:
+    _release_folder_locks()
 
 
 def _summary():
