@@ -59,10 +59,11 @@ from checkpoints import conversion
 def main(_):
   verbosity.start_logging()
   values = flags.FLAGS
-  conversion.lock_output_dir(values.output_dir)
-  conversion.convert(values.input, values.output_dir, values["from"].value,
-          bert_config_file=values.bert_config_file,
-          vocab_file=values.vocab_file, do_lower_case=values.do_lower_case)
+  with conversion.lock_output_dir(values.output_dir):
+    conversion.convert(values.input, values.output_dir, values["from"].value,
+                       bert_config_file=values.bert_config_file,
+                       vocab_file=values.vocab_file,
+                       do_lower_case=values.do_lower_case)
 
 
 if __name__ == "__main__":

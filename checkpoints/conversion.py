@@ -627,9 +627,12 @@ def _model_bytes(model):
 
 
 def lock_output_dir(output_dir):
-  """Takes the lock of convert_checkpoint.py's --output_dir for the rest of
-  the run (userio/folder_lock.py): the lock file `<output_dir>.lock` lies
-  beside it, since the folder appears only when complete.
+  """Takes the lock of convert_checkpoint.py's --output_dir
+  (userio/folder_lock.py): the lock file `<output_dir>.lock` lies beside
+  it, since the folder appears only when complete.
+
+  Returns:
+    The FolderLock, held while the caller keeps it.
 
   Raises:
     cli.UserError naming the run that holds it.
@@ -638,7 +641,7 @@ def lock_output_dir(output_dir):
   with disk_space.writing(parent, "the lock of --output_dir=%s" % output_dir,
                           flag="--output_dir"):
     os.makedirs(parent, exist_ok=True)
-    folder_lock.hold(output_dir, beside=True)
+    return folder_lock.hold(output_dir, beside=True)
 
 
 def is_hf_folder(path):

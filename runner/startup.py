@@ -61,7 +61,8 @@ from userio import verbosity
 
 
 class RunSetup(collections.namedtuple(
-    "RunSetup", ["distribution", "memory", "run_config", "oom_message_fn"])):
+    "RunSetup", ["distribution", "memory", "run_config", "oom_message_fn",
+                 "lock"], defaults=(None,))):
   """What the flags make of a run.
 
   Fields:
@@ -72,6 +73,8 @@ class RunSetup(collections.namedtuple(
       memory.num_accumulation_steps).
     oom_message_fn: callable(ResourceExhaustedError) -> the out-of-memory
       advice (also in run_config).
+    lock: the folder_lock.FolderLock of --output_dir (None on a worker that
+      is not the chief); the run keeps it by keeping this RunSetup.
   """
 
   @property
@@ -482,13 +485,16 @@ def check_output_dir(output_dir, record, *, do_train):
 
 
 def lock_output_dir(output_dir):
-  """Takes the lock of --output_dir for the rest of this run
-  (userio/folder_lock.py); the folder must exist (prepare_output_dir).
+  """Takes the lock of --output_dir (userio/folder_lock.py); the folder must
+  exist (prepare_output_dir).
+
+  Returns:
+    The FolderLock, held while the caller keeps it.
 
   Raises:
     cli.UserError naming the run that holds it.
   """
-  folder_lock.hold(output_dir, flag="--output_dir")
+  return folder_lock.hold(output_dir, flag="--output_dir")
 
 
 def prepare_output_dir(output_dir, flag="--output_dir"):
@@ -613,8 +619,8 @@ def set_up(shared, bert_config, *, do_train, record=None, step_memory=None,
   distribution = distribution_lib.make_distribution(shared.distribution,
                                                     shared.devices)
   # Before the checkpoints are read: another run may be writing them.
-  if estimator.is_chief(distribution):
-    lock_output_dir(output_dir)
+  lock = (lock_output_dir(output_dir) if estimator.is_chief(distribution)
+          else None)
   checkpoint_checks.check_checkpoints(
       output_dir, shared.init_checkpoint, bert_config,
       shared.bert_config_file, do_train=do_train, heads=heads)
@@ -628,7 +634,7 @@ def set_up(shared, bert_config, *, do_train, record=None, step_memory=None,
   if do_train and record is not None:
     run_info.write(output_dir, record, shared.bert_config_file,
                    shared.vocab_file, shared.spm_model_file)
-  return RunSetup(distribution, memory, run_config, oom_message_fn)
+  return RunSetup(distribution, memory, run_config, oom_message_fn, lock)
 
 
 def settings_lines(shared, bert_config, memory, *, do_train):

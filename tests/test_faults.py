@@ -45,6 +45,7 @@ import tensorflow as tf
 
 import conftest
 import pretraining_records
+import script_runner
 from reproduction import plan
 from reproduction import scheduler
 
@@ -244,9 +245,17 @@ class Disk(object):
       finally:
         if room is not None:
           self._remount(64 << 20)
-    return self._run_script(self._limited_script, [
-        str(room), str(after_saves), os.path.join(REPO_ROOT, script)] +
-                            list(args), TIMEOUT)
+    # A fresh process without the suite's shared XLA compilation cache:
+    # under the file-size limit its cache entries would be cut short, and
+    # every later process of the suite would print that it cannot parse
+    # them.
+    env = dict(conftest.env_without_compilation_cache(), PYTHONPATH=REPO_ROOT)
+    done = subprocess.run(
+        [sys.executable, self._limited_script, str(room), str(after_saves),
+         os.path.join(REPO_ROOT, script)] + list(args), cwd=REPO_ROOT,
+        env=env, capture_output=True, text=True, timeout=TIMEOUT,
+        check=False)
+    return script_runner.Result(done.returncode, done.stdout, done.stderr)
 
 
 @pytest.fixture(params=["rlimit", "tmpfs"])
@@ -569,7 +578,7 @@ def test_scheduler_does_not_start_a_cell_whose_folder_is_locked(fake_cell):
   holder = subprocess.Popen(
       [sys.executable, "-c", "import sys, time\n"
        "from userio import folder_lock\n"
-       "folder_lock.hold(sys.argv[1])\n"
+       "lock = folder_lock.hold(sys.argv[1])\n"
        "print('held', flush=True)\n"
        "time.sleep(600)\n", fake_cell.output_dir],
       cwd=REPO_ROOT, env=_script_env(), stdout=subprocess.PIPE, text=True)
@@ -846,7 +855,7 @@ def test_folder_lock_refuses_a_live_holder_and_takes_over_a_dead_one(
   holder = subprocess.Popen(
       [sys.executable, "-c", "import sys, time\n"
        "from userio import folder_lock\n"
-       "folder_lock.hold(sys.argv[1])\n"
+       "lock = folder_lock.hold(sys.argv[1])\n"
        "print('held', flush=True)\n"
        "time.sleep(600)\n", folder],
       cwd=REPO_ROOT, env=_script_env(), stdout=subprocess.PIPE, text=True)
@@ -869,4 +878,8 @@ def test_folder_lock_refuses_a_live_holder_and_takes_over_a_dead_one(
     assert folder_lock.hold(folder) is lock  # one process is one run
   finally:
     lock.release()
+  assert not os.path.exists(os.path.join(folder, "run.lock"))
+  # A lock nothing refers to any more (a run's main returned) is released.
+  folder_lock.hold(folder)
+  assert folder_lock.held_by(folder) is None
   assert not os.path.exists(os.path.join(folder, "run.lock"))

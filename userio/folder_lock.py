@@ -12,11 +12,14 @@ that asks for the lock is refused with one line naming the first
 dies, so a lock file whose flock nobody holds was left by a killed run: it
 is stale, and the next run takes it over (and says so).
 
-`hold` is re-entrant within a process (a process is one run), and its locks
-last until `release_all`, which userio/cli.py calls when the command ends,
-or until the FolderLock it returns is released (it is a context manager
-too); a release also removes the lock file. Only local folders are locked
-(flock means nothing on a remote file system).
+`hold` returns a FolderLock, which the run keeps for as long as it works in
+the folder (runner/startup.py's RunSetup holds it; the other commands use it
+as a context manager). The lock is released, and its file removed, when the
+FolderLock is released or no longer referenced, or by `release_all`, which
+userio/cli.py calls when the command ends. While a FolderLock lives, `hold`
+on the same folder in the same process returns it (a process may reach the
+same folder twice in one run). Only local folders are locked (flock means
+nothing on a remote file system).
 
 This module imports no TensorFlow (of the project, userio/cli.py alone).
 """
@@ -28,14 +31,16 @@ import os
 import shlex
 import socket
 import sys
+import weakref
 
 from absl import logging
 
 from userio import cli
 
 LOCK_FILE = "run.lock"
-# The locks this process holds, by the lock file's absolute path.
-_held = {}
+# The locks alive in this process, by the lock file's absolute path; a lock
+# nothing else refers to any more is released and leaves this map.
+_held = weakref.WeakValueDictionary()
 
 
 class FolderLock(object):
@@ -62,7 +67,11 @@ class FolderLock(object):
       except OSError:
         pass  # Gone already, or what a full disk kept from being written.
     self._handle = None
-    _held.pop(self.path, None)
+    if _held.get(self.path) is self:
+      del _held[self.path]
+
+  def __del__(self):
+    self.release()
 
 
 def lock_path(folder, beside=False):
@@ -155,8 +164,9 @@ def hold(folder, *, flag="--output_dir", beside=False, name=None):
   if "://" in folder:
     return None
   path = lock_path(folder, beside)
-  if path in _held:
-    return _held[path]
+  lock = _held.get(path)
+  if lock is not None:
+    return lock
   handle = _try_lock(path)
   if handle is None:
     raise cli.UserError(
