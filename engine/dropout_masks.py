@@ -11,17 +11,18 @@ A mask is drawn by a compiled counter-based generator
     call of every replica has the same site),
   * the update: `global_step` and the updates begun, `micro_step` // k
     (engine/graph_keys.py; k is the accumulation steps,
-    `record_accumulation_steps`), so every update draws new masks, an
-    update that loss scaling skipped included;
+    `record_accumulation_steps`), so every update draws new masks, and so
+    does the update that follows one loss scaling skipped;
 and from the position of the run's tensor in the update's whole batch. The
 update's batch is k micro-batches, one per run, each split evenly over the
 R replicas; the tensors a dropout call masks (leading dimension the
 examples, or examples x positions, example-major) are concatenations of
-those shares. Share j = (micro_step % k) * R + replica index takes the
-generator's values from offset j * (the share's element count): its mask is
-exactly its slice of the mask that one run of the whole batch would draw.
-So k micro-batches of b examples draw the masks of one batch of k * b, on
-any number of replicas.
+those equal shares. Share j = (micro_step % k) * R + replica index takes
+the generator's values from offset j * (the share's element count): its
+mask is exactly its slice of the mask that one run of the whole batch would
+draw. So k micro-batches of b examples draw the masks of one batch of
+k * b, on any number of replicas. Without accumulation on one device the
+offset is 0 and the step word micro_step + global_step * 2**32.
 
 Because a mask is a function of its seed and offset, it can be drawn again
 instead of kept: a backward pass that needs it redraws it, and a layer
