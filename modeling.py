@@ -393,11 +393,14 @@ def dropout(input_tensor, dropout_prob, name=None):
   by 1 / (1 - dropout_prob).
 
   The mask is stateless (engine/dropout_masks.py): a function of the graph seed,
-  the call's site (variable scope and `name`, unique in the graph) and the
-  training step, so a recomputed layer draws it again exactly.
+  the call's site (variable scope and `name`, unique in the graph), the
+  update and each value's place in the update's whole batch, so a
+  recomputed layer draws it again exactly, and micro-batches of an update
+  draw the masks of one big batch.
 
   Args:
-    input_tensor: float Tensor.
+    input_tensor: float Tensor whose leading dimension is the batch (or its
+      rows, example-major, as `reshape_to_matrix` gives them).
     dropout_prob: the probability of DROPPING a value (the original's
       convention, not TensorFlow's keep probability); None or 0 for none.
     name: (optional) names the site within the current variable scope.

@@ -106,29 +106,39 @@ def _splitmix64_finalize(z):
 
 
 @compiled_kernel
-def keep_mask_16bit(shape, seed, threshold):
+def keep_mask_16bit(shape, seed, threshold, offset):
   """bool Tensor of `shape`: uniform 16-bit values >= `threshold`.
 
-  The values depend on `seed` alone: the SplitMix64 stream keyed by both
-  seed words, each 64-bit output cut into four 16-bit values (a drop rate
-  needs no finer resolution). Compiled, the bits are the same with and
-  without --use_xla.
+  The values are positions `offset`, `offset` + 1, ... of a stream that
+  depends on `seed` alone: the SplitMix64 stream keyed by both seed words,
+  each 64-bit output cut into four 16-bit values (a drop rate needs no
+  finer resolution). Value n of the stream is the 16-bit part n % 4
+  (little-endian) of output n // 4 + 1, so a mask drawn at an offset is
+  exactly that slice of a larger mask drawn at offset 0. Compiled, the bits
+  are the same with and without --use_xla.
 
   Args:
     shape: int64 Tensor [rank], the mask's shape (a compile-time constant).
     seed: int64 Tensor [2].
     threshold: uint16 scalar Tensor.
+    offset: int64 scalar Tensor >= 0, the stream position of the mask's
+      first value (in row-major order).
   """
   size = tf.reduce_prod(shape)
   words = tf.bitcast(seed, tf.uint64)
   key = _splitmix64_finalize(
       tf.bitwise.bitwise_xor(words[0], _splitmix64_finalize(words[1])))
-  counter = tf.bitcast(tf.range(1, (size + 3) // 4 + 1, dtype=tf.int64),
-                       tf.uint64)
+  # One output more than the mask needs: an offset that is not a multiple
+  # of 4 starts inside an output and ends inside another.
+  counter = tf.bitcast(
+      offset // 4 + tf.range(1, (size + 3) // 4 + 2, dtype=tf.int64),
+      tf.uint64)
   bits = _splitmix64_finalize(
       key + counter * tf.constant(_SPLITMIX64_GAMMA, tf.uint64))
-  # [draws, 4] -> [4 * draws]; the slice drops the unused values, if any.
-  values = tf.reshape(tf.bitcast(bits, tf.uint16), [-1])[:size]
+  # [draws, 4] -> [4 * draws]; the slice drops the values before the offset
+  # and after the mask's last one.
+  values = tf.slice(tf.reshape(tf.bitcast(bits, tf.uint16), [-1]),
+                    tf.reshape(offset % 4, [1]), tf.reshape(size, [1]))
   return tf.reshape(values >= threshold, shape)
 
 

@@ -59,6 +59,7 @@ import numpy as np
 import tensorflow as tf
 
 from checkpoints import checkpoint_checks
+from engine import dropout_masks
 from engine import graph_keys
 from engine import host_memory
 from runner import memory_settings
@@ -646,6 +647,8 @@ class Estimator(object):
     with graph.as_default(), scope:
       global_step = graph_keys.get_or_create_global_step()
       micro_step = graph_keys.get_or_create_micro_step()
+      # Each micro-batch then draws its part of its update's dropout masks.
+      dropout_masks.record_accumulation_steps(params[ACCUMULATION_STEPS_KEY])
       dataset = _call_input_fn(input_fn, params, skip_batches)
       iterator = tf.compat.v1.data.make_initializable_iterator(dataset)
       if strategy is None:

@@ -15,9 +15,12 @@ Why the references are independent of the code under test:
   * the training-time dropout mask of the classifier head is drawn again
     in NumPy from the generator engine/dropout_masks.py documents: the
     SplitMix64 stream keyed by the two seed words (graph seed and CRC-32
-    of the site; micro_step plus global_step << 32), each 64-bit output
-    split into four 16-bit values, a value kept when it is at least
-    round(0.1 * 65536), kept values scaled by 1 / 0.9. The finalizer is
+    of the site; micro_step // k plus global_step << 32, k the recorded
+    accumulation steps), each 64-bit output split into four 16-bit
+    values, the run's batch taking the values from (micro_step % k) times
+    its element count on (its share of the update's whole batch), a value
+    kept when it is at least round(0.1 * 65536), kept values scaled by
+    1 / 0.9. The finalizer is
     tests/test_modeling.py's NumPy one, which that file checks against the
     published first output of SplitMix64. Nothing of the graph's mask is
     read back, so a head that drops another rate, another tensor, or
@@ -32,6 +35,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from engine import dropout_masks
 from engine import graph_keys
 from runner import estimator
 import modeling
@@ -125,21 +129,26 @@ def _head_arrays(shapes, seed):
 
 
 def np_keep_mask(shape, dropout_prob, site, graph_seed=GRAPH_SEED,
-                 global_step=GLOBAL_STEP, micro_step=MICRO_STEP):
+                 global_step=GLOBAL_STEP, micro_step=MICRO_STEP,
+                 accumulation_steps=1):
   """bool [shape], True where the stateless dropout of `site` (its variable
-  scope and name, first call there) keeps a value, re-derived from the
-  generator's documentation (see the module docstring)."""
+  scope and name, first call there) keeps a value in a run's batch of
+  `shape`, re-derived from the generator's documentation (see the module
+  docstring)."""
   gamma = np.uint64(0x9E3779B97F4A7C15)
   size = int(np.prod(shape))
+  update = micro_step // accumulation_steps + (global_step << 32)
+  # The run's batch is share micro_step % k of the update's k batches.
+  first = (micro_step % accumulation_steps) * size
   words = np.array([((graph_seed & 0x7FFFFFFF) << 32) |
-                    zlib.crc32(site.encode("utf-8")),
-                    micro_step + (global_step << 32)], np.int64).view(np.uint64)
+                    zlib.crc32(site.encode("utf-8")), update],
+                   np.int64).view(np.uint64)
   finalize = test_modeling._np_splitmix64_finalize
   with np.errstate(over="ignore"):
     key = finalize(words[0] ^ finalize(words[1]))
-    draws = finalize(key + np.arange(1, (size + 3) // 4 + 1,
+    draws = finalize(key + np.arange(1, (first + size + 3) // 4 + 1,
                                      dtype=np.uint64) * gamma)
-  values = draws.astype("<u8").view("<u2")[:size].reshape(shape)
+  values = draws.astype("<u8").view("<u2")[first:first + size].reshape(shape)
   return values >= int(round(dropout_prob * 65536))
 
 
@@ -249,6 +258,36 @@ def test_classifier_head_matches_numpy(built_models, num_labels, is_training):
   # The bias counts: without it the logits would be off by more than the
   # tolerance.
   assert np.abs(bias).min() > 1e-3
+
+
+def test_classifier_head_mask_of_a_micro_batch(built_models):
+  """With 2 accumulation steps recorded (as the runner does), micro_step 5
+  is the second micro-batch of update 2: the head's mask is the one the
+  NumPy generator gives that share of the update's batch (its values from
+  the micro-batch's element count on), not the first share's."""
+  ids, mask, types = _inputs()
+  labels = _labels(3)
+  config = _config()
+  with tf.Graph().as_default():
+    _start_graph()
+    dropout_masks.record_accumulation_steps(2)
+    head = run_classifier.create_model(
+        config, True, tf.constant(ids), tf.constant(mask),
+        tf.constant(types), tf.constant(labels), 3, False)
+    (model,) = built_models
+    arrays = _head_arrays(_head_shapes(), seed=3)
+    arrays.update(test_modeling._random_weights(config, seed=1))
+    (_, _, logits, _), pooled = _run((head, model.get_pooled_output()),
+                                     arrays)
+  keep = np_keep_mask(pooled.shape, HEAD_DROPOUT, "loss/dropout",
+                      accumulation_steps=2)
+  first_share = np_keep_mask(pooled.shape, HEAD_DROPOUT, "loss/dropout",
+                             micro_step=MICRO_STEP - 1, accumulation_steps=2)
+  assert np.mean(keep != first_share) > 0.05
+  weights, bias = arrays["output_weights"], arrays["output_bias"]
+  _check_dropout_matters(pooled, weights, bias, labels, keep)
+  want = np_classifier(pooled, weights, bias, labels, keep)
+  np.testing.assert_allclose(logits, want[2], **TOLERANCE)
 
 
 def _classifier_features(ids, mask, types, labels):

@@ -846,7 +846,12 @@ def _np_splitmix64_finalize(z):
   return z ^ (z >> np.uint64(31))
 
 
-def test_stateless_keep_mask_is_splitmix64_stream():
+@pytest.mark.parametrize("offset", [0, 3, 105, 210])
+def test_stateless_keep_mask_is_splitmix64_stream(offset):
+  """The mask at an offset is the stream's values from that position on:
+  value n is the 16-bit part n % 4 of SplitMix64 output n // 4 + 1 (an
+  offset of 3 starts in the last part of the first output; 105 and 210
+  are where a second and third tensor of this shape would start)."""
   gamma = np.uint64(0x9E3779B97F4A7C15)
   with np.errstate(over="ignore"):
     # The published first output of SplitMix64 seeded with 0.
@@ -856,12 +861,12 @@ def test_stateless_keep_mask_is_splitmix64_stream():
     key = _np_splitmix64_finalize(words[0] ^ _np_splitmix64_finalize(words[1]))
     shape = (3, 5, 7)  # 105 values: 27 draws, the last one partly used.
     draws = _np_splitmix64_finalize(
-        key + np.arange(1, 28, dtype=np.uint64) * gamma)
-  values = draws.astype("<u8").view("<u2")[:105].reshape(shape)
+        key + np.arange(1, 28 + offset // 4 + 1, dtype=np.uint64) * gamma)
+  values = draws.astype("<u8").view("<u2")[offset:offset + 105].reshape(shape)
   with tf.Graph().as_default():
     keep = xla_kernels.keep_mask_16bit(
         tf.constant(shape, tf.int64), tf.constant(seed),
-        tf.constant(6554, tf.uint16))
+        tf.constant(6554, tf.uint16), tf.constant(offset, tf.int64))
     with tf.compat.v1.Session() as sess:
       got = sess.run(keep)
   np.testing.assert_array_equal(got, values >= 6554)
