@@ -150,6 +150,7 @@ cli.answer_help(__name__, define_flags)
 from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
 import tensorflow as tf
 
+from corpus import text_files
 from engine import host_memory
 from userio import output_files
 from userio import progress
@@ -515,113 +516,8 @@ def write_example_files(records, paths, meter=None):
 
 
 # ---------------------------------------------------------------------------
-# Reading the text.
+# Tokenizing the text (corpus/text_files.py reads it).
 # ---------------------------------------------------------------------------
-
-
-def resolve_input_files(input_file):
-  """The files named by --input_file (comma-separated paths or globs).
-
-  Each pattern's matches keep the order tf.io.gfile.glob gives, as in
-  Google's script.
-
-  Raises:
-    cli.UserError: a pattern matches nothing, or a match is a directory or
-      cannot be read.
-  """
-  input_files = []
-  for pattern in input_file.split(","):
-    if not pattern:
-      raise cli.UserError("--input_file=%s has an empty entry; separate "
-                          "the files by single commas." % input_file)
-    matches = tf.io.gfile.glob(pattern)
-    if not matches:
-      raise cli.UserError("--input_file: %s matches no file." % pattern)
-    input_files.extend(matches)
-  for path in input_files:
-    _check_readable(path)
-  return input_files
-
-
-def _check_readable(path):
-  if tf.io.gfile.isdir(path):
-    raise cli.UserError("--input_file: %s is a directory; name the text "
-                        "files in it (e.g. %s)." %
-                        (path, os.path.join(path, "*.txt")))
-  try:
-    with tf.io.gfile.GFile(path, "rb") as reader:
-      reader.read(1)
-  except (tf.errors.OpError, OSError) as e:
-    raise cli.UserError("--input_file: cannot read %s (%s)." %
-                        (path, _error_text(e))) from None
-
-
-def _error_text(error):
-  return getattr(error, "message", None) or str(error)
-
-
-def read_documents(input_files, max_document_bytes=None):
-  """Yields the documents of the text files as lists of lines.
-
-  Lines are read as Google's script reads them through tf.io.gfile: split
-  at "\\n" with every "\\r" dropped, decoded as UTF-8 and stripped. An
-  empty line ends a document, and so does nothing else: a file that does
-  not end with an empty line continues its last document into the next
-  file.
-
-  Args:
-    input_files: paths, read in this order.
-    max_document_bytes: if set, a document is also ended once it holds more
-      than this many bytes of lines (with a warning the first time), so
-      that text without empty lines cannot fill the memory.
-
-  Yields:
-    (lines, bytes_read): a document's non-empty lines (a non-empty list of
-    str) and the input bytes read so far.
-
-  Raises:
-    cli.UserError: a line is not valid UTF-8, or a file cannot be read.
-  """
-  document = []
-  document_bytes = 0
-  bytes_read = 0
-  for path in input_files:
-    for number, line, size in read_lines(path):
-      bytes_read += size
-      if line:
-        document.append(line)
-        document_bytes += size
-      if document and (not line or (max_document_bytes is not None and
-                                    document_bytes > max_document_bytes)):
-        if line:
-          logging.log_first_n(
-              logging.WARNING, "%s, line %d: a document longer than %.1f MB "
-              "(is an empty line missing between documents?); it is cut "
-              "into documents of that size.", 1, path, number,
-              max_document_bytes / _MB)
-        yield document, bytes_read
-        document = []
-        document_bytes = 0
-  if document:
-    yield document, bytes_read
-
-
-def read_lines(path):
-  """(line number, stripped text, bytes) of each line of a file."""
-  try:
-    with tf.io.gfile.GFile(path, "rb") as reader:
-      for number, raw in enumerate(reader, 1):
-        try:
-          text = raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-          raise cli.UserError(
-              "%s, line %d: not valid UTF-8 (byte 0x%02x at column %d); "
-              "convert the file to UTF-8." %
-              (path, number, raw[e.start], e.start + 1)) from None
-        yield number, text.strip(), len(raw)
-  except tf.errors.OpError as e:
-    raise cli.UserError("Cannot read %s: %s" %
-                        (path, _error_text(e))) from None
 
 
 def tokenize_document(lines, tokenizer):
@@ -655,7 +551,7 @@ def run_faithful(settings, tokenizer, input_files, paths):
   meter = _reading_meter("Reading", input_files)
   all_documents = []
   bytes_done = 0
-  for lines, bytes_read in read_documents(input_files):
+  for lines, bytes_read in text_files.read_documents(input_files):
     document = tokenize_document(lines, tokenizer)
     if document:
       all_documents.append(document)
@@ -709,30 +605,6 @@ class Settings(collections.namedtuple(
 ShardResult = collections.namedtuple(
     "ShardResult", ["num_documents", "num_multi_sentence_documents",
                     "num_instances"])
-
-
-def shard_documents(documents, shard_bytes):
-  """Groups (lines, bytes_read) documents into shards of whole documents.
-
-  A shard closes before the document that would take it past `shard_bytes`
-  of input (a bigger document forms a shard alone). Lazy: only the shard
-  being filled is held.
-
-  Yields:
-    (list of documents' lines, bytes_read at the shard's end).
-  """
-  shard = []
-  shard_start = 0
-  last_read = 0
-  for lines, bytes_read in documents:
-    if shard and bytes_read - shard_start > shard_bytes:
-      yield shard, last_read
-      shard = []
-      shard_start = last_read
-    shard.append(lines)
-    last_read = bytes_read
-  if shard:
-    yield shard, last_read
 
 
 def shard_rng(random_seed, shard_index):
@@ -792,8 +664,8 @@ def run_scalable(settings, input_files, output_prefix, num_workers,
         num_workers, mp_context=multiprocessing.get_context("fork"))
     try:
       pending = collections.deque()
-      shards = shard_documents(read_documents(input_files, shard_bytes),
-                               shard_bytes)
+      shards = text_files.shard_documents(
+          text_files.read_documents(input_files, shard_bytes), shard_bytes)
       for index, (documents_lines, bytes_read) in enumerate(shards):
         temp_paths.append("%s-%05d%s" % (output_prefix, index,
                                          output_files.TEMPORARY_SUFFIX))
@@ -991,7 +863,7 @@ def run(flag_obj):
                                      flag_obj.spm_model_file)
   masking_vocab(tokenizer)  # Refuses a vocabulary without [CLS] etc.
   _warn_if_casing_differs(flag_obj, tokenizer)
-  input_files = resolve_input_files(flag_obj.input_file)
+  input_files = text_files.resolve_input_files(flag_obj.input_file)
   logging.info("Reading from %s", ", ".join(input_files))
   paths = flag_obj.output_file.split(",")
   check_output_files(paths, input_files)

@@ -21,6 +21,7 @@ import pytest
 import sentencepiece as spm
 import tensorflow as tf
 
+from corpus import text_files
 from userio import cli
 import create_pretraining_data as cpd
 import tokenization
@@ -265,7 +266,8 @@ def test_passes_and_the_fallback_to_the_same_document():
 
 
 # ---------------------------------------------------------------------------
-# Reading the text.
+# Reading the text (corpus/text_files.py, which create_vocab.py reads with
+# too).
 # ---------------------------------------------------------------------------
 
 
@@ -277,7 +279,7 @@ def test_document_boundaries(tmp_path, uncased_vocab):
       b"\xe3\x80\x80\n"           # an ideographic space strips to nothing
       b"Doc three a.\n\xe2\x80\x8b\nDoc three b.")  # no final newline
   second.write_bytes(b"continues in file two.\n\n\n\nDoc four.\n")
-  documents = [lines for lines, _ in cpd.read_documents(
+  documents = [lines for lines, _ in text_files.read_documents(
       [str(first), str(second)])]
   # "\r" is dropped wherever it stands (as tf.io.gfile's reader does); the
   # zero-width space line is text (it ends no document) and has no tokens;
@@ -298,13 +300,13 @@ def test_document_boundaries(tmp_path, uncased_vocab):
 def test_documents_without_empty_lines_are_cut_at_the_limit(tmp_path):
   path = tmp_path / "one_long_document.txt"
   path.write_text("".join("line %d.\n" % i for i in range(10)))  # 8 bytes
-  documents = list(cpd.read_documents([str(path)], max_document_bytes=20))
+  documents = list(text_files.read_documents([str(path)], max_document_bytes=20))
   # A document ends when its lines pass 20 bytes: after 3 lines (24 bytes).
   assert [lines for lines, _ in documents] == [
       ["line 0.", "line 1.", "line 2."], ["line 3.", "line 4.", "line 5."],
       ["line 6.", "line 7.", "line 8."], ["line 9."]]
   assert [end for _, end in documents] == [24, 48, 72, 80]
-  whole = list(cpd.read_documents([str(path)]))
+  whole = list(text_files.read_documents([str(path)]))
   assert len(whole) == 1 and len(whole[0][0]) == 10
 
 
@@ -313,7 +315,7 @@ def test_invalid_utf8_names_file_and_line(tmp_path):
   path.write_bytes(b"fine\n\nstill fine\nbad \xff here\n")
   with pytest.raises(cli.UserError, match=r"bad.txt, line 4: not valid "
                      r"UTF-8 \(byte 0xff at column 5\)"):
-    list(cpd.read_documents([str(path)]))
+    list(text_files.read_documents([str(path)]))
 
 
 def test_shards_hold_whole_documents_up_to_the_size():
@@ -324,7 +326,7 @@ def test_shards_hold_whole_documents_up_to_the_size():
       consumed.append(i)
       yield ["doc %d" % i], 10 * (i + 1)   # every document is 10 bytes
 
-  shards = cpd.shard_documents(documents(), 35)
+  shards = text_files.shard_documents(documents(), 35)
   first, end = next(shards)
   # Lazy: the first shard comes out after reading one document past it.
   assert consumed == [0, 1, 2, 3] and end == 30
@@ -334,7 +336,7 @@ def test_shards_hold_whole_documents_up_to_the_size():
   assert rest[-1][1] == 1000
 
   big = [(["big"], 100), (["small"], 110), (["big again"], 300)]
-  assert [s for s, _ in cpd.shard_documents(iter(big), 35)] == [
+  assert [s for s, _ in text_files.shard_documents(iter(big), 35)] == [
       [["big"]], [["small"]], [["big again"]]]
 
 
