@@ -41,7 +41,7 @@ The two modes:
 Outputs are written under temporary names and renamed once complete.
 Beside each, its sidecar <file>.meta.json records the vocabulary the text
 was tokenized with (sha256 and size), the casing and the settings above
-(corpus/pretraining_records.py); run_pretraining.py refuses records whose
+(corpus/record_sidecars.py); run_pretraining.py refuses records whose
 vocabulary does not fit its model. A --do_lower_case that contradicts the
 vocabulary's casing is refused before anything is read.
 """
@@ -155,7 +155,7 @@ cli.answer_help(__name__, define_flags)
 from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
 import tensorflow as tf
 
-from corpus import pretraining_records
+from corpus import record_sidecars
 from corpus import text_files
 from engine import host_memory
 from userio import output_files
@@ -554,7 +554,7 @@ def _reading_meter(what, input_files):
 
 def run_faithful(settings, tokenizer, input_files, paths, description=None):
   """Google's pipeline on the whole corpus in memory; writes `paths`, then
-  (with a `description`, pretraining_records.describe) their sidecars."""
+  (with a `description`, record_sidecars.describe) their sidecars."""
   vocab = masking_vocab(tokenizer)
   meter = _reading_meter("Reading", input_files)
   all_documents = []
@@ -587,7 +587,7 @@ def run_faithful(settings, tokenizer, input_files, paths, description=None):
   meter.finish()
   if description is not None:
     for index, path in enumerate(paths):
-      pretraining_records.write(path, description,
+      record_sidecars.write(path, description,
                                 len(records[index::len(paths)]))
   logging.info("Wrote %d total instances", len(records))
 
@@ -663,7 +663,7 @@ def run_scalable(settings, input_files, output_prefix, num_workers,
                  shard_bytes, description=None):
   """Builds the shards in `num_workers` processes; renames the shard files
   to <output_prefix>-0000k-of-0000n once all are written, then (with a
-  `description`, pretraining_records.describe) writes their sidecars."""
+  `description`, record_sidecars.describe) writes their sidecars."""
   logging.info(
       "Scalable mode: %d workers, shards of %.1f MB. The records differ from "
       "Google's script (random next segments come from the same shard); "
@@ -705,7 +705,7 @@ def run_scalable(settings, input_files, output_prefix, num_workers,
     _remove_files(temp_paths)
   if description is not None:
     for shard_path, result in zip(shard_paths, results):
-      pretraining_records.write(shard_path, description, result.num_instances)
+      record_sidecars.write(shard_path, description, result.num_instances)
   meter.finish()
   logging.info("Wrote %d total instances in %d shards: %s-*-of-%05d",
                totals["instances"], len(temp_paths), output_prefix,
@@ -872,14 +872,14 @@ def check_casing(flag_obj, tokenizer):
 
 def describe_records(flag_obj, tokenizer):
   """What the records of this run are made with, for their sidecars
-  (corpus/pretraining_records.py)."""
+  (corpus/record_sidecars.py)."""
   settings = {name: flag_obj[name].value for name in (
       "max_seq_length", "max_predictions_per_seq", "masked_lm_prob",
       "short_seq_prob", "do_whole_word_mask", "dupe_factor", "random_seed",
       "mode")}
   if flag_obj.mode == "scalable":
     settings["shard_size_mb"] = flag_obj.shard_size_mb
-  return pretraining_records.describe(
+  return record_sidecars.describe(
       flag_obj.spm_model_file or flag_obj.vocab_file, len(tokenizer.vocab),
       flag_obj.do_lower_case, **settings)
 

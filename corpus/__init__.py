@@ -6,7 +6,7 @@
               documents; create_pretraining_data.py builds its records from
               them and create_vocab.py learns its vocabulary from the same
               text, cut into the same shards.
-  pretraining_records
+  record_sidecars
               the sidecar of a records file: the vocabulary (sha256, size)
               and settings it was made with, and run_pretraining.py's check
               that they fit the model.
