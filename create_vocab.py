@@ -247,12 +247,24 @@ def _first_line(error):
       error).__name__
 
 
-def gather_counts(flag_obj):
-  """The word counts the flags name: counted from --input_file or added up
-  from --counts_input. Returns a Counter."""
+def input_files_of(flag_obj):
+  """The files the run reads: --counts_input's, or those --input_file
+  names; refuses outputs that would replace one of them or cannot be
+  written (`check_output_files`)."""
   if flag_obj.counts_input:
     paths = flag_obj.counts_input.split(",")
-    check_output_files(flag_obj, paths)
+  else:
+    paths = text_files.resolve_input_files(flag_obj.input_file)
+  check_output_files(flag_obj, paths)
+  return paths
+
+
+def gather_counts(flag_obj, input_files):
+  """The word counts the flags name: counted from --input_file or added up
+  from --counts_input (`input_files` are either's, `input_files_of`).
+  Returns a Counter."""
+  if flag_obj.counts_input:
+    paths = input_files
     counts, do_lower_case = word_counts.read_counts(paths)
     if do_lower_case != flag_obj.do_lower_case:
       raise cli.UserError(
@@ -261,8 +273,6 @@ def gather_counts(flag_obj):
     logging.info("Read %d distinct words from %d count files.", len(counts),
                  len(paths))
     return counts
-  input_files = text_files.resolve_input_files(flag_obj.input_file)
-  check_output_files(flag_obj, input_files)
   num_workers = flag_obj.num_workers or len(os.sched_getaffinity(0))
   counts, counted, total = word_counts.count_corpus(
       input_files, flag_obj.do_lower_case, num_workers,
@@ -326,15 +336,15 @@ def _fit_note(dropped, added):
 def lock_output_folders(flag_obj):
   """A context holding the lock of the folder of each file the run writes
   (userio/folder_lock.py): a second run writing there meanwhile is refused.
-  A missing folder is left for `check_output_files` to name."""
+  Taken after `check_output_files` has found them writable; a remote folder
+  is not locked (flock means nothing there)."""
   stack = contextlib.ExitStack()
   with stack:
     folders = {}
     for name in _OUTPUT_FLAGS:
       path = flag_obj[name].value
-      folder = os.path.dirname(os.path.abspath(path)) if path else None
-      if folder and os.path.isdir(folder):
-        folders.setdefault(folder, name)
+      if path and "://" not in path:
+        folders.setdefault(os.path.dirname(os.path.abspath(path)), name)
     for folder, name in sorted(folders.items()):
       stack.enter_context(folder_lock.hold(
           folder, flag="--" + name,
@@ -345,8 +355,9 @@ def lock_output_folders(flag_obj):
 def run(flag_obj):
   """Counts, merges and learns as the flags say; writes the outputs."""
   check_flags(flag_obj)
+  input_files = input_files_of(flag_obj)
   with lock_output_folders(flag_obj):
-    counts = gather_counts(flag_obj)
+    counts = gather_counts(flag_obj, input_files)
     if flag_obj.counts_output:
       word_counts.write_counts(flag_obj.counts_output, counts,
                                flag_obj.do_lower_case, flag="--counts_output")

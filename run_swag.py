@@ -175,7 +175,7 @@ def file_based_convert_examples_to_features(examples, max_seq_length,
   goes to the file's sidecar, which vouches for it to a later run.
   """
   meter = progress.Progress("Writing features to %s" % output_file,
-                            len(examples))
+                            len(examples), unit="questions")
   with feature_cache.FeatureFile(output_file, len(examples),
                                  depends_on=fingerprint) as writer:
     for (ex_index, example) in enumerate(examples):

@@ -9,14 +9,20 @@ compares it with TensorFlow Text's own code on real text.
 """
 import collections
 import csv
+import json
 import os
 import random
+import subprocess
+import sys
 
+from absl import flags
 import pytest
 
 from corpus import text_files
 import create_pretraining_data
+import create_vocab
 import tokenization
+from userio import cli
 from vocabulary import layout
 from vocabulary import word_counts
 from vocabulary import wordpiece_learner
@@ -388,6 +394,54 @@ def test_two_machines_give_the_single_machine_result(corpus, tmp_path,
           _read_lines("%s/single.txt" % tmp))
   single = word_counts.read_counts(["%s/single.tsv" % tmp])[0]
   assert parts[0] + parts[1] == single
+
+
+def test_output_folders_are_locked_for_the_run(tmp_path, monkeypatch):
+  """In-process: while counting, the folders of --output_file and
+  --counts_output are locked by this process; a run finding one locked by
+  another run is refused naming it; the locks go when the run ends."""
+  vocab_dir, counts_dir = tmp_path / "vocab", tmp_path / "counts"
+  vocab_dir.mkdir()
+  counts_dir.mkdir()
+  flag_values = flags.FlagValues()
+  create_vocab.define_flags(flag_values)
+  flag_values([SCRIPT, "--input_file=" + MRPC_TRAIN,
+               "--output_file=%s" % (vocab_dir / "vocab.txt"),
+               "--counts_output=%s" % (counts_dir / "counts.tsv"),
+               "--vocab_size=3000", "--num_workers=1"])
+  owners = []
+  counted = create_vocab.gather_counts
+
+  def gather_counts(flag_obj, input_files):
+    for folder in (vocab_dir, counts_dir):
+      with open(str(folder / "run.lock")) as f:
+        owners.append(json.load(f)["pid"])
+    return counted(flag_obj, input_files)
+
+  monkeypatch.setattr(create_vocab, "gather_counts", gather_counts)
+  holder = subprocess.Popen(
+      [sys.executable, "-c", "import sys, time\n"
+       "from userio import folder_lock\n"
+       "lock = folder_lock.hold(sys.argv[1])\n"
+       "print('held', flush=True)\n"
+       "time.sleep(120)\n", str(counts_dir)],
+      cwd=REPO_ROOT, env=dict(os.environ, PYTHONPATH=REPO_ROOT),
+      stdout=subprocess.PIPE, text=True)
+  try:
+    assert holder.stdout.readline() == "held\n"
+    with pytest.raises(cli.UserError) as raised:
+      create_vocab.run(flag_values)
+  finally:
+    holder.kill()
+    holder.wait()
+  assert str(raised.value).startswith(
+      "%s, the folder of --counts_output, is in use by another run (pid %d "
+      % (counts_dir, holder.pid))
+  assert not owners
+  create_vocab.run(flag_values)
+  assert owners == [os.getpid()] * 2
+  assert sorted(os.listdir(str(vocab_dir))) == ["vocab.txt"]
+  assert sorted(os.listdir(str(counts_dir))) == ["counts.tsv"]
 
 
 def _bad_utf8(tmp):
