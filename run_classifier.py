@@ -47,6 +47,7 @@ def define_flags(flag_values=flags.FLAGS):
       flag_values=flag_values)
   shared_flags.define_common_flags(max_seq_length_default=128,
                                    flag_values=flag_values)
+  shared_flags.define_skip_padding_flag(flag_values)
   # --help lists the shared flags with the script's own.
   flags.adopt_module_key_flags(shared_flags, flag_values=flag_values)
   flags.DEFINE_bool("do_eval", False,
@@ -54,13 +55,6 @@ def define_flags(flag_values=flags.FLAGS):
                     flag_values=flag_values)
   flags.DEFINE_integer("eval_batch_size", 8, "Examples per eval batch.",
                        flag_values=flag_values)
-  flags.DEFINE_bool(
-      "skip_padding", True,
-      "Run the encoder's feed-forward layers, LayerNorms and dropout on the "
-      "real (non-padding) tokens of each batch only; attention still covers "
-      "all positions. The same results, faster the more padding a batch "
-      "has. Off with --use_xla, which compiles graphs of fixed shapes.",
-      flag_values=flag_values)
   flags.DEFINE_enum(
       "long_text", "truncate", list(LONG_TEXT_MODES),
       "A text longer than --max_seq_length: truncate (Google's: the pair's "

@@ -80,6 +80,7 @@ def define_flags(flag_values=flags.FLAGS):
       flag_values=flag_values)
   shared_flags.define_common_flags(max_seq_length_default=128,
                                    flag_values=flag_values)
+  shared_flags.define_skip_padding_flag(flag_values)
   flags.adopt_module_key_flags(shared_flags, flag_values=flag_values)
   flags.DEFINE_bool(
       "do_eval", False,
@@ -115,7 +116,6 @@ def define_flags(flag_values=flags.FLAGS):
       "lstm_size", 768,
       "With --feature_mode: units per direction of each BiLSTM layer (the "
       "paper: 768).", flag_values=flag_values)
-  shared_flags.define_skip_padding_flag(flag_values)
 
 
 # --help is answered here, before TensorFlow loads (seconds).

@@ -60,13 +60,13 @@ def define_flags(flag_values=flags.FLAGS):
                                    flag_values=flag_values)
   for name, value in RECIPE_DEFAULTS.items():
     flag_values.set_default(name, value)
+  shared_flags.define_skip_padding_flag(flag_values)
   flags.adopt_module_key_flags(shared_flags, flag_values=flag_values)
   flags.DEFINE_bool("do_eval", False,
                     "Evaluate on val.csv; writes eval_results.txt.",
                     flag_values=flag_values)
   flags.DEFINE_integer("eval_batch_size", 8, "Questions per eval batch.",
                        flag_values=flag_values)
-  shared_flags.define_skip_padding_flag(flag_values)
   flags.DEFINE_enum(
       "train_example_order", "shuffled",
       list(shared_flags.TRAIN_EXAMPLE_ORDERS),

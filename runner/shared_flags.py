@@ -218,7 +218,9 @@ def define_scale_flags(fv=flags.FLAGS):
 
 def define_skip_padding_flag(fv=flags.FLAGS):
   """--skip_padding of the fine-tuning scripts that read the encoder's
-  real tokens only (runner/startup.py's `skip_padding` applies it)."""
+  real tokens only (runner/startup.py's `skip_padding` applies it). A
+  script defines it before it adopts this module's key flags, so that its
+  --help lists it."""
   flags.DEFINE_bool(
       "skip_padding", True,
       "Run the encoder's feed-forward layers, LayerNorms and dropout on the "
