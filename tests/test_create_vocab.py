@@ -213,14 +213,15 @@ def test_shards_are_those_of_create_pretraining_data(tmp_path):
   documents = [["doc %d line %d" % (d, l) for l in range(d % 3 + 1)]
                for d in range(20)]
   path.write_text("".join("\n".join(lines) + "\n\n" for lines in documents))
+  # A document ends at its blank line: its end is the bytes read so far.
   expected, shard, start, end = [], [], 0, 0
   for lines in documents:
+    previous_end = end
     end += sum(len(line) + 1 for line in lines) + 1
     if shard and end - start > 60:
       expected.append(shard)
       shard, start = [], previous_end
     shard.append(lines)
-    previous_end = end
   expected.append(shard)
   shards = list(text_files.shard_documents(
       text_files.read_documents([str(path)], 60), 60))
