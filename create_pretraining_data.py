@@ -39,6 +39,11 @@ The two modes:
       --random_seed=12345 --dupe_factor=5
 
 Outputs are written under temporary names and renamed once complete.
+Beside each, its sidecar <file>.meta.json records the vocabulary the text
+was tokenized with (sha256 and size), the casing and the settings above
+(corpus/record_sidecars.py); run_pretraining.py refuses records whose
+vocabulary does not fit its model. A --do_lower_case that contradicts the
+vocabulary's casing is refused before anything is read.
 """
 
 import collections
@@ -150,6 +155,8 @@ cli.answer_help(__name__, define_flags)
 from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
 import tensorflow as tf
 
+from corpus import record_sidecars
+from corpus import text_files
 from engine import host_memory
 from userio import output_files
 from userio import progress
@@ -158,6 +165,7 @@ import tokenization
 from userio import verbosity
 from userio import disk_space
 from userio import folder_lock
+from userio import sidecars
 from runner import tfrecord_input
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
@@ -515,113 +523,8 @@ def write_example_files(records, paths, meter=None):
 
 
 # ---------------------------------------------------------------------------
-# Reading the text.
+# Tokenizing the text (corpus/text_files.py reads it).
 # ---------------------------------------------------------------------------
-
-
-def resolve_input_files(input_file):
-  """The files named by --input_file (comma-separated paths or globs).
-
-  Each pattern's matches keep the order tf.io.gfile.glob gives, as in
-  Google's script.
-
-  Raises:
-    cli.UserError: a pattern matches nothing, or a match is a directory or
-      cannot be read.
-  """
-  input_files = []
-  for pattern in input_file.split(","):
-    if not pattern:
-      raise cli.UserError("--input_file=%s has an empty entry; separate "
-                          "the files by single commas." % input_file)
-    matches = tf.io.gfile.glob(pattern)
-    if not matches:
-      raise cli.UserError("--input_file: %s matches no file." % pattern)
-    input_files.extend(matches)
-  for path in input_files:
-    _check_readable(path)
-  return input_files
-
-
-def _check_readable(path):
-  if tf.io.gfile.isdir(path):
-    raise cli.UserError("--input_file: %s is a directory; name the text "
-                        "files in it (e.g. %s)." %
-                        (path, os.path.join(path, "*.txt")))
-  try:
-    with tf.io.gfile.GFile(path, "rb") as reader:
-      reader.read(1)
-  except (tf.errors.OpError, OSError) as e:
-    raise cli.UserError("--input_file: cannot read %s (%s)." %
-                        (path, _error_text(e))) from None
-
-
-def _error_text(error):
-  return getattr(error, "message", None) or str(error)
-
-
-def read_documents(input_files, max_document_bytes=None):
-  """Yields the documents of the text files as lists of lines.
-
-  Lines are read as Google's script reads them through tf.io.gfile: split
-  at "\\n" with every "\\r" dropped, decoded as UTF-8 and stripped. An
-  empty line ends a document, and so does nothing else: a file that does
-  not end with an empty line continues its last document into the next
-  file.
-
-  Args:
-    input_files: paths, read in this order.
-    max_document_bytes: if set, a document is also ended once it holds more
-      than this many bytes of lines (with a warning the first time), so
-      that text without empty lines cannot fill the memory.
-
-  Yields:
-    (lines, bytes_read): a document's non-empty lines (a non-empty list of
-    str) and the input bytes read so far.
-
-  Raises:
-    cli.UserError: a line is not valid UTF-8, or a file cannot be read.
-  """
-  document = []
-  document_bytes = 0
-  bytes_read = 0
-  for path in input_files:
-    for number, line, size in read_lines(path):
-      bytes_read += size
-      if line:
-        document.append(line)
-        document_bytes += size
-      if document and (not line or (max_document_bytes is not None and
-                                    document_bytes > max_document_bytes)):
-        if line:
-          logging.log_first_n(
-              logging.WARNING, "%s, line %d: a document longer than %.1f MB "
-              "(is an empty line missing between documents?); it is cut "
-              "into documents of that size.", 1, path, number,
-              max_document_bytes / _MB)
-        yield document, bytes_read
-        document = []
-        document_bytes = 0
-  if document:
-    yield document, bytes_read
-
-
-def read_lines(path):
-  """(line number, stripped text, bytes) of each line of a file."""
-  try:
-    with tf.io.gfile.GFile(path, "rb") as reader:
-      for number, raw in enumerate(reader, 1):
-        try:
-          text = raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-          raise cli.UserError(
-              "%s, line %d: not valid UTF-8 (byte 0x%02x at column %d); "
-              "convert the file to UTF-8." %
-              (path, number, raw[e.start], e.start + 1)) from None
-        yield number, text.strip(), len(raw)
-  except tf.errors.OpError as e:
-    raise cli.UserError("Cannot read %s: %s" %
-                        (path, _error_text(e))) from None
 
 
 def tokenize_document(lines, tokenizer):
@@ -649,13 +552,14 @@ def _reading_meter(what, input_files):
 # ---------------------------------------------------------------------------
 
 
-def run_faithful(settings, tokenizer, input_files, paths):
-  """Google's pipeline on the whole corpus in memory; writes `paths`."""
+def run_faithful(settings, tokenizer, input_files, paths, description=None):
+  """Google's pipeline on the whole corpus in memory; writes `paths`, then
+  (with a `description`, record_sidecars.describe) their sidecars."""
   vocab = masking_vocab(tokenizer)
   meter = _reading_meter("Reading", input_files)
   all_documents = []
   bytes_done = 0
-  for lines, bytes_read in read_documents(input_files):
+  for lines, bytes_read in text_files.read_documents(input_files):
     document = tokenize_document(lines, tokenizer)
     if document:
       all_documents.append(document)
@@ -677,8 +581,14 @@ def run_faithful(settings, tokenizer, input_files, paths):
   del all_documents
   meter = progress.Progress("Writing %s" % ", ".join(paths), len(records),
                             unit="records", interval=_PROGRESS_INTERVAL)
+  for path in paths:
+    sidecars.remove(path)
   write_example_files(records, paths, meter)
   meter.finish()
+  if description is not None:
+    for index, path in enumerate(paths):
+      record_sidecars.write(path, description,
+                                len(records[index::len(paths)]))
   logging.info("Wrote %d total instances", len(records))
 
 
@@ -709,30 +619,6 @@ class Settings(collections.namedtuple(
 ShardResult = collections.namedtuple(
     "ShardResult", ["num_documents", "num_multi_sentence_documents",
                     "num_instances"])
-
-
-def shard_documents(documents, shard_bytes):
-  """Groups (lines, bytes_read) documents into shards of whole documents.
-
-  A shard closes before the document that would take it past `shard_bytes`
-  of input (a bigger document forms a shard alone). Lazy: only the shard
-  being filled is held.
-
-  Yields:
-    (list of documents' lines, bytes_read at the shard's end).
-  """
-  shard = []
-  shard_start = 0
-  last_read = 0
-  for lines, bytes_read in documents:
-    if shard and bytes_read - shard_start > shard_bytes:
-      yield shard, last_read
-      shard = []
-      shard_start = last_read
-    shard.append(lines)
-    last_read = bytes_read
-  if shard:
-    yield shard, last_read
 
 
 def shard_rng(random_seed, shard_index):
@@ -774,9 +660,10 @@ def build_shard(shard_index, documents_lines, settings, temp_file):
 
 
 def run_scalable(settings, input_files, output_prefix, num_workers,
-                 shard_bytes):
+                 shard_bytes, description=None):
   """Builds the shards in `num_workers` processes; renames the shard files
-  to <output_prefix>-0000k-of-0000n once all are written."""
+  to <output_prefix>-0000k-of-0000n once all are written, then (with a
+  `description`, record_sidecars.describe) writes their sidecars."""
   logging.info(
       "Scalable mode: %d workers, shards of %.1f MB. The records differ from "
       "Google's script (random next segments come from the same shard); "
@@ -785,15 +672,15 @@ def run_scalable(settings, input_files, output_prefix, num_workers,
   meter = _reading_meter("Building shards", input_files)
   totals = collections.Counter(documents=0, instances=0)
   temp_paths = []
-  num_multi_sentence_documents = 0
+  results = []
   try:
     # Forked workers start at once, without importing TensorFlow again.
     pool = concurrent.futures.ProcessPoolExecutor(
         num_workers, mp_context=multiprocessing.get_context("fork"))
     try:
       pending = collections.deque()
-      shards = shard_documents(read_documents(input_files, shard_bytes),
-                               shard_bytes)
+      shards = text_files.shard_documents(
+          text_files.read_documents(input_files, shard_bytes), shard_bytes)
       for index, (documents_lines, bytes_read) in enumerate(shards):
         temp_paths.append("%s-%05d%s" % (output_prefix, index,
                                          output_files.TEMPORARY_SUFFIX))
@@ -801,20 +688,24 @@ def run_scalable(settings, input_files, output_prefix, num_workers,
                                     settings, temp_paths[-1]), bytes_read))
         del documents_lines
         while len(pending) >= _SHARDS_IN_FLIGHT_PER_WORKER * num_workers:
-          num_multi_sentence_documents += _finish_shard(
-              pending.popleft(), meter, totals)
+          results.append(_finish_shard(pending.popleft(), meter, totals))
       while pending:
-        num_multi_sentence_documents += _finish_shard(pending.popleft(),
-                                                      meter, totals)
+        results.append(_finish_shard(pending.popleft(), meter, totals))
     finally:
       # After an error, the shards not started yet are dropped.
       pool.shutdown(cancel_futures=True)
-    _check_has_pairs(num_multi_sentence_documents, input_files)
-    for index, temp_path in enumerate(temp_paths):
-      tf.io.gfile.rename(temp_path, "%s-%05d-of-%05d" % (
-          output_prefix, index, len(temp_paths)), overwrite=True)
+    _check_has_pairs(sum(r.num_multi_sentence_documents for r in results),
+                     input_files)
+    shard_paths = ["%s-%05d-of-%05d" % (output_prefix, index, len(temp_paths))
+                   for index in range(len(temp_paths))]
+    for temp_path, shard_path in zip(temp_paths, shard_paths):
+      sidecars.remove(shard_path)
+      tf.io.gfile.rename(temp_path, shard_path, overwrite=True)
   finally:
     _remove_files(temp_paths)
+  if description is not None:
+    for shard_path, result in zip(shard_paths, results):
+      record_sidecars.write(shard_path, description, result.num_instances)
   meter.finish()
   logging.info("Wrote %d total instances in %d shards: %s-*-of-%05d",
                totals["instances"], len(temp_paths), output_prefix,
@@ -835,7 +726,7 @@ def _warn_of_other_shards(output_prefix, num_shards):
 
 
 def _finish_shard(pending_item, meter, totals):
-  """Waits for a shard and counts it. Returns its multi-sentence documents."""
+  """Waits for a shard and counts it. Returns its ShardResult."""
   future, bytes_read = pending_item
   try:
     result = future.result()
@@ -846,7 +737,7 @@ def _finish_shard(pending_item, meter, totals):
   totals["documents"] += result.num_documents
   totals["instances"] += result.num_instances
   meter.advance(bytes_read - meter.done, **totals)
-  return result.num_multi_sentence_documents
+  return result
 
 
 def _remove_files(paths):
@@ -964,19 +855,33 @@ def settings_from_flags(flag_obj):
           dupe_factor=flag_obj.dupe_factor))
 
 
-def _warn_if_casing_differs(flag_obj, tokenizer):
-  """Warns when --do_lower_case contradicts the vocabulary's casing.
+def check_casing(flag_obj, tokenizer):
+  """Refuses a --do_lower_case that contradicts the vocabulary's casing
+  (tokenization.validate_case_matches_vocab): records made so would hold
+  [UNK] for most capitalized words, or ids of pieces the model never sees
+  again when it is fine-tuned. Google's script did not check.
 
-  Only a warning: Google's script does not check, and its records for such
-  a pair are still what it writes.
+  Raises:
+    cli.UserError naming --do_lower_case and the value to pass.
   """
-  try:
-    tokenization.validate_case_matches_vocab(
-        flag_obj.do_lower_case, tokenizer.vocab,
-        "--spm_model_file=%s" % flag_obj.spm_model_file
-        if flag_obj.spm_model_file else "--vocab_file=%s" % flag_obj.vocab_file)
-  except cli.UserError as e:
-    logging.warning("%s", e)
+  tokenization.validate_case_matches_vocab(
+      flag_obj.do_lower_case, tokenizer.vocab,
+      "--spm_model_file=%s" % flag_obj.spm_model_file
+      if flag_obj.spm_model_file else "--vocab_file=%s" % flag_obj.vocab_file)
+
+
+def describe_records(flag_obj, tokenizer):
+  """What the records of this run are made with, for their sidecars
+  (corpus/record_sidecars.py)."""
+  settings = {name: flag_obj[name].value for name in (
+      "max_seq_length", "max_predictions_per_seq", "masked_lm_prob",
+      "short_seq_prob", "do_whole_word_mask", "dupe_factor", "random_seed",
+      "mode")}
+  if flag_obj.mode == "scalable":
+    settings["shard_size_mb"] = flag_obj.shard_size_mb
+  return record_sidecars.describe(
+      flag_obj.spm_model_file or flag_obj.vocab_file, len(tokenizer.vocab),
+      flag_obj.do_lower_case, **settings)
 
 
 def run(flag_obj):
@@ -990,19 +895,20 @@ def run(flag_obj):
                                      flag_obj.do_lower_case,
                                      flag_obj.spm_model_file)
   masking_vocab(tokenizer)  # Refuses a vocabulary without [CLS] etc.
-  _warn_if_casing_differs(flag_obj, tokenizer)
-  input_files = resolve_input_files(flag_obj.input_file)
+  check_casing(flag_obj, tokenizer)
+  input_files = text_files.resolve_input_files(flag_obj.input_file)
   logging.info("Reading from %s", ", ".join(input_files))
   paths = flag_obj.output_file.split(",")
   check_output_files(paths, input_files)
   settings = settings_from_flags(flag_obj)
+  description = describe_records(flag_obj, tokenizer)
   with lock_output_folders(paths):
     if flag_obj.mode == "faithful":
-      run_faithful(settings, tokenizer, input_files, paths)
+      run_faithful(settings, tokenizer, input_files, paths, description)
     else:
       run_scalable(settings, input_files, paths[0],
                    flag_obj.num_workers or len(os.sched_getaffinity(0)),
-                   int(flag_obj.shard_size_mb * _MB))
+                   int(flag_obj.shard_size_mb * _MB), description)
 
 
 def main(_):

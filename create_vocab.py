@@ -34,19 +34,14 @@ The result is the one a single machine gets. Outputs are written under
 temporary names and renamed once complete.
 """
 
+import contextlib
 import os
 
 from absl import flags
 from absl import logging
-# Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
-from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
-import tensorflow as tf
 
 from userio import cli
-from userio import output_files
 from vocabulary import layout
-from vocabulary import text_input
-from vocabulary import word_counts
 from vocabulary import wordpiece_learner
 
 FLAGS = flags.FLAGS
@@ -145,6 +140,25 @@ def define_flags(flag_values=flags.FLAGS):
       flag_values=fv)
 
 
+# --help is answered here, before TensorFlow loads (seconds).
+cli.answer_help(__name__, define_flags)
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
+# Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
+from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
+import tensorflow as tf
+
+from corpus import text_files
+from userio import folder_lock
+from userio import output_files
+from userio import verbosity
+from vocabulary import word_counts
+# pylint: enable=g-import-not-at-top,wrong-import-position
+
+# The flags naming the files a run writes.
+_OUTPUT_FLAGS = ("output_file", "counts_output")
+
+
 def check_flags(flag_obj):
   """Refuses flag values that cannot work, before any slow step.
 
@@ -210,7 +224,7 @@ def check_output_files(flag_obj, input_files):
     cli.UserError naming the flag and the file.
   """
   inputs = {os.path.abspath(p) for p in input_files}
-  for name in ("output_file", "counts_output"):
+  for name in _OUTPUT_FLAGS:
     path = flag_obj[name].value
     if not path:
       continue
@@ -233,12 +247,24 @@ def _first_line(error):
       error).__name__
 
 
-def gather_counts(flag_obj):
-  """The word counts the flags name: counted from --input_file or added up
-  from --counts_input. Returns a Counter."""
+def input_files_of(flag_obj):
+  """The files the run reads: --counts_input's, or those --input_file
+  names; refuses outputs that would replace one of them or cannot be
+  written (`check_output_files`)."""
   if flag_obj.counts_input:
     paths = flag_obj.counts_input.split(",")
-    check_output_files(flag_obj, paths)
+  else:
+    paths = text_files.resolve_input_files(flag_obj.input_file)
+  check_output_files(flag_obj, paths)
+  return paths
+
+
+def gather_counts(flag_obj, input_files):
+  """The word counts the flags name: counted from --input_file or added up
+  from --counts_input (`input_files` are either's, `input_files_of`).
+  Returns a Counter."""
+  if flag_obj.counts_input:
+    paths = input_files
     counts, do_lower_case = word_counts.read_counts(paths)
     if do_lower_case != flag_obj.do_lower_case:
       raise cli.UserError(
@@ -247,8 +273,6 @@ def gather_counts(flag_obj):
     logging.info("Read %d distinct words from %d count files.", len(counts),
                  len(paths))
     return counts
-  input_files = text_input.resolve_input_files(flag_obj.input_file)
-  check_output_files(flag_obj, input_files)
   num_workers = flag_obj.num_workers or len(os.sched_getaffinity(0))
   counts, counted, total = word_counts.count_corpus(
       input_files, flag_obj.do_lower_case, num_workers,
@@ -309,24 +333,46 @@ def _fit_note(dropped, added):
   return ""
 
 
+def lock_output_folders(flag_obj):
+  """A context holding the lock of the folder of each file the run writes
+  (userio/folder_lock.py): a second run writing there meanwhile is refused.
+  Taken after `check_output_files` has found them writable; a remote folder
+  is not locked (flock means nothing there)."""
+  stack = contextlib.ExitStack()
+  with stack:
+    folders = {}
+    for name in _OUTPUT_FLAGS:
+      path = flag_obj[name].value
+      if path and "://" not in path:
+        folders.setdefault(os.path.dirname(os.path.abspath(path)), name)
+    for folder, name in sorted(folders.items()):
+      stack.enter_context(folder_lock.hold(
+          folder, flag="--" + name,
+          name="%s, the folder of --%s," % (folder, name)))
+    return stack.pop_all()
+
+
 def run(flag_obj):
   """Counts, merges and learns as the flags say; writes the outputs."""
   check_flags(flag_obj)
-  counts = gather_counts(flag_obj)
-  if flag_obj.counts_output:
-    word_counts.write_counts(flag_obj.counts_output, counts,
-                             flag_obj.do_lower_case)
-    logging.info("Wrote the counts of %d words to %s", len(counts),
-                 flag_obj.counts_output)
-  if flag_obj.output_file:
-    tokens = learn_vocabulary(counts, flag_obj)
-    output_files.write_text(flag_obj.output_file,
-                            "".join(token + "\n" for token in tokens))
-    logging.info("Wrote %s", flag_obj.output_file)
+  input_files = input_files_of(flag_obj)
+  with lock_output_folders(flag_obj):
+    counts = gather_counts(flag_obj, input_files)
+    if flag_obj.counts_output:
+      word_counts.write_counts(flag_obj.counts_output, counts,
+                               flag_obj.do_lower_case, flag="--counts_output")
+      logging.info("Wrote the counts of %d words to %s", len(counts),
+                   flag_obj.counts_output)
+    if flag_obj.output_file:
+      tokens = learn_vocabulary(counts, flag_obj)
+      output_files.write_text(flag_obj.output_file,
+                              "".join(token + "\n" for token in tokens),
+                              flag="--output_file")
+      logging.info("Wrote %s", flag_obj.output_file)
 
 
 def main(_):
-  logging.set_verbosity(logging.INFO)
+  verbosity.start_logging()
   run(FLAGS)
 
 

@@ -248,7 +248,7 @@ def _build_model(bert_config, seq_length, layer_indexes, init_checkpoint,
       for name in ("input_ids", "input_mask", "input_type_ids")
   }
   # Only the real tokens' values are written, and those skip_padding leaves
-  # unchanged.
+  # unchanged. Its plain Session compiles nothing with XLA.
   model = modeling.BertModel(
       config=bert_config,
       is_training=False,
@@ -256,7 +256,7 @@ def _build_model(bert_config, seq_length, layer_indexes, init_checkpoint,
       input_mask=inputs["input_mask"],
       token_type_ids=inputs["input_type_ids"],
       use_one_hot_embeddings=use_one_hot_embeddings,
-      skip_padding=True)
+      skip_padding=startup.skip_padding(True, use_xla=False))
   tvars = tf.compat.v1.trainable_variables()
   assignment_map, initialized = modeling.get_assignment_map_from_checkpoint(
       tvars, init_checkpoint)

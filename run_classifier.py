@@ -24,7 +24,7 @@ from runner import shared_flags
 FLAGS = flags.FLAGS
 
 # Values of --train_example_order.
-TRAIN_EXAMPLE_ORDERS = ("shuffled", "file")
+TRAIN_EXAMPLE_ORDERS = shared_flags.TRAIN_EXAMPLE_ORDERS
 # Values of --long_text.
 LONG_TEXT_MODES = ("truncate", "windows")
 
@@ -47,6 +47,7 @@ def define_flags(flag_values=flags.FLAGS):
       flag_values=flag_values)
   shared_flags.define_common_flags(max_seq_length_default=128,
                                    flag_values=flag_values)
+  shared_flags.define_skip_padding_flag(flag_values)
   # --help lists the shared flags with the script's own.
   flags.adopt_module_key_flags(shared_flags, flag_values=flag_values)
   flags.DEFINE_bool("do_eval", False,
@@ -54,13 +55,6 @@ def define_flags(flag_values=flags.FLAGS):
                     flag_values=flag_values)
   flags.DEFINE_integer("eval_batch_size", 8, "Examples per eval batch.",
                        flag_values=flag_values)
-  flags.DEFINE_bool(
-      "skip_padding", True,
-      "Run the encoder's feed-forward layers, LayerNorms and dropout on the "
-      "real (non-padding) tokens of each batch only; attention still covers "
-      "all positions. The same results, faster the more padding a batch "
-      "has. Off with --use_xla, which compiles graphs of fixed shapes.",
-      flag_values=flag_values)
   flags.DEFINE_enum(
       "long_text", "truncate", list(LONG_TEXT_MODES),
       "A text longer than --max_seq_length: truncate (Google's: the pair's "
@@ -731,34 +725,19 @@ def file_based_convert_examples_to_features(examples, label_list,
 def record_fingerprint(data_files, vocab_file, do_lower_case, max_seq_length,
                        task_name, num_examples, *, example_order="file",
                        shuffle_seed=None, window_stride=None):
-  """What a feature file depends on: equal fingerprints -> same records.
+  """What a feature file depends on (feature_cache.fingerprint of this
+  script's record layout): equal fingerprints -> same records.
 
   `example_order` is "file" (the records follow the data file) or
   "shuffled" (permuted with `shuffle_seed`, which then changes the file).
   `window_stride`: with --long_text=windows, its --doc_stride (0: the
   default); None: truncation.
   """
-  fingerprint = {
-      "record_format": _RECORD_FORMAT_VERSION,
-      "data_sha256": [run_info.file_sha256(path) for path in data_files],
-      "vocab_sha256": run_info.file_sha256(vocab_file),
-      "do_lower_case": bool(do_lower_case),
-      "max_seq_length": int(max_seq_length),
-      "task": task_name,
-      "num_examples": int(num_examples),
-      "example_order": example_order,
-  }
-  if example_order == "shuffled":
-    fingerprint["shuffle_seed"] = int(shuffle_seed)
-  if window_stride is not None:
-    fingerprint["window_stride"] = int(window_stride)
-  return fingerprint
-
-
-def records_are_current(output_file, fingerprint):
-  """True if `output_file`'s sidecar holds `fingerprint` and vouches for
-  the file's size and checksum."""
-  return feature_cache.check(output_file, fingerprint) is None
+  return feature_cache.fingerprint(
+      data_files, vocab_file, do_lower_case, max_seq_length, task_name,
+      num_examples, record_format=_RECORD_FORMAT_VERSION,
+      example_order=example_order, shuffle_seed=shuffle_seed,
+      window_stride=window_stride)
 
 
 def prepare_record_file(examples, label_list, max_seq_length, tokenizer,
@@ -862,16 +841,6 @@ def serving_input_receiver_fn_builder(seq_length, is_regression=False):
   return serving_input.receiver_fn_builder(seq_length, {
       "label_ids": tf.float32 if is_regression else tf.int32,
       "is_real_example": tf.int32})
-
-
-def _skip_padding(skip_padding, use_xla):
-  """Whether the model skips padding: --skip_padding, unless --use_xla."""
-  if skip_padding and use_xla:
-    logging.info("--skip_padding is off with --use_xla: XLA compiles the "
-                 "graph for fixed shapes, and the number of real tokens "
-                 "changes from batch to batch.")
-    return False
-  return skip_padding
 
 
 def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
@@ -1231,7 +1200,7 @@ def main(_):
       official_metrics=processor.official_metrics,
       gradient_checkpointing=setup.gradient_checkpointing,
       compute_dtype=setup.compute_dtype,
-      skip_padding=_skip_padding(FLAGS.skip_padding, shared.use_xla))
+      skip_padding=startup.skip_padding(FLAGS.skip_padding, shared.use_xla))
   estimator = estimator_lib.Estimator(
       model_fn=model_fn, config=setup.run_config,
       train_batch_size=shared.train_batch_size,

@@ -43,25 +43,10 @@ import random
 
 from absl import flags
 from absl import logging
-# Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
-from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
-import tensorflow as tf
 
-from checkpoints import run_info
-import modeling
-from runner import estimator as estimator_lib
-from runner import serving_input
 from runner import shared_flags
-from runner import startup
-from runner import tfrecord_input
-from runner import training_graph
 from tasks import conll
-from tasks import text_pair
-from tasks import windows
-import tokenization
 from userio import cli
-from userio import output_files
-from userio import progress
 
 FLAGS = flags.FLAGS
 
@@ -81,6 +66,9 @@ HEAD_DROPOUT = 0.1
 # the probabilities of the labels there.
 TAG_IDS = "tag_ids"
 TAG_PROBABILITIES = "tag_probabilities"
+# Bumped whenever the TFRecord layout written here changes, so feature files
+# of an older layout are written again instead of reused.
+_RECORD_FORMAT_VERSION = 1
 
 
 def define_flags(flag_values=flags.FLAGS):
@@ -92,6 +80,7 @@ def define_flags(flag_values=flags.FLAGS):
       flag_values=flag_values)
   shared_flags.define_common_flags(max_seq_length_default=128,
                                    flag_values=flag_values)
+  shared_flags.define_skip_padding_flag(flag_values)
   flags.adopt_module_key_flags(shared_flags, flag_values=flag_values)
   flags.DEFINE_bool(
       "do_eval", False,
@@ -127,6 +116,31 @@ def define_flags(flag_values=flags.FLAGS):
       "lstm_size", 768,
       "With --feature_mode: units per direction of each BiLSTM layer (the "
       "paper: 768).", flag_values=flag_values)
+
+
+# --help is answered here, before TensorFlow loads (seconds).
+cli.answer_help(__name__, define_flags)
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
+# Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
+from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
+import tensorflow as tf
+
+from checkpoints import run_info
+import modeling
+from runner import estimator as estimator_lib
+from runner import feature_cache
+from runner import serving_input
+from runner import startup
+from runner import tfrecord_input
+from runner import training_graph
+from tasks import text_pair
+from tasks import windows
+import tokenization
+from userio import disk_space
+from userio import output_files
+from userio import progress
+# pylint: enable=g-import-not-at-top,wrong-import-position
 
 
 # ----------------------------------------------------------------- windows
@@ -257,15 +271,17 @@ def _int64_feature(values):
   return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
 
 
-def write_windows(path, items, tokenizer, max_seq_length):
+def write_windows(path, items, tokenizer, max_seq_length, fingerprint=None):
   """Writes the windows of `items` ((NerWindow, first word) pairs) as
   TFRecord features padded to max_seq_length: input_ids, input_mask,
   segment_ids, label_ids, label_mask (int64 [max_seq_length]). The file
-  appears only when complete."""
+  is written whole or not at all (runner/feature_cache.py); `fingerprint`
+  (what the windows are made from) goes to its sidecar, which vouches for
+  it to a later run."""
   meter = progress.Progress("Writing features to %s" % path, len(items),
                             unit="windows")
-  with output_files.replacing(path) as temporary, (
-      tf.io.TFRecordWriter(temporary)) as writer:
+  with feature_cache.FeatureFile(path, len(items), depends_on=fingerprint,
+                                 what="windows") as writer:
     for window, _ in items:
       padding = [0] * (max_seq_length - len(window.tokens))
       features = collections.OrderedDict()
@@ -426,7 +442,8 @@ class _LayerCount(object):
 def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
                  label_ids, label_mask, num_labels, use_one_hot_embeddings,
                  *, feature_mode=FINE_TUNING, lstm_size=768,
-                 gradient_checkpointing=False, compute_dtype=tf.float32):
+                 gradient_checkpointing=False, compute_dtype=tf.float32,
+                 skip_padding=False):
   """BERT and the token classifier.
 
   Args:
@@ -436,6 +453,11 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
     num_labels: classes of the softmax.
     feature_mode: FINE_TUNING, or one of FEATURE_MODES: frozen BERT (no
       dropout in it) under a BiLSTM of `lstm_size` units per direction.
+    skip_padding: the encoder's feed-forward layers run on the real tokens
+      only (modeling.BertModel). The values at real positions are the same,
+      and nothing reads a padding position: the loss and the predictions
+      read labeled positions, the forward LSTM runs left to right and the
+      backward one starts at each window's last real token.
 
   Returns:
     (loss, per_example_loss [B], logits [B, S, num_labels] float32,
@@ -449,7 +471,7 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
       input_ids=input_ids, input_mask=input_mask, token_type_ids=segment_ids,
       use_one_hot_embeddings=use_one_hot_embeddings,
       gradient_checkpointing=gradient_checkpointing and not frozen,
-      compute_dtype=compute_dtype)
+      compute_dtype=compute_dtype, skip_padding=skip_padding)
   with tf.compat.v1.variable_scope(HEAD_SCOPE):
     if frozen:
       features = frozen_features(model, feature_mode)
@@ -489,12 +511,14 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
                      num_train_steps, num_warmup_steps, use_tpu,
                      use_one_hot_embeddings, *, optimizer="adamw",
                      feature_mode=FINE_TUNING, lstm_size=768,
-                     gradient_checkpointing=False, compute_dtype=tf.float32):
+                     gradient_checkpointing=False, compute_dtype=tf.float32,
+                     skip_padding=False):
   """The model_fn for estimator.Estimator (TRAIN and PREDICT).
 
   PREDICT returns TAG_IDS (int32 [B, S], the most probable label) and
   TAG_PROBABILITIES (float32 [B, S, num_labels]). With a feature mode the
-  train op updates the head's variables only.
+  train op updates the head's variables only. `skip_padding`: see
+  `create_model`.
   """
 
   def model_fn(features, labels, mode, params):
@@ -512,7 +536,7 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
         features.get("label_mask", zeros), num_labels,
         use_one_hot_embeddings, feature_mode=feature_mode,
         lstm_size=lstm_size, gradient_checkpointing=gradient_checkpointing,
-        compute_dtype=compute_dtype)
+        compute_dtype=compute_dtype, skip_padding=skip_padding)
     training_graph.init_from_checkpoint(init_checkpoint)
     if is_training:
       tvars = tf.compat.v1.trainable_variables()
@@ -629,15 +653,39 @@ def _windows(settings, data_set, is_training):
                       settings.doc_stride, FLAGS.context, is_training)
 
 
-def _train(settings, estimator, items, num_train_steps):
+def _prepare_windows(settings, data_set, items, file_name, is_training,
+                     **order):
+  """Writes output_dir/file_name for the windows `items` of `data_set`, or
+  reuses it when its sidecar vouches for it (the same data file,
+  vocabulary, casing, length, windows, labels and order); returns its
+  path. `order`: feature_cache.fingerprint's example_order and
+  shuffle_seed."""
+  shared = settings.shared
+  path = os.path.join(shared.output_dir, file_name)
+  fingerprint = feature_cache.fingerprint(
+      [data_set.path], shared.spm_model_file or shared.vocab_file,
+      shared.do_lower_case, shared.max_seq_length, TASK_NAME, len(items),
+      record_format=_RECORD_FORMAT_VERSION, window_stride=settings.doc_stride,
+      context=FLAGS.context, tag_scheme=FLAGS.tag_scheme,
+      labels=list(settings.labels), label_every_word=bool(is_training),
+      **order)
+  feature_cache.prepare(
+      path, fingerprint,
+      lambda: write_windows(path, items, settings.tokenizer,
+                            shared.max_seq_length, fingerprint),
+      what="windows")
+  return path
+
+
+def _train(settings, estimator, data_set, items, num_train_steps):
   """Shuffles the training windows with --seed, writes and trains."""
   shared = settings.shared
   items = list(items)
   # Windows of one document are neighbours; the input's 100-window shuffle
   # buffer alone would not mix documents.
   random.Random(shared.seed).shuffle(items)
-  path = os.path.join(shared.output_dir, "train.tf_record")
-  write_windows(path, items, settings.tokenizer, shared.max_seq_length)
+  path = _prepare_windows(settings, data_set, items, "train.tf_record", True,
+                          example_order="shuffled", shuffle_seed=shared.seed)
   logging.info("***** Running training *****")
   logging.info("  Num windows = %d", len(items))
   logging.info("  Batch size = %d", shared.train_batch_size)
@@ -653,8 +701,8 @@ def _predict_set(settings, estimator, data_set, name, batch_size):
   (or None)."""
   shared = settings.shared
   items = _windows(settings, data_set, is_training=False)
-  path = os.path.join(shared.output_dir, name + ".tf_record")
-  write_windows(path, items, settings.tokenizer, shared.max_seq_length)
+  path = _prepare_windows(settings, data_set, items, name + ".tf_record",
+                          False)
   logging.info("***** Predicting %s: %d windows *****", data_set.path,
                len(items))
   results = [result[TAG_IDS] for result in estimator.predict(
@@ -665,7 +713,7 @@ def _predict_set(settings, estimator, data_set, name, batch_size):
   tags = predicted_tags(items, results, settings.labels, sentences)
   output_files.write_text(
       os.path.join(shared.output_dir, name + "_predictions.txt"),
-      conll.predictions_text(data_set.documents, tags))
+      conll.predictions_text(data_set.documents, tags), flag="--output_dir")
   if not data_set.tagged:
     return None
   counts = conll.count([list(zip([w.tag for w in sentence], predicted))
@@ -676,10 +724,12 @@ def _predict_set(settings, estimator, data_set, name, batch_size):
     metrics["global_step"] = int(checkpoint.rsplit("-", 1)[1])
     _write_summaries(os.path.join(shared.output_dir, name), metrics)
   output_files.write_eval_results(
-      os.path.join(shared.output_dir, name + "_results.txt"), metrics)
+      os.path.join(shared.output_dir, name + "_results.txt"), metrics,
+      flag="--output_dir")
   report = conll.report(counts)
   output_files.write_text(
-      os.path.join(shared.output_dir, name + "_conlleval.txt"), report)
+      os.path.join(shared.output_dir, name + "_conlleval.txt"), report,
+      flag="--output_dir")
   logging.info("***** %s results (conlleval) *****\n%s", name, report)
   return metrics
 
@@ -687,7 +737,8 @@ def _predict_set(settings, estimator, data_set, name, batch_size):
 def _write_summaries(folder, metrics):
   """The metrics as TensorBoard scalars at their global step, in `folder`
   (output_dir/eval beside the training summaries, as the classifier's)."""
-  with tf.Graph().as_default():
+  with disk_space.writing(folder, "TensorBoard summaries",
+                          flag="--output_dir"), tf.Graph().as_default():
     writer = tf.compat.v1.summary.FileWriter(folder)
     writer.add_summary(tf.compat.v1.Summary(value=[
         tf.compat.v1.Summary.Value(tag=tag, simple_value=float(value))
@@ -783,7 +834,8 @@ def main(_):
       use_one_hot_embeddings=shared.use_tpu, optimizer=shared.optimizer,
       feature_mode=FLAGS.feature_mode, lstm_size=FLAGS.lstm_size,
       gradient_checkpointing=setup.gradient_checkpointing,
-      compute_dtype=setup.compute_dtype)
+      compute_dtype=setup.compute_dtype,
+      skip_padding=startup.skip_padding(FLAGS.skip_padding, shared.use_xla))
 
   def make_estimator(predict_batch_size):
     return estimator_lib.Estimator(
@@ -793,7 +845,7 @@ def main(_):
 
   estimator = make_estimator(shared.predict_batch_size)
   if FLAGS.do_train:
-    _train(settings, estimator, train_items, num_train_steps)
+    _train(settings, estimator, sets["train"], train_items, num_train_steps)
   if not estimator.config.is_chief:
     logging.info("This worker's training is done; the chief writes the "
                  "evaluation and prediction outputs.")

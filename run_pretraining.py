@@ -41,6 +41,13 @@ def define_flags(flag_values=flags.FLAGS):
       "paths or glob patterns. Evaluation reads the same files.",
       flag_values=flag_values)
   shared_flags.define_model_flags(128, flag_values)
+  flags.DEFINE_string(
+      "vocab_file", None,
+      "Optional: the vocab.txt (or SentencePiece .model) the records were "
+      "made with. Checked against the config's vocab_size and against the "
+      "vocabulary the records' sidecars name, and copied into --output_dir "
+      "(run_info.json names it), so that fine-tuning can take it from "
+      "there.", flag_values=flag_values)
   flags.DEFINE_integer(
       "max_predictions_per_seq", 20,
       "Masked positions per sequence in the records; must be the value "
@@ -88,6 +95,7 @@ from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-impor
 import tensorflow as tf
 
 from checkpoints import checkpoint_checks
+from corpus import record_sidecars
 from runner import estimator as estimator_lib
 from engine import lean_gradients
 from runner import memory_model
@@ -126,7 +134,9 @@ def expand_input_files(input_file):
 
   Each pattern's matches are sorted, so that the order (which evaluation
   follows and training's seeded shuffle starts from) does not depend on
-  the file system.
+  the file system. The sidecars create_pretraining_data.py writes beside
+  its records (<file>.meta.json), which a pattern such as records* also
+  matches, are left out.
 
   Raises:
     cli.UserError naming a pattern that matches no file.
@@ -137,7 +147,8 @@ def expand_input_files(input_file):
     if not pattern:
       continue
     matches = sorted(path for path in tf.io.gfile.glob(pattern)
-                     if not tf.io.gfile.isdir(path))
+                     if not tf.io.gfile.isdir(path) and
+                     not record_sidecars.is_sidecar(path))
     if not matches and tf.io.gfile.isdir(pattern):
       raise cli.UserError(
           "--input_file: %s is a folder; pass the TFRecord files in it "
@@ -243,10 +254,21 @@ def check_record_file(path, max_seq_length, max_predictions_per_seq,
 
 
 def check_input_files(input_file, max_seq_length, max_predictions_per_seq,
-                      bert_config):
+                      bert_config, bert_config_file=None, vocab_file=None):
   """The files of --input_file, each checked by its first record against
-  --max_seq_length, --max_predictions_per_seq and the config's vocabulary."""
+  --max_seq_length, --max_predictions_per_seq and the config's vocabulary,
+  and by its sidecar (corpus/record_sidecars.py) against the config's
+  vocab_size and --vocab_file.
+
+  Returns:
+    (list of paths, sha256 of the vocabulary the records' sidecars name, or
+    None when they name none).
+  """
   input_files = expand_input_files(input_file)
+  # The sidecars first: they say which vocabulary, where a token id out of
+  # range only says that it is another one.
+  records_vocab = record_sidecars.vocabulary_of(
+      input_files, bert_config.vocab_size, bert_config_file, vocab_file)
   for path in input_files:
     check_record_file(path, max_seq_length, max_predictions_per_seq,
                       bert_config.vocab_size)
@@ -257,7 +279,7 @@ def check_input_files(input_file, max_seq_length, max_predictions_per_seq,
   else:
     logging.info("Input: %d file(s): %s%s", len(input_files),
                  input_files[0], ", ..." if len(input_files) > 1 else "")
-  return input_files
+  return input_files, records_vocab
 
 
 def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq,
@@ -535,13 +557,19 @@ def _check_flags():
                         FLAGS.max_eval_steps)
 
 
-def _record(shared):
-  """The run_info.json of this run (checkpoints/run_info.py): no
-  vocabulary, and the record layout's two lengths."""
+def _record(shared, records_vocab):
+  """The run_info.json of this run (checkpoints/run_info.py): no casing
+  (the records hold token ids), the record layout's two lengths, and the
+  vocabulary: --vocab_file's (copied beside the checkpoints), else the
+  sha256 the records' sidecars name, so that resuming on records of
+  another vocabulary is refused."""
+  extra = {}
+  if records_vocab and not shared.vocab_file:
+    extra["vocab_sha256"] = records_vocab
   return run_info.make_record(
       "pretraining", None, None, shared.max_seq_length,
-      shared.bert_config_file, None,
-      max_predictions_per_seq=FLAGS.max_predictions_per_seq)
+      shared.bert_config_file, shared.vocab_file,
+      max_predictions_per_seq=FLAGS.max_predictions_per_seq, **extra)
 
 
 def _evaluate(shared, estimator, input_files):
@@ -586,11 +614,12 @@ def main(_):
   _check_flags()
   shared, bert_config, _ = startup.start(
       shared_flags.read(FLAGS), do_train=FLAGS.do_train,
-      min_seq_length=text_pair.MIN_SEQ_LENGTH_PAIR)
-  record = _record(shared)
+      min_seq_length=text_pair.MIN_SEQ_LENGTH_PAIR, vocab_required=False)
+  input_files, records_vocab = check_input_files(
+      FLAGS.input_file, shared.max_seq_length, FLAGS.max_predictions_per_seq,
+      bert_config, shared.bert_config_file, shared.vocab_file)
+  record = _record(shared, records_vocab)
   startup.check_output_dir(shared.output_dir, record, do_train=FLAGS.do_train)
-  input_files = check_input_files(FLAGS.input_file, shared.max_seq_length,
-                                  FLAGS.max_predictions_per_seq, bert_config)
   setup = startup.set_up(
       shared, bert_config, do_train=FLAGS.do_train, record=record,
       step_memory=memory_model.BertMemory(

@@ -24,32 +24,14 @@ the chosen ending).
 import collections
 import csv
 import io
-import json
 import os
 import random
 
 from absl import flags
 from absl import logging
-# Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
-from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
-import tensorflow as tf
 
-from tasks import classifier_metrics
 from userio import cli
-from runner import estimator as estimator_lib
-from runner import memory_model
-import modeling
-from userio import output_files
-from userio import progress
-from checkpoints import run_info
-import run_classifier
-from runner import startup
 from runner import shared_flags
-from runner import serving_input
-from tasks import swag
-from tasks import text_pair
-from runner import tfrecord_input
-from runner import training_graph
 
 FLAGS = flags.FLAGS
 
@@ -78,23 +60,44 @@ def define_flags(flag_values=flags.FLAGS):
                                    flag_values=flag_values)
   for name, value in RECIPE_DEFAULTS.items():
     flag_values.set_default(name, value)
+  shared_flags.define_skip_padding_flag(flag_values)
   flags.adopt_module_key_flags(shared_flags, flag_values=flag_values)
   flags.DEFINE_bool("do_eval", False,
                     "Evaluate on val.csv; writes eval_results.txt.",
                     flag_values=flag_values)
   flags.DEFINE_integer("eval_batch_size", 8, "Questions per eval batch.",
                        flag_values=flag_values)
-  flags.DEFINE_bool(
-      "skip_padding", True,
-      "Run the encoder's feed-forward layers, LayerNorms and dropout on the "
-      "real (non-padding) tokens of each batch only, as run_classifier.py "
-      "does; the same results, faster. Off with --use_xla.",
-      flag_values=flag_values)
   flags.DEFINE_enum(
       "train_example_order", "shuffled",
-      list(run_classifier.TRAIN_EXAMPLE_ORDERS),
+      list(shared_flags.TRAIN_EXAMPLE_ORDERS),
       "Order of the questions in train.tf_record: shuffled (permuted with "
       "--seed) or file (train.csv's order).", flag_values=flag_values)
+
+
+# --help is answered here, before TensorFlow loads (seconds).
+cli.answer_help(__name__, define_flags)
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
+# Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
+from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
+import tensorflow as tf
+
+from tasks import classifier_metrics
+from runner import estimator as estimator_lib
+from runner import feature_cache
+from runner import memory_model
+import modeling
+from userio import output_files
+from userio import progress
+from checkpoints import run_info
+from runner import startup
+from runner import serving_input
+from tasks import swag
+from tasks import text_pair
+from runner import tfrecord_input
+from runner import training_graph
+from userio import verbosity
+# pylint: enable=g-import-not-at-top,wrong-import-position
 
 
 def head_shapes(bert_config):
@@ -143,7 +146,7 @@ def convert_single_example(ex_index, example, max_seq_length, tokenizer):
     input_mask.append([1] * len(ids) + padding)
     segment_ids.append(segments + padding)
   label_id = example.label or 0
-  if ex_index < 5:
+  if ex_index < 5 and verbosity.details():
     logging.info("*** Example ***")
     logging.info("guid: %s (id %s)", example.guid, example.example_id)
     for choice, (tokens, _) in enumerate(layouts):
@@ -167,18 +170,14 @@ def file_based_convert_examples_to_features(examples, max_seq_length,
 
   Features: input_ids, input_mask, segment_ids (int64 [NUM_CHOICES *
   max_seq_length], choice-major), label_ids and is_real_example (int64
-  [1]). Written under a temporary name and renamed when complete; then
-  `fingerprint` goes to the sidecar run_classifier.records_are_current
-  reads.
+  [1]). Written whole or not at all (runner/feature_cache.py: a temporary
+  name renamed when complete, a full disk in one line); then `fingerprint`
+  goes to the file's sidecar, which vouches for it to a later run.
   """
-  # The name run_classifier.records_are_current looks for.
-  sidecar = output_file + ".meta.json"
-  if tf.io.gfile.exists(sidecar):
-    tf.io.gfile.remove(sidecar)
   meter = progress.Progress("Writing features to %s" % output_file,
-                            len(examples))
-  with output_files.replacing(output_file) as temp_file, (
-      tf.io.TFRecordWriter(temp_file)) as writer:
+                            len(examples), unit="questions")
+  with feature_cache.FeatureFile(output_file, len(examples),
+                                 depends_on=fingerprint) as writer:
     for (ex_index, example) in enumerate(examples):
       feature = convert_single_example(ex_index, example, max_seq_length,
                                        tokenizer)
@@ -193,8 +192,6 @@ def file_based_convert_examples_to_features(examples, max_seq_length,
           feature=features)).SerializeToString())
       meter.advance()
   meter.finish()
-  if fingerprint is not None:
-    output_files.write_text(sidecar, json.dumps(fingerprint, sort_keys=True))
 
 
 def file_based_input_fn_builder(input_file, seq_length, is_training,
@@ -291,9 +288,10 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
     """The graph of `mode`; labels arrive inside `features`, the
     accumulation steps in `params` (training_graph.train_op)."""
     del labels  # The runner's signature; unused here.
-    logging.info("*** Features ***")
-    for name in sorted(features.keys()):
-      logging.info("  name = %s, shape = %s", name, features[name].shape)
+    if verbosity.details():
+      logging.info("*** Features ***")
+      for name in sorted(features.keys()):
+        logging.info("  name = %s, shape = %s", name, features[name].shape)
     label_ids = features["label_ids"]
     is_real_example = tf.cast(features["is_real_example"], tf.float32)
     is_training = (mode == estimator_lib.ModeKeys.TRAIN)
@@ -378,20 +376,20 @@ def _record(shared):
 
 def _prepare_features(shared, set_type, examples, tokenizer, file_name,
                       **order):
-  """Writes (or reuses) output_dir/file_name for `examples`; returns its
-  path. `order`: run_classifier.record_fingerprint's example order."""
+  """Writes (or reuses, when its sidecar vouches for it) output_dir/file_name
+  for `examples`; returns its path. `order`: feature_cache.fingerprint's
+  example_order / shuffle_seed."""
   output_file = os.path.join(shared.output_dir, file_name)
-  fingerprint = run_classifier.record_fingerprint(
+  fingerprint = feature_cache.fingerprint(
       [swag.data_file(FLAGS.data_dir, set_type)],
       shared.spm_model_file or shared.vocab_file, shared.do_lower_case,
-      shared.max_seq_length, TASK_NAME, len(examples), **order)
-  fingerprint["choices_record_format"] = _RECORD_FORMAT_VERSION
-  if run_classifier.records_are_current(output_file, fingerprint):
-    logging.info("Reusing features in %s (sidecar matches).", output_file)
-  else:
-    file_based_convert_examples_to_features(
-        examples, shared.max_seq_length, tokenizer, output_file,
-        fingerprint=fingerprint)
+      shared.max_seq_length, TASK_NAME, len(examples),
+      record_format=_RECORD_FORMAT_VERSION, **order)
+  feature_cache.prepare(
+      output_file, fingerprint,
+      lambda: file_based_convert_examples_to_features(
+          examples, shared.max_seq_length, tokenizer, output_file,
+          fingerprint=fingerprint))
   return output_file
 
 
@@ -439,7 +437,8 @@ def _evaluate(shared, estimator, eval_examples, tokenizer):
   for key in sorted(result.keys()):
     logging.info("  %s = %s", key, str(result[key]))
   output_files.write_eval_results(
-      os.path.join(shared.output_dir, "eval_results.txt"), result)
+      os.path.join(shared.output_dir, "eval_results.txt"), result,
+      flag="--output_dir")
 
 
 def prediction_files(examples, probabilities):
@@ -482,9 +481,9 @@ def _predict(shared, estimator, predict_examples, tokenizer):
                        % (len(probabilities), len(predict_examples)))
   tsv, table = prediction_files(predict_examples, probabilities)
   output_files.write_text(os.path.join(shared.output_dir, "test_results.tsv"),
-                          tsv)
+                          tsv, flag="--output_dir")
   output_files.write_text(os.path.join(shared.output_dir, PREDICTIONS_FILE),
-                          table)
+                          table, flag="--output_dir")
 
 
 def main(_):
@@ -519,9 +518,7 @@ def main(_):
       optimizer=shared.optimizer,
       gradient_checkpointing=setup.gradient_checkpointing,
       compute_dtype=setup.compute_dtype,
-      # The decision run_classifier.py makes: off under XLA's fixed shapes.
-      skip_padding=run_classifier._skip_padding(  # pylint: disable=protected-access
-          FLAGS.skip_padding, shared.use_xla))
+      skip_padding=startup.skip_padding(FLAGS.skip_padding, shared.use_xla))
   estimator = estimator_lib.Estimator(
       model_fn=model_fn, config=setup.run_config,
       train_batch_size=shared.train_batch_size,

@@ -26,7 +26,7 @@ import os
 from absl import flags
 from absl import logging
 
-import create_pretraining_data
+from corpus import text_files
 from runner import startup
 from userio import cli
 from userio import output_files
@@ -93,7 +93,7 @@ def count_pieces(tokenizer, path):
   counts = collections.Counter()
   meter = progress.Progress("Counting pieces", os.path.getsize(path),
                             unit="MB", scale=1e6)
-  for _, text, size in create_pretraining_data.read_lines(path):
+  for _, text, size in text_files.read_lines(path):
     counts.update(tokenizer.tokenize(text))
     meter.advance(size)
   meter.finish()

@@ -28,6 +28,9 @@ the same with:
           out.write(serialized_record(example))
 
     feature_cache.prepare(path, fingerprint, write)
+
+where `fingerprint` comes from `fingerprint(...)`: what the records are
+made from, so that a change to any of it writes the file again.
 """
 
 import contextlib
@@ -105,6 +108,55 @@ class FeatureFile(object):
     if kind is None and self._depends_on is not None:
       sidecars.write(self.path, self._depends_on, records=self.num_records)
     return suppressed
+
+
+def fingerprint(data_files, vocab_file, do_lower_case, max_seq_length, task,
+                num_examples, *, record_format, example_order="file",
+                shuffle_seed=None, window_stride=None, **settings):
+  """What the records of a feature file are made from (its `depends_on`):
+  equal fingerprints, equal records.
+
+  Args:
+    data_files: the paths the examples were read from (their sha256 is
+      recorded, so an edited file is noticed).
+    vocab_file: the vocabulary (WordPiece vocab.txt or SentencePiece
+      .model); its sha256 is recorded.
+    do_lower_case, max_seq_length: the flags.
+    task: the task's name, e.g. "mrpc", "swag", "ner".
+    num_examples: the examples (or windows) written.
+    record_format: the writer's layout version; a script bumps it when its
+      records change, so files of the older layout are written again.
+    example_order: "file" (the records follow the data file) or "shuffled"
+      (permuted with `shuffle_seed`).
+    window_stride: the stride of a script that reads long texts in
+      windows, or None when it does not.
+    **settings: any further JSON values the records depend on (label list,
+      context, ...).
+
+  Returns:
+    A JSON-ready dict. For run_classifier.py's arguments it is the dict
+    its feature files have always recorded, so their caches stay valid.
+  """
+  result = {
+      "record_format": int(record_format),
+      "data_sha256": [sidecars.describe_file(path)["sha256"]
+                      for path in data_files],
+      "vocab_sha256": sidecars.describe_file(vocab_file)["sha256"],
+      "do_lower_case": bool(do_lower_case),
+      "max_seq_length": int(max_seq_length),
+      "task": task,
+      "num_examples": int(num_examples),
+      "example_order": example_order,
+  }
+  if example_order == "shuffled":
+    result["shuffle_seed"] = int(shuffle_seed)
+  if window_stride is not None:
+    result["window_stride"] = int(window_stride)
+  clashes = sorted(set(settings) & (set(result) | {sidecars.FILE_KEY}))
+  if clashes:
+    raise ValueError("settings may not replace the keys %s." % clashes)
+  result.update(settings)
+  return result
 
 
 def check(path, depends_on):

@@ -29,6 +29,10 @@ DISTRIBUTIONS = ("none", "mirrored", "multi_worker")
 # Accepted for compatibility with Google's commands, without effect here.
 COMPATIBILITY_FLAGS = ("master", "tpu_zone", "gcp_project", "num_tpu_cores",
                        "iterations_per_loop")
+# Values of --train_example_order (run_classifier.py, run_swag.py): the
+# training set permuted with --seed before its features are written, or in
+# its file's order.
+TRAIN_EXAMPLE_ORDERS = ("shuffled", "file")
 
 
 def define_model_flags(max_seq_length_default, fv=flags.FLAGS):
@@ -209,6 +213,20 @@ def define_scale_flags(fv=flags.FLAGS):
   flags.DEFINE_bool(
       "use_xla", False,
       "Compile the model (training and inference) with XLA.",
+      flag_values=fv)
+
+
+def define_skip_padding_flag(fv=flags.FLAGS):
+  """--skip_padding of the fine-tuning scripts that read the encoder's
+  real tokens only (runner/startup.py's `skip_padding` applies it). A
+  script defines it before it adopts this module's key flags, so that its
+  --help lists it."""
+  flags.DEFINE_bool(
+      "skip_padding", True,
+      "Run the encoder's feed-forward layers, LayerNorms and dropout on the "
+      "real (non-padding) tokens of each batch only; attention still covers "
+      "all positions. The same results, faster the more padding a batch "
+      "has. Off with --use_xla, which compiles graphs of fixed shapes.",
       flag_values=fv)
 
 

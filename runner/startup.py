@@ -297,10 +297,11 @@ def _check_file(flag_name, path):
   check_not_folder(flag_name, path, _FILE_IN_FOLDER.get(flag_name))
 
 
-def check_required_files(shared, do_train):
+def check_required_files(shared, do_train, vocab_required=True):
   """The files a run needs exist, before anything reads them.
 
-  --vocab_file (or --spm_model_file, which replaces it) and
+  --vocab_file (or --spm_model_file, which replaces it; unless
+  `vocab_required` is False, when only a given one must exist) and
   --bert_config_file must exist; --init_checkpoint, when given, must be a
   checkpoint prefix (its `.index` file must exist). Without training,
   something must supply the weights: a checkpoint in --output_dir or
@@ -311,7 +312,8 @@ def check_required_files(shared, do_train):
   """
   if shared.spm_model_file:
     _check_file("spm_model_file", shared.spm_model_file)
-  elif "vocab_file" in shared.defined:
+  elif "vocab_file" in shared.defined and (shared.vocab_file or
+                                           vocab_required):
     if not shared.vocab_file:
       raise cli.UserError("--vocab_file is required (or --spm_model_file "
                           "for a SentencePiece vocabulary).")
@@ -413,7 +415,8 @@ def check_vocab(tokenizer, bert_config, *, vocab_file, spm_model_file,
     tokenizer: the FullTokenizer of `make_tokenizer`.
     bert_config: modeling.BertConfig of `bert_config_file`.
     vocab_file, spm_model_file, do_lower_case, bert_config_file: the
-      flags' values, named in messages.
+      flags' values, named in messages; do_lower_case None for a script
+      that reads token ids, not text (no casing to check).
   """
   flag = _vocabulary_flag(vocab_file, spm_model_file)
   if len(tokenizer.vocab) > bert_config.vocab_size:
@@ -423,8 +426,9 @@ def check_vocab(tokenizer, bert_config, *, vocab_file, spm_model_file,
         "vocabulary that belongs to the model." % (
             flag, len(tokenizer.vocab), bert_config.vocab_size,
             bert_config_file))
-  tokenization.validate_case_matches_vocab(do_lower_case, tokenizer.vocab,
-                                           flag)
+  if do_lower_case is not None:
+    tokenization.validate_case_matches_vocab(do_lower_case, tokenizer.vocab,
+                                             flag)
 
 
 def check_max_seq_length(max_seq_length, bert_config, bert_config_file):
@@ -439,7 +443,8 @@ def check_max_seq_length(max_seq_length, bert_config, bert_config_file):
 
 
 def start(shared, *, do_train,
-          min_seq_length=text_pair.MIN_SEQ_LENGTH_ONE_TEXT):
+          min_seq_length=text_pair.MIN_SEQ_LENGTH_ONE_TEXT,
+          vocab_required=True):
   """Logging on; flags, files, config and vocabulary checked.
 
   Reads the config and the vocabulary, nothing bigger (a Hugging Face
@@ -449,6 +454,9 @@ def start(shared, *, do_train,
     shared: shared_flags.SharedFlags of the command line.
     do_train: whether the run trains.
     min_seq_length: see `check_flags`.
+    vocab_required: False for a script whose --vocab_file is optional
+      (run_pretraining.py reads token ids; a vocabulary given is checked
+      against the config all the same).
 
   Returns:
     Start(flags, bert_config, tokenizer).
@@ -457,7 +465,7 @@ def start(shared, *, do_train,
   check_flags(shared, do_train=do_train, min_seq_length=min_seq_length)
   _note_slow_precision(shared.precision)
   shared = use_hf_init_checkpoint(shared, shared.output_dir)
-  check_required_files(shared, do_train)
+  check_required_files(shared, do_train, vocab_required)
   bert_config = load_bert_config(shared.bert_config_file)
   check_max_seq_length(shared.max_seq_length, bert_config,
                        shared.bert_config_file)
@@ -587,6 +595,29 @@ def make_run_config(shared, memory=None, distribution=None,
       oom_message_fn=oom_message_fn,
       distribution=distribution,
       use_xla=shared.use_xla)
+
+
+def skip_padding(requested, use_xla):
+  """Whether the model skips the padding tokens (modeling.BertModel's
+  `skip_padding`): as --skip_padding asks, but never under XLA, which
+  compiles the graph for fixed shapes while the number of real tokens
+  changes from batch to batch. Saying so when it turns the request down.
+
+  Args:
+    requested: bool, --skip_padding (or what a script without that flag
+      always asks for).
+    use_xla: bool, --use_xla (False for a script that never compiles with
+      XLA).
+
+  Returns:
+    bool.
+  """
+  if requested and use_xla:
+    logging.info("--skip_padding is off with --use_xla: XLA compiles the "
+                 "graph for fixed shapes, and the number of real tokens "
+                 "changes from batch to batch.")
+    return False
+  return bool(requested)
 
 
 def set_up(shared, bert_config, *, do_train, record=None, step_memory=None,

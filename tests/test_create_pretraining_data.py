@@ -12,6 +12,8 @@ vocabulary (../shared/assets), and its records are parsed with
 tf.io.parse_single_example.
 """
 
+import hashlib
+import json
 import os
 import random
 
@@ -21,6 +23,7 @@ import pytest
 import sentencepiece as spm
 import tensorflow as tf
 
+from corpus import text_files
 from userio import cli
 import create_pretraining_data as cpd
 import tokenization
@@ -265,7 +268,8 @@ def test_passes_and_the_fallback_to_the_same_document():
 
 
 # ---------------------------------------------------------------------------
-# Reading the text.
+# Reading the text (corpus/text_files.py, which create_vocab.py reads with
+# too).
 # ---------------------------------------------------------------------------
 
 
@@ -277,7 +281,7 @@ def test_document_boundaries(tmp_path, uncased_vocab):
       b"\xe3\x80\x80\n"           # an ideographic space strips to nothing
       b"Doc three a.\n\xe2\x80\x8b\nDoc three b.")  # no final newline
   second.write_bytes(b"continues in file two.\n\n\n\nDoc four.\n")
-  documents = [lines for lines, _ in cpd.read_documents(
+  documents = [lines for lines, _ in text_files.read_documents(
       [str(first), str(second)])]
   # "\r" is dropped wherever it stands (as tf.io.gfile's reader does); the
   # zero-width space line is text (it ends no document) and has no tokens;
@@ -298,13 +302,13 @@ def test_document_boundaries(tmp_path, uncased_vocab):
 def test_documents_without_empty_lines_are_cut_at_the_limit(tmp_path):
   path = tmp_path / "one_long_document.txt"
   path.write_text("".join("line %d.\n" % i for i in range(10)))  # 8 bytes
-  documents = list(cpd.read_documents([str(path)], max_document_bytes=20))
+  documents = list(text_files.read_documents([str(path)], max_document_bytes=20))
   # A document ends when its lines pass 20 bytes: after 3 lines (24 bytes).
   assert [lines for lines, _ in documents] == [
       ["line 0.", "line 1.", "line 2."], ["line 3.", "line 4.", "line 5."],
       ["line 6.", "line 7.", "line 8."], ["line 9."]]
   assert [end for _, end in documents] == [24, 48, 72, 80]
-  whole = list(cpd.read_documents([str(path)]))
+  whole = list(text_files.read_documents([str(path)]))
   assert len(whole) == 1 and len(whole[0][0]) == 10
 
 
@@ -313,7 +317,7 @@ def test_invalid_utf8_names_file_and_line(tmp_path):
   path.write_bytes(b"fine\n\nstill fine\nbad \xff here\n")
   with pytest.raises(cli.UserError, match=r"bad.txt, line 4: not valid "
                      r"UTF-8 \(byte 0xff at column 5\)"):
-    list(cpd.read_documents([str(path)]))
+    list(text_files.read_documents([str(path)]))
 
 
 def test_shards_hold_whole_documents_up_to_the_size():
@@ -324,7 +328,7 @@ def test_shards_hold_whole_documents_up_to_the_size():
       consumed.append(i)
       yield ["doc %d" % i], 10 * (i + 1)   # every document is 10 bytes
 
-  shards = cpd.shard_documents(documents(), 35)
+  shards = text_files.shard_documents(documents(), 35)
   first, end = next(shards)
   # Lazy: the first shard comes out after reading one document past it.
   assert consumed == [0, 1, 2, 3] and end == 30
@@ -334,7 +338,7 @@ def test_shards_hold_whole_documents_up_to_the_size():
   assert rest[-1][1] == 1000
 
   big = [(["big"], 100), (["small"], 110), (["big again"], 300)]
-  assert [s for s, _ in cpd.shard_documents(iter(big), 35)] == [
+  assert [s for s, _ in text_files.shard_documents(iter(big), 35)] == [
       [["big"]], [["small"]], [["big again"]]]
 
 
@@ -402,15 +406,34 @@ def _parse(path, max_seq_length, max_predictions_per_seq):
   return records
 
 
+def _check_sidecar(path, vocab_file, vocab_size, num_records, **settings):
+  """The sidecar beside `path` names the vocabulary by the sha256 of its
+  bytes (hashed here) and its number of lines, and vouches for the file."""
+  with open(path + ".meta.json", encoding="utf-8") as f:
+    sidecar = json.load(f)
+  with open(vocab_file, "rb") as f:
+    assert sidecar["vocab_sha256"] == hashlib.sha256(f.read()).hexdigest()
+  assert sidecar["vocab_size"] == vocab_size
+  with open(path, "rb") as f:
+    data = f.read()
+  assert sidecar["file"] == {"bytes": len(data), "records": num_records,
+                             "sha256": hashlib.sha256(data).hexdigest()}
+  for name, value in settings.items():
+    assert sidecar[name] == value, name
+
+
 def test_record_format(tmp_path, uncased_vocab):
   corpus = _small_corpus(tmp_path)
   output = str(tmp_path / "out.tfrecord")
   cpd.run(_flags("--input_file=" + corpus, "--output_file=" + output,
                  "--vocab_file=" + uncased_vocab, "--max_seq_length=24",
                  "--max_predictions_per_seq=4", "--dupe_factor=2"))
-  assert sorted(os.listdir(tmp_path)) == ["corpus.txt", "out.tfrecord"]
+  assert sorted(os.listdir(tmp_path)) == ["corpus.txt", "out.tfrecord",
+                                          "out.tfrecord.meta.json"]
   records = _parse(output, 24, 4)
   assert len(records) > 12
+  _check_sidecar(output, uncased_vocab, 30522, len(records),
+                 max_seq_length=24, max_predictions_per_seq=4)
   vocab = tokenization.load_vocab(uncased_vocab)
   cls, sep, mask = vocab["[CLS]"], vocab["[SEP]"], vocab["[MASK]"]
   for r in records:
@@ -527,13 +550,16 @@ def test_sentencepiece_continuations(spm_model):
 
 
 def test_sentencepiece_whole_word_masking(tmp_path, spm_model):
+  # The model is cased (trained on MRPC's cased text).
   corpus = _small_corpus(tmp_path)
   output = str(tmp_path / "spm.tfrecord")
   cpd.run(_flags("--input_file=" + corpus, "--output_file=" + output,
                  "--spm_model_file=" + spm_model, "--do_whole_word_mask",
+                 "--do_lower_case=False",
                  "--max_seq_length=40", "--max_predictions_per_seq=8",
                  "--masked_lm_prob=0.2", "--dupe_factor=3"))
-  tokenizer = tokenization.FullTokenizer(None, spm_model_file=spm_model)
+  tokenizer = tokenization.FullTokenizer(None, do_lower_case=False,
+                                         spm_model_file=spm_model)
   num_grouped = 0
   for r in _parse(output, 40, 8):
     n = int(r["input_mask"].sum())
@@ -594,11 +620,16 @@ def test_scalable_output_does_not_depend_on_workers(tmp_path, uncased_vocab):
         "--num_workers=%d" % workers, "--shard_size_mb=0.01")))
     names = sorted(os.listdir(folder))
     contents.append({n: (folder / n).read_bytes() for n in names})
-  count = len(contents[0])
+  count = len(contents[0]) // 2
   assert count > 3   # shards of 10 kB of the 50 kB text
-  assert sorted(contents[0]) == ["data-%05d-of-%05d" % (i, count)
-                                 for i in range(count)]
+  shards = ["data-%05d-of-%05d" % (i, count) for i in range(count)]
+  assert sorted(contents[0]) == sorted(
+      shards + [name + ".meta.json" for name in shards])
   assert contents[0] == contents[1]
+  for name in shards:
+    _check_sidecar(str(tmp_path / "w1" / name), uncased_vocab, 30522,
+                   len(_parse(str(tmp_path / "w1" / name), 64, 10)),
+                   mode="scalable", shard_size_mb=0.01)
 
 
 def test_one_shard_gives_the_faithful_records(tmp_path, uncased_vocab,
@@ -627,7 +658,8 @@ def test_scalable_instance_statistics(tmp_path, uncased_vocab):
                                  "--masked_lm_prob=0.15")))
   vocab = tokenization.load_vocab(uncased_vocab)
   records = []
-  shards = sorted(os.listdir(tmp_path))
+  shards = sorted(name for name in os.listdir(tmp_path)
+                  if not name.endswith(".meta.json"))
   shards.remove("c.txt")
   assert len(shards) > 3 and all("-of-" in s for s in shards)
   for shard in shards:
@@ -706,6 +738,26 @@ def test_bad_input(tmp_path, uncased_vocab, mode):
       cpd.run(_flags(*flag_args))
     assert str(raised.value).startswith(message), str(raised.value)
     assert sorted(os.listdir(tmp_path)) == before
+
+
+def test_casing_that_contradicts_the_vocabulary_is_refused(tmp_path,
+                                                           assets_dir):
+  """Google's cased vocabulary with --do_lower_case=True (the default), and
+  the uncased one with False: refused before anything is written."""
+  corpus = _small_corpus(tmp_path)
+  for casing, value, fix in (("cased", "True", "False"),
+                             ("uncased", "False", "True")):
+    vocab_file = os.path.join(assets_dir, "bert_vocab", casing, "vocab.txt")
+    with pytest.raises(cli.UserError) as raised:
+      cpd.run(_flags("--input_file=" + corpus, "--vocab_file=" + vocab_file,
+                     "--output_file=" + str(tmp_path / "o"),
+                     "--do_lower_case=" + value))
+    message = str(raised.value)
+    assert message.startswith("--vocab_file=%s is %s" % (vocab_file, casing))
+    assert "--do_lower_case=%s was given; set --do_lower_case=%s" % (
+        value, fix) in message
+    assert "\n" not in message
+  assert os.listdir(tmp_path) == ["corpus.txt"]
 
 
 def test_user_error_is_one_line_without_traceback(tmp_path, uncased_vocab,

@@ -9,15 +9,21 @@ compares it with TensorFlow Text's own code on real text.
 """
 import collections
 import csv
+import json
 import os
 import random
+import subprocess
+import sys
 
+from absl import flags
 import pytest
 
+from corpus import text_files
 import create_pretraining_data
+import create_vocab
 import tokenization
+from userio import cli
 from vocabulary import layout
-from vocabulary import text_input
 from vocabulary import word_counts
 from vocabulary import wordpiece_learner
 
@@ -198,14 +204,28 @@ def test_counts_equal_tokenizing_whole_lines(do_lower_case):
 
 
 def test_shards_are_those_of_create_pretraining_data(tmp_path):
+  """Both scripts read the corpus through the one reader, and its shards
+  hold whole documents of the file, in order, closed before passing 60
+  bytes (worked out here from the lines' sizes)."""
+  assert word_counts.text_files is text_files
+  assert create_pretraining_data.text_files is text_files
   path = tmp_path / "corpus.txt"
-  path.write_text("".join("doc %d line %d\n" % (d, l) + (
-      "\n" if l == d % 3 else "") for d in range(20) for l in range(d % 3 + 1)))
-  ours = list(text_input.shard_documents(
-      text_input.read_documents([str(path)], 60), 60))
-  theirs = list(create_pretraining_data.shard_documents(
-      create_pretraining_data.read_documents([str(path)], 60), 60))
-  assert ours == theirs and len(ours) > 3
+  documents = [["doc %d line %d" % (d, l) for l in range(d % 3 + 1)]
+               for d in range(20)]
+  path.write_text("".join("\n".join(lines) + "\n\n" for lines in documents))
+  # A document ends at its blank line: its end is the bytes read so far.
+  expected, shard, start, end = [], [], 0, 0
+  for lines in documents:
+    previous_end = end
+    end += sum(len(line) + 1 for line in lines) + 1
+    if shard and end - start > 60:
+      expected.append(shard)
+      shard, start = [], previous_end
+    shard.append(lines)
+  expected.append(shard)
+  shards = list(text_files.shard_documents(
+      text_files.read_documents([str(path)], 60), 60))
+  assert [s for s, _ in shards] == expected and len(shards) > 3
 
 
 def test_count_file_round_trip(tmp_path):
@@ -375,6 +395,54 @@ def test_two_machines_give_the_single_machine_result(corpus, tmp_path,
           _read_lines("%s/single.txt" % tmp))
   single = word_counts.read_counts(["%s/single.tsv" % tmp])[0]
   assert parts[0] + parts[1] == single
+
+
+def test_output_folders_are_locked_for_the_run(tmp_path, monkeypatch):
+  """In-process: while counting, the folders of --output_file and
+  --counts_output are locked by this process; a run finding one locked by
+  another run is refused naming it; the locks go when the run ends."""
+  vocab_dir, counts_dir = tmp_path / "vocab", tmp_path / "counts"
+  vocab_dir.mkdir()
+  counts_dir.mkdir()
+  flag_values = flags.FlagValues()
+  create_vocab.define_flags(flag_values)
+  flag_values([SCRIPT, "--input_file=" + MRPC_TRAIN,
+               "--output_file=%s" % (vocab_dir / "vocab.txt"),
+               "--counts_output=%s" % (counts_dir / "counts.tsv"),
+               "--vocab_size=3000", "--num_workers=1"])
+  owners = []
+  counted = create_vocab.gather_counts
+
+  def gather_counts(flag_obj, input_files):
+    for folder in (vocab_dir, counts_dir):
+      with open(str(folder / "run.lock")) as f:
+        owners.append(json.load(f)["pid"])
+    return counted(flag_obj, input_files)
+
+  monkeypatch.setattr(create_vocab, "gather_counts", gather_counts)
+  holder = subprocess.Popen(
+      [sys.executable, "-c", "import sys, time\n"
+       "from userio import folder_lock\n"
+       "lock = folder_lock.hold(sys.argv[1])\n"
+       "print('held', flush=True)\n"
+       "time.sleep(120)\n", str(counts_dir)],
+      cwd=REPO_ROOT, env=dict(os.environ, PYTHONPATH=REPO_ROOT),
+      stdout=subprocess.PIPE, text=True)
+  try:
+    assert holder.stdout.readline() == "held\n"
+    with pytest.raises(cli.UserError) as raised:
+      create_vocab.run(flag_values)
+  finally:
+    holder.kill()
+    holder.wait()
+  assert str(raised.value).startswith(
+      "%s, the folder of --counts_output, is in use by another run (pid %d "
+      % (counts_dir, holder.pid))
+  assert not owners
+  create_vocab.run(flag_values)
+  assert owners == [os.getpid()] * 2
+  assert sorted(os.listdir(str(vocab_dir))) == ["vocab.txt"]
+  assert sorted(os.listdir(str(counts_dir))) == ["counts.tsv"]
 
 
 def _bad_utf8(tmp):

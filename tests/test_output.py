@@ -32,7 +32,8 @@ MRPC_SAMPLE = os.path.join(REPO_ROOT, "sample_data", "mrpc_sample")
 COMMANDS = ("run_classifier.py", "run_squad.py", "run_pretraining.py",
             "create_pretraining_data.py", "extract_features.py",
             "predictor.py", "memory_plan.py", "convert_checkpoint.py",
-            "reproduce.py", "demo.py", "squad_evaluate.py")
+            "reproduce.py", "demo.py", "squad_evaluate.py", "run_ner.py",
+            "run_swag.py", "create_vocab.py")
 
 
 def _vocab_file():

@@ -3,9 +3,12 @@ the token head and its loss against NumPy, the frozen feature modes and
 their BiLSTM against NumPy, an end-to-end run (scores recomputed from its
 CoNLL-format predictions), export + predictor, Hugging Face conversion, and
 one-line errors for bad input."""
+import gc
 import json
+import logging
 import os
 import random
+import re
 import signal
 
 from absl import flags
@@ -267,6 +270,41 @@ def test_head_variable_shapes_are_the_models(mode):
                                                    6))
 
 
+@pytest.mark.parametrize("mode", [run_ner.FINE_TUNING, "sum_all"])
+def test_skip_padding_gives_the_same_outputs(mode):
+  """The model with --skip_padding (the encoder's feed-forward layers on the
+  real tokens only) gives the same logits at every real position, and the
+  same losses, as the model that runs them on the padding too; with the
+  BiLSTM of a feature mode as well."""
+  ids, mask, labels, label_mask = _inputs()
+  values, outputs = {}, []
+  for skip in (False, True):
+    with tf.Graph().as_default():
+      tf.compat.v1.set_random_seed(1)
+      got = run_ner.create_model(
+          _bert_config(), False, tf.constant(ids), tf.constant(mask),
+          tf.zeros_like(ids), tf.constant(labels), tf.constant(label_mask), 5,
+          False, feature_mode=mode, lstm_size=6, skip_padding=skip)
+      variables = tf.compat.v1.global_variables()
+      with tf.compat.v1.Session() as sess:
+        sess.run(tf.compat.v1.global_variables_initializer())
+        if values:  # The first graph's weights, by name.
+          for variable in variables:
+            variable.load(values[variable.op.name], sess)
+        else:
+          values.update((v.op.name, sess.run(v)) for v in variables)
+        outputs.append(sess.run(got[:3]))
+  (loss, per_example, logits), (skip_loss, skip_per_example, skip_logits) = (
+      outputs)
+  real = mask.astype(bool)
+  assert real.sum() < real.size  # the inputs have padding
+  np.testing.assert_allclose(skip_logits[real], logits[real], rtol=1e-5,
+                             atol=1e-5)
+  np.testing.assert_allclose(skip_per_example, per_example, rtol=1e-5,
+                             atol=1e-6)
+  assert skip_loss == pytest.approx(loss, rel=1e-5)
+
+
 # -------------------------------------------------------------- the runs
 
 
@@ -382,6 +420,28 @@ def test_end_to_end_scores_equal_its_predictions(ner_run):
           record["feature_mode"], record["context"], record["doc_stride"]) == (
               "ner", ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"], "iob1", "none",
               "document", 11)
+
+
+@pytest.mark.slow
+def test_default_run_is_a_short_progress_report(ner_run):
+  """The fixture's run, without -v: its settings, a progress line per
+  phase and the scores; the one warning is about the run (no
+  --init_checkpoint), and Google's per-example dumps are left out."""
+  with open(os.path.join(ner_run, "run.log")) as f:
+    lines = f.read().splitlines()
+  assert len(lines) <= 50, "\n".join(lines)
+  warnings = [line for line in lines if re.match(r"[WEF]\d{4} ", line)]
+  assert len(warnings) == 1 and "No --init_checkpoint" in warnings[0], (
+      warnings)
+  text = "\n".join(lines)
+  for phase in ("Settings: max_seq_length=24", "Writing features to",
+                "Running training", "step 80/80 (100.0%)",
+                "eval results (conlleval)", "test results (conlleval)",
+                "Exported "):
+    assert phase in text, phase
+  for detail in ("*** Example ***", "*** Features ***", "Trainable Variables",
+                 "INFO:tensorflow", "WARNING:tensorflow", "deprecated"):
+    assert detail not in text, detail
 
 
 @pytest.mark.slow
@@ -540,6 +600,42 @@ def main_flags(monkeypatch, tmp_path):
 def _write(path, text):
   with open(path, "w") as f:
     f.write(text)
+
+
+def test_output_dir_is_locked_for_the_run_and_windows_are_reused(
+    main_flags, monkeypatch, tmp_path, caplog):
+  """The lock of --output_dir is held while the run trains (and still after
+  a garbage collection: the run keeps it) and released when it ends; the
+  windows' file is written with a sidecar naming what it was made from,
+  reused by the next run and written again when one of those changes."""
+  out = str(tmp_path / "out")
+  lock_file = os.path.join(out, "run.lock")
+  owners = []
+
+  def train(unused_self, input_fn, max_steps):
+    del input_fn, max_steps
+    gc.collect()
+    with open(lock_file) as f:
+      owners.append(json.load(f)["pid"])
+
+  monkeypatch.setattr(run_ner.estimator_lib.Estimator, "train", train)
+  caplog.set_level(logging.INFO)
+  main_flags(train_batch_size=1)
+  assert owners == [os.getpid()]
+  gc.collect()
+  assert not os.path.exists(lock_file)
+  train_file = os.path.join(out, "train.tf_record")
+  with open(train_file + ".meta.json") as f:
+    sidecar = json.load(f)
+  assert (sidecar["task"], sidecar["labels"], sidecar["window_stride"],
+          sidecar["context"], sidecar["example_order"],
+          sidecar["file"]["records"]) == (
+              "ner", ["O", "B-PER", "I-PER"], 7, "document", "shuffled", 1)
+  main_flags(train_batch_size=1)
+  assert "Reusing windows in %s" % train_file in caplog.text
+  main_flags(train_batch_size=1, doc_stride=3)
+  assert ("Writing windows to %s again: it was made with another "
+          "window_stride" % train_file) in caplog.text
 
 
 @pytest.mark.parametrize("overrides,message", [

@@ -6,6 +6,7 @@ checkpoint, Google's variable names, checkpoints with and without the
 heads, the input order, and a run killed with SIGKILL that resumes to the
 weights of an uninterrupted one. Bad input is in tests/test_bad_inputs.py.
 """
+import hashlib
 import json
 import logging as std_logging
 import os
@@ -18,6 +19,7 @@ import pytest
 import tensorflow as tf
 
 from checkpoints import checkpoint_checks
+from corpus import record_sidecars
 from userio import cli
 import conftest
 from runner import estimator
@@ -415,6 +417,69 @@ def test_input_files_expand_globs_and_lists_in_order(tmp_path):
   pattern = os.path.join(str(tmp_path), "part-[12].tfrecord")
   assert run_pretraining.expand_input_files(
       "%s, %s" % (pattern, files[0])) == [files[1], files[2], files[0]]
+
+
+def test_input_files_leave_the_sidecars_out(tmp_path):
+  files = _indexed_files(str(tmp_path), 2, 1)
+  for path in files:
+    with open(path + ".meta.json", "w") as f:
+      f.write("{}")
+  assert run_pretraining.expand_input_files(
+      os.path.join(str(tmp_path), "part-*")) == files
+
+
+def _vocab(path, tokens):
+  with open(path, "w") as f:
+    f.write("".join(token + "\n" for token in tokens))
+  return path
+
+
+def _with_sidecar(path, vocab_file, vocab_size):
+  record_sidecars.write(path, record_sidecars.describe(
+      vocab_file, vocab_size, True, max_seq_length=16), 1)
+
+
+def test_records_of_another_vocabulary_are_refused(tmp_path):
+  """The sidecars name the vocabulary the records were made with: one
+  larger than the config's vocab_size, another than --vocab_file, or two
+  in one run end in one line naming the file; records without sidecars
+  (Google's) pass."""
+  config = _config()   # vocab_size 99
+  files = _indexed_files(str(tmp_path), 2, 1)
+  pattern = os.path.join(str(tmp_path), "part-*.tfrecord")
+  ours = _vocab(str(tmp_path / "ours.txt"), ["tok%d" % i for i in range(90)])
+  other = _vocab(str(tmp_path / "other.txt"),
+                 ["tok%d" % i for i in range(89)] + ["extra"])
+  assert run_pretraining.check_input_files(pattern, 16, 4, config)[1] is None
+  for path in files:
+    _with_sidecar(path, ours, 90)
+  with open(ours, "rb") as f:
+    ours_sha256 = hashlib.sha256(f.read()).hexdigest()
+  assert run_pretraining.check_input_files(
+      pattern, 16, 4, config, "c.json", ours) == (files, ours_sha256)
+
+  def refusal(vocab_file=None, config_file="c.json", **changes):
+    with pytest.raises(cli.UserError) as raised:
+      run_pretraining.check_input_files(pattern, 16, 4, _config(**changes),
+                                        config_file, vocab_file)
+    assert "\n" not in str(raised.value)
+    return str(raised.value)
+
+  assert refusal(other) == (
+      "--input_file: %s was made with another vocabulary than --vocab_file=%s"
+      " (sha256 %s... in its sidecar, %s... here); pass the vocabulary "
+      "create_pretraining_data.py was run with, or make the records again "
+      "with this one." % (files[0], other, ours_sha256[:12],
+                          hashlib.sha256(open(other, "rb").read())
+                          .hexdigest()[:12]))
+  assert refusal(vocab_size=80).startswith(
+      "--input_file: %s was made with a vocabulary of 90 tokens (its sidecar "
+      "says), more than the vocab_size=80 of --bert_config_file=c.json" %
+      files[0])
+  _with_sidecar(files[1], other, 90)
+  assert refusal().startswith(
+      "--input_file: %s and %s were made with different vocabularies" % (
+          files[0], files[1]))
 
 
 # ------------------------------------------------- the script, end to end

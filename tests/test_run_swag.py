@@ -10,10 +10,15 @@ tests/test_heads.py does; the published numbers of the paper's Table 4 and
 Section 4.4 typed here; the eval metrics recomputed from the predictions.
 """
 import csv
+import gc
 import json
+import logging
 import os
 import random
+import re
 import signal
+
+from absl import flags
 
 import numpy as np
 import pytest
@@ -385,6 +390,74 @@ def test_end_to_end_outputs(swag_run):
       out, "model.ckpt-%d" % STEPS))
   assert checkpoint.get_tensor("micro_step") == 2 * STEPS
   assert checkpoint.has_tensor(run_swag.OUTPUT_WEIGHTS + "/accum_grad")
+
+
+@pytest.mark.slow
+def test_default_run_is_a_short_progress_report(swag_run):
+  """The fixture's run, without -v: settings, a progress line per phase,
+  the results; the one warning is about the run (no --init_checkpoint),
+  and Google's per-example and per-input dumps are left out."""
+  with open(os.path.join(swag_run, "run.log")) as f:
+    lines = f.read().splitlines()
+  assert len(lines) <= 45, "\n".join(lines)
+  warnings = [line for line in lines if re.match(r"[WEF]\d{4} ", line)]
+  assert len(warnings) == 1 and "No --init_checkpoint" in warnings[0], (
+      warnings)
+  text = "\n".join(lines)
+  for phase in ("Settings: max_seq_length=24", "Running training",
+                "step %d/%d (100.0%%)" % (STEPS, STEPS), "Eval results",
+                "eval_accuracy = ", "Running prediction", "Exported "):
+    assert phase in text, phase
+  for detail in ("*** Example ***", "*** Features ***", "choice 0:",
+                 "Trainable Variables", "INFO:tensorflow",
+                 "WARNING:tensorflow", "deprecated"):
+    assert detail not in text, detail
+
+
+def test_output_dir_is_locked_for_the_run_and_features_are_reused(
+    tmp_path, monkeypatch, caplog):
+  """In-process: the lock of --output_dir is held while the run trains (a
+  garbage collection does not drop it) and released when main returns;
+  train.tf_record gets a sidecar naming what it was made from, is reused
+  by the next run and written again when its order changes."""
+  root = str(tmp_path)
+  _write_swag_data(os.path.join(root, "data"))
+  _write_model_files(root)
+  out = os.path.join(root, "out")
+  lock_file = os.path.join(out, "run.lock")
+  owners = []
+
+  def train(unused_self, input_fn, max_steps):
+    del input_fn, max_steps
+    gc.collect()
+    with open(lock_file) as f:
+      owners.append(json.load(f)["pid"])
+
+  def run_main(*extra):
+    flag_values = flags.FlagValues()
+    run_swag.define_flags(flag_values)
+    flag_values(["run_swag.py"] + _command(root, out, ["do_train"]) +
+                list(extra))
+    monkeypatch.setattr(run_swag, "FLAGS", flag_values)
+    run_swag.main([])
+
+  monkeypatch.setattr(run_swag.estimator_lib.Estimator, "train", train)
+  caplog.set_level(logging.INFO)
+  run_main()
+  assert owners == [os.getpid()]
+  gc.collect()
+  assert not os.path.exists(lock_file)
+  train_file = os.path.join(out, "train.tf_record")
+  with open(train_file + ".meta.json") as f:
+    sidecar = json.load(f)
+  assert (sidecar["task"], sidecar["example_order"], sidecar["shuffle_seed"],
+          sidecar["max_seq_length"], sidecar["file"]["records"]) == (
+              "swag", "shuffled", 7, 24, NUM_TRAIN)
+  run_main()
+  assert "Reusing features in %s" % train_file in caplog.text
+  run_main("--train_example_order=file")
+  assert ("Writing features to %s again: it was made with another "
+          "example_order, shuffle_seed" % train_file) in caplog.text
 
 
 @pytest.mark.slow

@@ -1,9 +1,7 @@
 # coding=utf-8
 """Learning a WordPiece vocabulary from a text corpus (create_vocab.py's
-library).
+library; corpus/text_files.py reads the corpus).
 
-  text_input         the corpus files, lines, documents and shards, as
-                     create_pretraining_data.py reads them
   word_counts        the corpus's words as tokenization.BasicTokenizer
                      splits them, counted shard by shard in worker
                      processes; count files to merge across machines

@@ -17,7 +17,7 @@ BasicTokenizer once, its words weighted by the chunk's count; the counts
 are exactly those of tokenizing every line.
 
 Scale: the corpus is read in the main process and cut into shards of whole
-documents (vocabulary.text_input.shard_documents, as
+documents (corpus.text_files.shard_documents, as
 create_pretraining_data.py --mode=scalable cuts it); worker processes count
 the shards. Memory holds the shards in flight and the table of distinct
 words (it grows with the vocabulary of the corpus, not with its size).
@@ -41,10 +41,10 @@ import re
 import tensorflow as tf
 
 from engine import host_memory
+from corpus import text_files
 from userio import cli
 from userio import output_files
 from userio import progress
-from vocabulary import text_input
 import tokenization
 
 _MB = 1e6
@@ -117,8 +117,8 @@ def count_corpus(input_files, do_lower_case, num_workers, shard_bytes,
   with concurrent.futures.ProcessPoolExecutor(
       num_workers, mp_context=multiprocessing.get_context("fork")) as pool:
     pending = collections.deque()
-    shards = text_input.shard_documents(
-        text_input.read_documents(input_files, shard_bytes), shard_bytes)
+    shards = text_files.shard_documents(
+        text_files.read_documents(input_files, shard_bytes), shard_bytes)
     for index, (documents_lines, bytes_read) in enumerate(shards):
       num_shards += 1
       if index % num_tasks != task_index:
@@ -162,9 +162,11 @@ def sorted_counts(counts):
   return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
 
 
-def write_counts(path, counts, do_lower_case):
-  """Writes a count file atomically."""
-  output_files.write_text(path, format_counts(counts, do_lower_case))
+def write_counts(path, counts, do_lower_case, flag=None):
+  """Writes a count file atomically; a full disk ends in one line naming
+  `flag` (the flag that chose the file, e.g. "--counts_output")."""
+  output_files.write_text(path, format_counts(counts, do_lower_case),
+                          flag=flag)
 
 
 def read_counts(paths):

@@ -1,13 +1,13 @@
 # coding=utf-8
-"""Reading the text corpus that create_pretraining_data.py reads.
+"""Reading a pre-training corpus: files, lines, documents, shards.
 
 The format: plain UTF-8 text, one sentence per line, an empty line between
 two documents. `--input_file` names the files as comma-separated paths or
-glob patterns. The functions here are the ones create_pretraining_data.py
-defines for its own use, with the same contracts (the same files, lines,
-documents and shards for the same input), so that create_vocab.py learns
-from exactly the text the pre-training data is made of, cut into the same
-shards as `--mode=scalable` cuts it. Paths go through tf.io.gfile.
+glob patterns. create_pretraining_data.py and create_vocab.py both read
+their text here, so the vocabulary is learned from exactly the text the
+pre-training records are made of, cut into the same shards as
+`--mode=scalable` cuts it. Lines are read as Google's
+create_pretraining_data.py reads them. Paths go through tf.io.gfile.
 """
 
 import os
