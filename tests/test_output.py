@@ -49,9 +49,10 @@ def _mrpc_args(output_dir, *actions):
 
 
 def _newcomer_env():
-  """This process's environment without the variables that change what
-  TensorFlow prints (the test suite quiets TensorFlow itself)."""
-  env = dict(os.environ, PYTHONPATH=REPO_ROOT)
+  """This process's environment without what the suite adds: the variable
+  that quiets TensorFlow and the shared compilation cache (loading from it
+  makes TensorFlow log lines a user never sees)."""
+  env = dict(conftest.env_without_compilation_cache(), PYTHONPATH=REPO_ROOT)
   env.pop("TF_CPP_MIN_LOG_LEVEL", None)
   return env
 
