@@ -18,7 +18,9 @@ A script hands its `main` to `run` (absl scripts) or `call` (argparse ones):
   * Ctrl-C ends with one line, status 130. While training, the first Ctrl-C
     or SIGTERM lets the update under way finish and saves a checkpoint
     (estimator.TrainingInterrupted); the line names it, and the status is
-    128 + the signal's number (130, 143).
+    128 + the signal's number (130, 143). Outside training, SIGTERM stops
+    the command at once as Ctrl-C does (the files being written are
+    removed, never left half-written), with one line and status 143.
   * Anything else is a bug: its traceback, then one line saying so and where
     to report it, status 1.
 
@@ -39,7 +41,9 @@ userio/disk_space.py, which imports neither), so light scripts stay light.
 import gc
 import os
 import re
+import signal
 import sys
+import threading
 import traceback
 
 from absl import app
@@ -80,6 +84,32 @@ class UserError(ValueError):
   def __reduce__(self):
     # Pickled across processes (the data workers) with both parts.
     return (type(self), (self.finding, self.fix))
+
+
+class Terminated(KeyboardInterrupt):
+  """SIGTERM arrived where no code of the command asked for it (a training
+  loop does: it saves a checkpoint first). A KeyboardInterrupt, so that
+  what cleans up after Ctrl-C cleans up after SIGTERM too."""
+
+
+def _raise_terminated(signum, frame):
+  del signum, frame  # Unused.
+  raise Terminated()
+
+
+def _stop_on_sigterm():
+  """Makes SIGTERM raise Terminated, when it would otherwise end the
+  process on the spot (its default) and this is the main thread, where
+  handlers are set.
+
+  Returns:
+    A callable that puts the previous handler back.
+  """
+  if (threading.current_thread() is not threading.main_thread() or
+      signal.getsignal(signal.SIGTERM) != signal.SIG_DFL):
+    return lambda: None
+  signal.signal(signal.SIGTERM, _raise_terminated)
+  return lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def program_name():
@@ -161,11 +191,14 @@ def call(main, *args):
   Returns:
     What `main` returns, when it returns.
   """
+  restore_sigterm = _stop_on_sigterm()
   try:
     check_cpu_allocator_cap(os.environ)
     return main(*args)
   except (UserError, app.UsageError) as e:
     _exit(USAGE_STATUS, error_line(e))
+  except Terminated:
+    _exit(128 + signal.SIGTERM, "%s: stopped by SIGTERM." % program_name())
   except KeyboardInterrupt:
     _exit(INTERRUPTED_STATUS, "%s: interrupted." % program_name())
   except disk_space.WriteFailed as e:
@@ -188,6 +221,7 @@ def call(main, *args):
           program_name())
   finally:
     _release_folder_locks()
+    restore_sigterm()
 
 
 def _summary():
