@@ -33,7 +33,9 @@ into a fresh run and checks what the user is promised:
             ends as the reference. create_pretraining_data.py exits with
             143 and one line at any moment, leaving nothing half-written;
             reproduce.py stops its cells (each saves a checkpoint) and exits
-            with 130 and one line, as docs/reproduce.md says, then resumes.
+            with 130 and one line, as docs/reproduce.md says (before its
+            grid starts: 143 and the line of any command), then resumes;
+            none of its cells outlives it.
   full disk the output folder fills at a point drawn from the seed, in both
             of test_faults.Disk's ways: a file-size limit (rlimit, from the
             start or after the k-th checkpoint save) and, where mounting
@@ -496,12 +498,11 @@ def _read(path):
     return f.read()
 
 
-def _rerun(run_script, command, args, out):
+def _rerun(run_script, command, args):
   """The same command again, to its end; returns its output."""
   result = run_script(command.script, args, TIMEOUT)
   assert result.returncode == 0, result.stderr[-3000:]
   assert "Traceback" not in result.stderr, result.stderr[-3000:]
-  del out
   return result.stderr
 
 
@@ -524,7 +525,7 @@ def test_killed_run_resumes_to_the_uninterrupted_result(
       trigger, _read(str(tmp_path / "killed.log"))[-3000:])
   _assert_whole_or_absent(command, out, reference["out"])
 
-  _rerun(run_script, command, args, out)
+  _rerun(run_script, command, args)
   _assert_same_results(command, out, reference["out"])
   _assert_nothing_unfinished(out)
 
@@ -562,7 +563,7 @@ def test_sigterm_saves_a_checkpoint_stops_in_one_line_and_resumes(
   assert _steps(out)[-1] == step < reference["steps"][-1]
   _assert_nothing_unfinished(out)
 
-  log = _rerun(run_script, command, args, out)
+  log = _rerun(run_script, command, args)
   assert "Resuming from %s" % os.path.join(out, "model.ckpt-%d" % step) in (
       log)
   _assert_same_results(command, out, reference["out"])
@@ -590,7 +591,7 @@ def test_sigterm_stops_create_pretraining_data_in_one_line(
   _assert_whole_or_absent(command, out, reference["out"])
   _assert_nothing_unfinished(out)
 
-  _rerun(run_script, command, args, out)
+  _rerun(run_script, command, args)
   _assert_same_results(command, out, reference["out"])
   _assert_nothing_unfinished(out)
 
@@ -602,7 +603,7 @@ def _page_bytes(sizes):
   return sum(-(-size // PAGE) * PAGE for size in sizes)
 
 
-def _disk_limit(disk, rng, command, facts):
+def _disk_limit(kind, rng, command, facts):
   """(room, after_saves) of a full disk at a point drawn from the run.
 
   rlimit: no file may grow past `room` bytes, from the start or after the
@@ -611,7 +612,7 @@ def _disk_limit(disk, rng, command, facts):
   bytes, less than the reference's files take.
   """
   sizes = facts["sizes"]
-  if disk.kind == "tmpfs":
+  if kind == "tmpfs":
     return rng.randint(1, _page_bytes(sizes.values()) // PAGE - 1) * PAGE, 0
   after_saves = rng.randint(0, len(facts["steps"]) - 1) if command.slot else 0
   return rng.randint(1024, max(sizes.values()) - 1), after_saves
@@ -626,7 +627,7 @@ def test_full_disk_ends_in_one_line_and_a_rerun_with_room_finishes(
   out = os.path.join(disk.folder, "out")
   os.makedirs(out)
   args = command.args(trial.inputs, out)
-  room, after_saves = _disk_limit(disk, trial.rng, command, reference)
+  room, after_saves = _disk_limit(disk.kind, trial.rng, command, reference)
   full = disk.run(command.script, args, room=room, after_saves=after_saves)
 
   test_faults._failed_in_one_line(  # pylint: disable=protected-access
@@ -634,7 +635,7 @@ def test_full_disk_ends_in_one_line_and_a_rerun_with_room_finishes(
   _assert_nothing_unfinished(out)
   _assert_whole_or_absent(command, out, reference["out"])
 
-  _rerun(run_script, command, args, out)
+  _rerun(run_script, command, args)
   _assert_same_results(command, out, reference["out"])
   _assert_nothing_unfinished(out)
 
@@ -700,7 +701,7 @@ def test_damaged_feature_file_between_a_kill_and_the_resume(
   records = os.path.join(out, "train.tf_record")
   _damage(records, how, trial.rng)
 
-  log = _rerun(run_script, command, args, out)
+  log = _rerun(run_script, command, args)
   if command.name == "run_classifier":  # It reuses a verified file.
     said = [line for line in log.splitlines()
             if "Writing features to %s again: " % records in line]
@@ -734,7 +735,7 @@ def test_damaged_pretraining_records_end_in_one_line_naming_them(
   _assert_nothing_unfinished(out)
 
   shutil.copy(os.path.join(trial.inputs, "records.tfrecord"), records)
-  _rerun(run_script, command, args, out)
+  _rerun(run_script, command, args)
   _assert_same_results(command, out, reference["out"])
   _assert_nothing_unfinished(out)
 

@@ -32,7 +32,6 @@ import pytest
 import tensorflow as tf
 
 from userio import cli
-import conftest
 import predictor
 import run_classifier
 import test_predictor

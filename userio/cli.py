@@ -54,6 +54,7 @@ from userio import disk_space
 USAGE_STATUS = 2
 FAILURE_STATUS = 1
 INTERRUPTED_STATUS = 130
+_TERMINATED_LINE = "%s: stopped by SIGTERM."
 
 _HELP_ARGS = ("--help", "-help", "--helpshort", "-helpshort", "-?", "-h")
 _HELPFULL_ARGS = ("--helpfull", "-helpfull")
@@ -92,24 +93,38 @@ class Terminated(KeyboardInterrupt):
   what cleans up after Ctrl-C cleans up after SIGTERM too."""
 
 
-def _raise_terminated(signum, frame):
-  del signum, frame  # Unused.
-  raise Terminated()
+class StopOnSigterm(object):
+  """Context that makes SIGTERM raise Terminated, where it would otherwise
+  end the process on the spot (its default handler, in the main thread,
+  where handlers are set), and remembers that it came: raised inside a
+  C extension's callback, the exception can come out as another one (a
+  TypeError from TensorFlow's nest.flatten), which is then the signal's
+  doing, not a bug.
 
-
-def _stop_on_sigterm():
-  """Makes SIGTERM raise Terminated, when it would otherwise end the
-  process on the spot (its default) and this is the main thread, where
-  handlers are set.
-
-  Returns:
-    A callable that puts the previous handler back.
+  Attributes:
+    received: whether SIGTERM came while the context was entered.
   """
-  if (threading.current_thread() is not threading.main_thread() or
-      signal.getsignal(signal.SIGTERM) != signal.SIG_DFL):
-    return lambda: None
-  signal.signal(signal.SIGTERM, _raise_terminated)
-  return lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+  def __init__(self):
+    self.received = False
+    self._installed = False
+
+  def _raise(self, signum, frame):
+    del signum, frame  # Unused.
+    self.received = True
+    raise Terminated()
+
+  def __enter__(self):
+    if (threading.current_thread() is threading.main_thread() and
+        signal.getsignal(signal.SIGTERM) == signal.SIG_DFL):
+      signal.signal(signal.SIGTERM, self._raise)
+      self._installed = True
+    return self
+
+  def __exit__(self, *unused_exc_info):
+    if self._installed:
+      signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    return False
 
 
 def program_name():
@@ -191,19 +206,22 @@ def call(main, *args):
   Returns:
     What `main` returns, when it returns.
   """
-  restore_sigterm = _stop_on_sigterm()
+  sigterm = StopOnSigterm()
   try:
-    check_cpu_allocator_cap(os.environ)
-    return main(*args)
+    with sigterm:
+      check_cpu_allocator_cap(os.environ)
+      return main(*args)
   except (UserError, app.UsageError) as e:
     _exit(USAGE_STATUS, error_line(e))
   except Terminated:
-    _exit(128 + signal.SIGTERM, "%s: stopped by SIGTERM." % program_name())
+    _exit(128 + signal.SIGTERM, _TERMINATED_LINE % program_name())
   except KeyboardInterrupt:
     _exit(INTERRUPTED_STATUS, "%s: interrupted." % program_name())
   except disk_space.WriteFailed as e:
     _exit(FAILURE_STATUS, error_line(e))
   except Exception as e:  # pylint: disable=broad-except
+    if sigterm.received:
+      _exit(128 + signal.SIGTERM, _TERMINATED_LINE % program_name())
     signum = _training_interrupted(e)
     if signum is not None:
       _exit(128 + signum, "%s: %s" % (program_name(), _one_line(e)))
@@ -221,7 +239,6 @@ def call(main, *args):
           program_name())
   finally:
     _release_folder_locks()
-    restore_sigterm()
 
 
 def _summary():
