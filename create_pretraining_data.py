@@ -49,9 +49,11 @@ vocabulary's casing is refused before anything is read.
 import collections
 import concurrent.futures
 import contextlib
+import ctypes
 import multiprocessing
 import os
 import random
+import signal
 
 from absl import flags
 from absl import logging
@@ -72,6 +74,9 @@ _MB = 1e6
 
 # SentencePiece marks the first piece of each word with this character.
 _SPM_WORD_START = "\u2581"
+
+# Linux's prctl option: a signal the process gets when its parent ends.
+_PR_SET_PDEATHSIG = 1
 
 # Shards handed to the workers ahead of time, per worker: one being built
 # and one waiting, so that no worker idles while the next shard is read.
@@ -659,6 +664,21 @@ def build_shard(shard_index, documents_lines, settings, temp_file):
   return result
 
 
+def _end_with_parent(parent_pid):
+  """Initializer of a shard worker: it is killed when the run that forked
+  it ends, however that ends (Linux's PR_SET_PDEATHSIG; elsewhere nothing
+  is set). A worker outliving a killed run would wait for work forever,
+  holding the lock of the output folder it inherited, and refuse every
+  rerun."""
+  try:
+    prctl = ctypes.CDLL(None).prctl
+  except (OSError, AttributeError):
+    return
+  prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+  if os.getppid() != parent_pid:  # The run ended before the call above.
+    os._exit(1)  # pylint: disable=protected-access
+
+
 def run_scalable(settings, input_files, output_prefix, num_workers,
                  shard_bytes, description=None):
   """Builds the shards in `num_workers` processes; renames the shard files
@@ -676,7 +696,8 @@ def run_scalable(settings, input_files, output_prefix, num_workers,
   try:
     # Forked workers start at once, without importing TensorFlow again.
     pool = concurrent.futures.ProcessPoolExecutor(
-        num_workers, mp_context=multiprocessing.get_context("fork"))
+        num_workers, mp_context=multiprocessing.get_context("fork"),
+        initializer=_end_with_parent, initargs=(os.getpid(),))
     try:
       pending = collections.deque()
       shards = text_files.shard_documents(

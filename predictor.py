@@ -313,6 +313,12 @@ def example_fields(task):
   return "text_a", "text_b"
 
 
+def _shown(value):
+  """`value` as an error message shows it: JSON, or the repr of what JSON
+  cannot write (bytes given for text, ...)."""
+  return json.dumps(value, ensure_ascii=False, default=repr)
+
+
 def check_example(task, values):
   """Checks the two texts of one example for a model of `task`.
 
@@ -347,7 +353,7 @@ def check_example(task, values):
     if value is not None and (not isinstance(value, str) or
                               not value.strip()):
       raise cli.UserError("%s must be a non-empty string, not %s" % (
-          name, json.dumps(value, ensure_ascii=False)))
+          name, _shown(value)))
 
 
 def check_choices(values):
@@ -364,11 +370,11 @@ def check_choices(values):
     raise cli.UserError(
         "endings must be a list of at least 2 candidate endings (in a text "
         "line: the sentence, then each ending, separated by tabs), not %s"
-        % json.dumps(endings, ensure_ascii=False))
+        % _shown(endings))
   for ending in endings:
     if not isinstance(ending, str) or not ending.strip():
       raise cli.UserError("each ending must be a non-empty string, not %s" %
-                          json.dumps(ending, ensure_ascii=False))
+                          _shown(ending))
 
 
 def _check_batch_size(batch_size):
@@ -434,14 +440,27 @@ class ClassifierPredictor(object):
       "probabilities": {label: probability}}, or {"score": float} for a
       regression model.
     """
-    rows = [self.row(*((example, None) if isinstance(example, str)
-                        else example)) for example in examples]
+    rows = [self.row(*_example_texts(example)) for example in examples]
     return [self._result(outputs) for outputs in
             self.model.run_rows(rows, self.batch_size)]
 
   def predict(self, text_a, text_b=None):
     """The prediction of one sentence or pair (see predict_batch)."""
     return self.predict_batch([(text_a, text_b)])[0]
+
+
+def _example_texts(example):
+  """(text_a, text_b or None) of an example given as a text or a pair.
+
+  Raises:
+    cli.UserError for anything else (a dict would be read as its keys).
+  """
+  if isinstance(example, str):
+    return example, None
+  if isinstance(example, (tuple, list)) and len(example) in (1, 2):
+    return tuple(example) + (None,) * (2 - len(example))
+  raise cli.UserError("an example is a text or a (text_a, text_b) pair, "
+                      "not %s" % _shown(example))
 
 
 # ---------------------------------------------------------------- SQuAD --

@@ -504,10 +504,14 @@ def _cells_info(cells, steps, outcomes, metrics, python):
 
 
 def run(setup, cells, references, reference_model, description, notes,
-        devices, python=sys.executable):
-  """Runs the grid and the predictions; writes and returns the results."""
+        devices, python=sys.executable, stop_requested=None):
+  """Runs the grid and the predictions; writes and returns the results.
+
+  `stop_requested`: see scheduler.run_steps.
+  """
   steps = [plan.cell_step(setup, cell) for cell in cells]
-  outcomes = scheduler.run_steps(steps, python, devices, log=_log)
+  outcomes = scheduler.run_steps(steps, python, devices, log=_log,
+                                 stop_requested=stop_requested)
   metrics = _cell_metrics(cells, steps, outcomes)
   summaries = {}
   for task in dict.fromkeys(cell.task for cell in cells):
@@ -520,7 +524,8 @@ def run(setup, cells, references, reference_model, description, notes,
       plan.TASKS[cell.task].kind == "glue" for cell in cells):
     predictions = _prediction_steps(setup, cells, summaries)
     outcomes.update(scheduler.run_steps(
-        predictions, python, devices, log=_log, what="test predictions"))
+        predictions, python, devices, log=_log, what="test predictions",
+        stop_requested=stop_requested))
     for step in predictions:
       # Only MNLI-mm's prediction step evaluates (MNLI's model on its dev).
       if "eval_results.txt" in step.done_files and outcomes[
@@ -590,10 +595,25 @@ def _plan():
           _reduced_notes(tasks, model, references), _devices())
 
 
-def _interrupt(signum, frame):
-  """SIGTERM stops the grid as Ctrl-C does, stopping the running cells."""
-  del signum, frame
-  raise KeyboardInterrupt()
+class _Interrupt(object):
+  """SIGTERM's handler: it only remembers that the signal came. The grid
+  stops as on Ctrl-C when the scheduler next looks (`stop_requested`),
+  stopping the running cells; raised by the handler wherever the signal
+  lands, the KeyboardInterrupt could come out of TensorFlow's C code
+  (writing the report's summaries) as another error, with a traceback."""
+
+  def __init__(self):
+    self.received = False
+
+  def __call__(self, signum, frame):
+    del signum, frame
+    self.received = True
+
+
+def _interrupted():
+  _log("interrupted; the running cells were stopped. Run the same "
+       "command again to resume.")
+  return cli.INTERRUPTED_STATUS
 
 
 def main(argv):
@@ -614,13 +634,14 @@ def main(argv):
       print(" ".join(shlex.quote(a) for a in [sys.executable] + list(
           step.args)))
     return 0
-  signal.signal(signal.SIGTERM, _interrupt)
+  interrupt = _Interrupt()
+  signal.signal(signal.SIGTERM, interrupt)
   try:
-    results = run(*args)
+    results = run(*args, stop_requested=lambda: interrupt.received)
   except KeyboardInterrupt:
-    _log("interrupted; the running cells were stopped. Run the same "
-         "command again to resume.")
-    return 130
+    return _interrupted()
+  if interrupt.received:
+    return _interrupted()
   _log("results in %s" % os.path.join(setup.output_dir, "results.md"))
   failed = [c for c in results["cells"] if c["status"] == "failed"]
   if failed:

@@ -264,13 +264,16 @@ class Progress:
     return text
 
 
-def run_steps(steps, python, devices, log=print, env=None, what="cells"):
+def run_steps(steps, python, devices, log=print, env=None, what="cells",
+              stop_requested=None):
   """Runs `steps`, one per device at a time; returns {name: Outcome}.
 
   `what` names the steps in the progress lines (see `Progress`).
 
   Steps already done are skipped. On KeyboardInterrupt the running children
-  are terminated (their folders keep what they wrote, for a later resume).
+  are terminated (their folders keep what they wrote, for a later resume);
+  so they are when `stop_requested` (a callable, looked at every second)
+  returns True, and KeyboardInterrupt is raised then.
   """
   progress = Progress(len(steps), len(devices), what=what)
   outcomes = {}
@@ -321,6 +324,8 @@ def run_steps(steps, python, devices, log=print, env=None, what="cells"):
   try:
     for thread in threads:
       while thread.is_alive():
+        if stop_requested is not None and stop_requested():
+          raise KeyboardInterrupt()
         thread.join(timeout=1.0)
   except KeyboardInterrupt:
     stop.set()

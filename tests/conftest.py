@@ -181,3 +181,32 @@ def signal_after_first_update_saved(runner, script, args, output_dir,
     time.sleep(0.01)
   running.signal(signum)
   return running.wait().returncode
+
+
+# The user property under which tests/test_chaos.py records each trial.
+CHAOS_PROPERTY = "chaos_trial"
+
+
+def pytest_terminal_summary(terminalreporter):
+  """After the tests, the fault-injection trials of tests/test_chaos.py:
+  per fault kind, how many were tried and how many survived (their test
+  passed). The trials come from the reports' user properties, which xdist
+  carries from its workers."""
+  counts = {}
+  for reports in terminalreporter.stats.values():
+    for report in reports:
+      if getattr(report, "when", None) != "call":
+        continue
+      for key, value in getattr(report, "user_properties", ()):
+        if key == CHAOS_PROPERTY:
+          tried_survived = counts.setdefault(value["fault"], [0, 0, set()])
+          tried_survived[0] += 1
+          tried_survived[1] += int(report.passed)
+          tried_survived[2].add(value["command"])
+  if counts:
+    terminalreporter.write_sep("-", "fault injection (tests/test_chaos.py)")
+    for fault in sorted(counts):
+      tried, survived, commands = counts[fault]
+      terminalreporter.write_line(
+          "%s: tried %d, survived %d (%s)" % (
+              fault, tried, survived, ", ".join(sorted(commands))))

@@ -18,7 +18,9 @@ A script hands its `main` to `run` (absl scripts) or `call` (argparse ones):
   * Ctrl-C ends with one line, status 130. While training, the first Ctrl-C
     or SIGTERM lets the update under way finish and saves a checkpoint
     (estimator.TrainingInterrupted); the line names it, and the status is
-    128 + the signal's number (130, 143).
+    128 + the signal's number (130, 143). Outside training, SIGTERM stops
+    the command at once as Ctrl-C does (the files being written are
+    removed, never left half-written), with one line and status 143.
   * Anything else is a bug: its traceback, then one line saying so and where
     to report it, status 1.
 
@@ -39,7 +41,9 @@ userio/disk_space.py, which imports neither), so light scripts stay light.
 import gc
 import os
 import re
+import signal
 import sys
+import threading
 import traceback
 
 from absl import app
@@ -50,6 +54,7 @@ from userio import disk_space
 USAGE_STATUS = 2
 FAILURE_STATUS = 1
 INTERRUPTED_STATUS = 130
+_TERMINATED_LINE = "%s: stopped by SIGTERM."
 
 _HELP_ARGS = ("--help", "-help", "--helpshort", "-helpshort", "-?", "-h")
 _HELPFULL_ARGS = ("--helpfull", "-helpfull")
@@ -80,6 +85,46 @@ class UserError(ValueError):
   def __reduce__(self):
     # Pickled across processes (the data workers) with both parts.
     return (type(self), (self.finding, self.fix))
+
+
+class Terminated(KeyboardInterrupt):
+  """SIGTERM arrived where no code of the command asked for it (a training
+  loop does: it saves a checkpoint first). A KeyboardInterrupt, so that
+  what cleans up after Ctrl-C cleans up after SIGTERM too."""
+
+
+class StopOnSigterm(object):
+  """Context that makes SIGTERM raise Terminated, where it would otherwise
+  end the process on the spot (its default handler, in the main thread,
+  where handlers are set), and remembers that it came: raised inside a
+  C extension's callback, the exception can come out as another one (a
+  TypeError from TensorFlow's nest.flatten), which is then the signal's
+  doing, not a bug.
+
+  Attributes:
+    received: whether SIGTERM came while the context was entered.
+  """
+
+  def __init__(self):
+    self.received = False
+    self._installed = False
+
+  def _raise(self, signum, frame):
+    del signum, frame  # Unused.
+    self.received = True
+    raise Terminated()
+
+  def __enter__(self):
+    if (threading.current_thread() is threading.main_thread() and
+        signal.getsignal(signal.SIGTERM) == signal.SIG_DFL):
+      signal.signal(signal.SIGTERM, self._raise)
+      self._installed = True
+    return self
+
+  def __exit__(self, *unused_exc_info):
+    if self._installed:
+      signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    return False
 
 
 def program_name():
@@ -161,16 +206,22 @@ def call(main, *args):
   Returns:
     What `main` returns, when it returns.
   """
+  sigterm = StopOnSigterm()
   try:
-    check_cpu_allocator_cap(os.environ)
-    return main(*args)
+    with sigterm:
+      check_cpu_allocator_cap(os.environ)
+      return main(*args)
   except (UserError, app.UsageError) as e:
     _exit(USAGE_STATUS, error_line(e))
+  except Terminated:
+    _exit(128 + signal.SIGTERM, _TERMINATED_LINE % program_name())
   except KeyboardInterrupt:
     _exit(INTERRUPTED_STATUS, "%s: interrupted." % program_name())
   except disk_space.WriteFailed as e:
     _exit(FAILURE_STATUS, error_line(e))
   except Exception as e:  # pylint: disable=broad-except
+    if sigterm.received:
+      _exit(128 + signal.SIGTERM, _TERMINATED_LINE % program_name())
     signum = _training_interrupted(e)
     if signum is not None:
       _exit(128 + signum, "%s: %s" % (program_name(), _one_line(e)))
