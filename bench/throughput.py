@@ -27,7 +27,7 @@ interpreters (a missing one is a failed row naming its setup script):
   bench/.venv/bin/python -m bench.throughput            # peer comparison
   bench/.venv/bin/python -m bench.throughput --quick    # smoke run
 
-Prints a markdown table per run and one table of ratios (ours / fastest
+Prints a markdown table (a line per run) and one table of ratios (ours / fastest
 peer per config and dtype, each implementation at its fastest setting),
 and writes bench/out/throughput-<date>.json. MFU counts the model FLOPs of
 the inputs' real tokens (each example at its unpadded length); "MFU all"
@@ -39,10 +39,10 @@ of every layer). Recomputation (gradient checkpointing) is never counted.
 The matmul peaks that MFU divides by are measured in the same run, once
 per round.
 
-Inputs are synthetic random ids, fixed for a run and made once: ours takes
-them from a `tf.data.Dataset.from_tensors(...).repeat()` iterator, as its
-runner feeds batches, hf and tfm from tensors created before timing. No
-input pipeline work is timed.
+Inputs are synthetic random ids, fixed for a run and made once: ours and
+google take them from a `tf.data.Dataset.from_tensors(...).repeat()`
+iterator, as their runners feed batches, hf, tfm and khub from tensors
+created before timing. No input pipeline work is timed.
 """
 
 import datetime
