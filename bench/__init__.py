@@ -14,7 +14,7 @@ import sys
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def child_command(name, args):
+def child_command(name, args, python=None):
   """The argv that runs bench.<name> with `args` in this interpreter.
 
   Start it with cwd=REPO_ROOT: `-m` puts that folder first on the child's
@@ -23,11 +23,13 @@ def child_command(name, args):
   Args:
     name: the benchmark's module name within bench (e.g. "memory").
     args: list of str, its command-line arguments.
+    python: (optional) the interpreter of another environment (a peer's
+      own venv); this one's when None.
 
   Returns:
-    list of str: [sys.executable, "-m", "bench.<name>", *args].
+    list of str: [python, "-m", "bench.<name>", *args].
   """
-  return [sys.executable, "-m", "bench." + name] + list(args)
+  return [python or sys.executable, "-m", "bench." + name] + list(args)
 
 
 def typed_command(name, args):

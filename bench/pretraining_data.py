@@ -1,7 +1,8 @@
 # coding=utf-8
 """Speed and peak memory of create_pretraining_data.py, both modes.
 
-Runs the script once per (corpus, mode), one run at a time, each as
+Runs the script once per (corpus, mode, and for the scalable mode each
+--num_workers), one run at a time, each as
 `/usr/bin/time -v python create_pretraining_data.py ...` with Google's
 uncased vocabulary, max_seq_length 128, 20 predictions and --dupe_factor,
 and reports per run:
@@ -17,13 +18,19 @@ and reports per run:
                  (/proc/PID/smaps_rollup), which splits shared pages among
                  the processes sharing them: the tree's real footprint
 
-and checks the targets: the scalable mode's instances/s at least
---min_speedup times the faithful mode's on every corpus, and its tree PSS
-peak on the largest corpus within --max_growth of that on the smallest.
-A run whose tree RSS passes --max_rss_gb is killed and reported as such.
+and checks the targets: the scalable mode's instances/s (at its most
+workers) at least --min_speedup times the faithful mode's on every corpus,
+and its tree PSS peak on the largest corpus within --max_growth of that on
+the smallest; and gives the scalable mode's scaling, its instances/s with
+each --num_workers over that with the fewest. A run whose tree RSS passes
+--max_rss_gb is killed and reported as such. With --cut_mb, each corpus
+is cut to its first documents of at most that many megabytes (a temporary
+copy), so one command measures a given size from any built corpus.
 
     python -m bench.build_pretraining_corpus   # bench/out/pretraining_corpus
     python -m bench.pretraining_data --dupe_factor=5
+    python -m bench.pretraining_data --cut_mb=20 \
+        --corpora=bench/out/pretraining_corpus/corpus_1x.txt
 
 Results: a Markdown table and JSON under bench/out/ (--output_prefix).
 """
@@ -55,7 +62,11 @@ flags.DEFINE_list(
     "bench.build_pretraining_corpus).")
 flags.DEFINE_multi_enum("modes", ["faithful", "scalable"],
                         ["faithful", "scalable"], "Modes to run.")
-flags.DEFINE_integer("num_workers", 2, "--num_workers of the scalable mode.")
+flags.DEFINE_list("num_workers", ["1", "2"],
+                  "--num_workers of the scalable mode's runs, one run each.")
+flags.DEFINE_float("cut_mb", None,
+                   "Cut each corpus to its first documents of at most this "
+                   "many MB (default: whole corpora).")
 flags.DEFINE_float("shard_size_mb", None,
                    "--shard_size_mb of the scalable mode (default: the "
                    "script's).")
@@ -157,8 +168,36 @@ class TreeSampler(object):
     self._thread.join()
 
 
-def run_once(corpus, mode, output_dir):
-  """One timed run; returns its record."""
+def cut_corpus(corpus, size_bytes, output_path):
+  """Writes the first whole documents of `corpus` that fit in `size_bytes`
+  to `output_path` (documents end at an empty line, as
+  create_pretraining_data.py reads them); returns the bytes written.
+
+  Raises:
+    app.UsageError: not even the first document fits.
+  """
+  written = 0
+  document = []
+  with open(corpus, "rb") as source, open(output_path, "wb") as target:
+    for line in source:
+      document.append(line)
+      if line.strip():
+        continue
+      size = sum(len(part) for part in document)
+      if written + size > size_bytes:
+        break
+      target.writelines(document)
+      written += size
+      document = []
+  if not written:
+    raise app.UsageError("--cut_mb=%g: the first document of %s is larger."
+                         % (FLAGS.cut_mb, corpus))
+  return written
+
+
+def run_once(corpus, mode, output_dir, num_workers=None):
+  """One timed run (`num_workers` for the scalable mode); returns its
+  record."""
   output = os.path.join(output_dir, "records")
   command = ["/usr/bin/time", "-v", sys.executable,
              os.path.join(bench.REPO_ROOT, "create_pretraining_data.py"),
@@ -167,7 +206,7 @@ def run_once(corpus, mode, output_dir):
              "--max_predictions_per_seq=20",
              "--dupe_factor=%d" % FLAGS.dupe_factor, "--mode=" + mode]
   if mode == "scalable":
-    command.append("--num_workers=%d" % FLAGS.num_workers)
+    command.append("--num_workers=%d" % num_workers)
     if FLAGS.shard_size_mb:
       command.append("--shard_size_mb=%g" % FLAGS.shard_size_mb)
   logging.info("Running %s", " ".join(command))
@@ -184,6 +223,7 @@ def run_once(corpus, mode, output_dir):
     text = log.read()
   record = {"corpus": os.path.basename(corpus),
             "corpus_mb": os.path.getsize(corpus) / 1e6, "mode": mode,
+            "num_workers": num_workers,
             "seconds": seconds, "tree_rss_peak": sampler.peak_rss,
             "tree_pss_peak": sampler.peak_pss, "command": command[2:]}
   written = re.findall(r"Wrote (\d+) total instances", text)
@@ -196,13 +236,23 @@ def run_once(corpus, mode, output_dir):
   record["instances_per_second"] = record["instances"] / seconds
   record["time_v_peak"] = int(time_peak.group(1)) * 1024
   for name in os.listdir(output_dir):
-    os.remove(os.path.join(output_dir, name))
+    if name.startswith("records"):
+      os.remove(os.path.join(output_dir, name))
   return record
 
 
 def targets(records):
-  """Lines checking the speed-up and memory targets."""
-  ok = {(r["corpus"], r["mode"]): r for r in records if "error" not in r}
+  """Lines checking the speed-up and memory targets, and the scalable
+  mode's scaling over its worker counts."""
+  ok = {}
+  for r in records:
+    if "error" in r:
+      continue
+    key = (r["corpus"], r["mode"])
+    # The scalable mode at its most workers stands for the mode.
+    if key not in ok or (r["num_workers"] or 0) > (ok[key]["num_workers"]
+                                                   or 0):
+      ok[key] = r
   lines = []
   for corpus in dict.fromkeys(r["corpus"] for r in records):
     faithful, scalable = ok.get((corpus, "faithful")), ok.get(
@@ -213,8 +263,10 @@ def targets(records):
       lines.append("%s speed-up %.2fx (target >= %.2fx): %s" % (
           corpus, speedup, FLAGS.min_speedup,
           "met" if speedup >= FLAGS.min_speedup else "NOT met"))
-  scalable = [r for r in records if r["mode"] == "scalable" and
-              "error" not in r]
+  lines.extend(scaling(records))
+  scalable = [ok[(corpus, "scalable")]
+              for corpus in dict.fromkeys(r["corpus"] for r in records)
+              if (corpus, "scalable") in ok]
   if len(scalable) >= 2:
     first, last = scalable[0], scalable[-1]
     growth = {key: last[key] / first[key] - 1 for key in (
@@ -230,6 +282,31 @@ def targets(records):
   return lines
 
 
+def scaling(records):
+  """Per corpus: the scalable mode's instances/s with each worker count
+  over that with the fewest workers."""
+  lines = []
+  for corpus in dict.fromkeys(r["corpus"] for r in records):
+    runs = sorted((r for r in records if r["corpus"] == corpus and
+                   r["mode"] == "scalable" and "error" not in r),
+                  key=lambda r: r["num_workers"])
+    if len(runs) < 2:
+      continue
+    base = runs[0]
+    lines.append("%s scalable scaling: %s" % (corpus, ", ".join(
+        "%d -> %d processes %.2fx" % (
+            base["num_workers"], r["num_workers"],
+            r["instances_per_second"] / base["instances_per_second"])
+        for r in runs[1:])))
+  return lines
+
+
+def _mode_label(record):
+  if record["mode"] == "scalable":
+    return "scalable, num_workers=%d" % record["num_workers"]
+  return record["mode"]
+
+
 def markdown(records):
   rows = ["| corpus | MB | mode | instances | seconds | instances/s | "
           "time -v peak (GiB) | tree RSS peak (GiB) | tree PSS peak (GiB) |",
@@ -237,10 +314,11 @@ def markdown(records):
   for r in records:
     if "error" in r:
       rows.append("| %s | %.0f | %s | %s |" % (r["corpus"], r["corpus_mb"],
-                                               r["mode"], r["error"][:200]))
+                                               _mode_label(r),
+                                               r["error"][:200]))
       continue
     rows.append("| %s | %.0f | %s | %d | %.0f | %.0f | %.2f | %.2f | %.2f |" %
-                (r["corpus"], r["corpus_mb"], r["mode"], r["instances"],
+                (r["corpus"], r["corpus_mb"], _mode_label(r), r["instances"],
                  r["seconds"], r["instances_per_second"],
                  r["time_v_peak"] / units.GIB, r["tree_rss_peak"] / units.GIB,
                  r["tree_pss_peak"] / units.GIB))
@@ -254,13 +332,20 @@ def main(argv):
       raise app.UsageError("%s not found; build it with python -m "
                            "bench.build_pretraining_corpus." % corpus)
   os.makedirs(os.path.dirname(FLAGS.output_prefix), exist_ok=True)
+  workers = sorted(int(n) for n in FLAGS.num_workers)
   records = []
   with tempfile.TemporaryDirectory(dir=os.path.dirname(
       FLAGS.output_prefix)) as output_dir:
     for corpus in FLAGS.corpora:
+      if FLAGS.cut_mb:
+        cut = os.path.join(output_dir, "%gMB_%s" % (
+            FLAGS.cut_mb, os.path.basename(corpus)))
+        cut_corpus(corpus, FLAGS.cut_mb * 1e6, cut)
+        corpus = cut
       for mode in FLAGS.modes:
-        records.append(run_once(corpus, mode, output_dir))
-        logging.info("%s", json.dumps(records[-1]))
+        for num_workers in (workers if mode == "scalable" else [None]):
+          records.append(run_once(corpus, mode, output_dir, num_workers))
+          logging.info("%s", json.dumps(records[-1]))
   machine = {"cpus": os.cpu_count(), "load_average": os.getloadavg(),
              "date": time.strftime("%Y-%m-%d %H:%M:%S")}
   with open(FLAGS.output_prefix + ".json", "w") as f:

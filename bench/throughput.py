@@ -1,31 +1,48 @@
 # coding=utf-8
-"""Training and inference throughput of BERT on CPU, three implementations.
+"""Training and inference throughput of BERT on CPU, five implementations.
 
 Measures examples/sec and model-FLOPs utilization (MFU) of
   * ours: `modeling.BertModel` + `run_classifier.create_model`'s head +
     `optimization.create_optimizer`, a `tf.compat.v1.Session` graph;
   * hf: Hugging Face transformers' `BertForSequenceClassification` (PyTorch);
   * tfm: tf-models-official's `BertEncoder` + `BertClassifier` (Keras,
-    `tf.function` train step, its legacy `AdamWeightDecay`),
+    `tf.function` train step, its legacy `AdamWeightDecay`);
+  * khub: KerasHub's `BertBackbone` + `BertTextClassifier` (Keras 3 on
+    TensorFlow, `train_on_batch` with Keras' AdamW; bf16 by the
+    mixed_bfloat16 policy), in bench/.venv-kerashub
+    (bench/setup_kerashub_env.sh);
+  * google: Google's own published code (bert-tensorflow: its
+    `run_classifier.create_model` and `optimization.create_optimizer`) on
+    TF 2.21 through bench/google_shims.py, fp32 only, in bench/.venv-google
+    (bench/setup_google_env.sh),
 and, for ours only, the same encoder with run_pretraining's masked-LM and
 next-sentence heads (the `*-pretrain` configs: MFU of a pretraining step
 next to a fine-tuning step of the same model and length),
 each configuration in its own subprocess so memory and thread pools never
 leak from one to the next, round-robin over the implementations for several
 rounds. Run it in the benchmark environment (bench/setup_bench_env.sh),
-from the project's root:
+from the project's root; khub and google run in their own environments'
+interpreters (a missing one is a failed row naming its setup script):
 
-  bench/.venv/bin/python -m bench.throughput            # default grid
-  bench/.venv/bin/python -m bench.throughput --quick    # ~2 min smoke run
+  bench/.venv/bin/python -m bench.throughput            # peer comparison
+  bench/.venv/bin/python -m bench.throughput --quick    # smoke run
 
-Prints a markdown table and writes bench/out/throughput-<date>.json. MFU
-counts the model FLOPs of the inputs' real tokens (each example at its
-unpadded length); "MFU all" counts all positions, padding included.
+Prints a markdown table (a line per run) and one table of ratios (ours / fastest
+peer per config and dtype, each implementation at its fastest setting),
+and writes bench/out/throughput-<date>.json. MFU counts the model FLOPs of
+the inputs' real tokens (each example at its unpadded length); "MFU all"
+counts all positions, padding included; "MFU run" counts the FLOPs the
+implementation actually runs (`executed_flops_per_example`: ours skips the
+padding in its dense layers with skip_padding, and its last layer computes
+only the [CLS] position for the pooled heads; the peers run every position
+of every layer). Recomputation (gradient checkpointing) is never counted.
+The matmul peaks that MFU divides by are measured in the same run, once
+per round.
 
-Inputs are synthetic random ids, fixed for a run and made once: ours takes
-them from a `tf.data.Dataset.from_tensors(...).repeat()` iterator, as its
-runner feeds batches, hf and tfm from tensors created before timing. No
-input pipeline work is timed.
+Inputs are synthetic random ids, fixed for a run and made once: ours and
+google take them from a `tf.data.Dataset.from_tensors(...).repeat()`
+iterator, as their runners feed batches, hf, tfm and khub from tensors
+created before timing. No input pipeline work is timed.
 """
 
 import datetime
@@ -49,8 +66,8 @@ BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_list("only", ["ours", "hf", "tfm"],
-                  "Implementations to run: ours, hf, tfm.")
+flags.DEFINE_list("only", ["ours", "hf", "tfm", "khub", "google"],
+                  "Implementations to run: ours, hf, tfm, khub, google.")
 flags.DEFINE_list("configs", None,
                   "Configurations to run (see CONFIGS); default: DEFAULT_CONFIGS.")
 flags.DEFINE_list("dtypes", ["fp32", "bf16"], "Compute dtypes: fp32, bf16.")
@@ -72,7 +89,8 @@ flags.DEFINE_integer("warmup_steps", 2,
                      "compilation, allocator warm-up).")
 flags.DEFINE_integer("threads", 2, "Intra-op threads of every run.")
 flags.DEFINE_bool("quick", False,
-                  "Smoke run: the small config only, one round, few steps.")
+                  "Smoke run: the small configs only (training and "
+                  "inference), one round, few steps.")
 flags.DEFINE_string("out_dir", os.path.join(BENCH_DIR, "out"),
                     "Where throughput-<date>.json is written.")
 flags.DEFINE_integer("run_timeout", 900, "Seconds before a run is killed.")
@@ -80,7 +98,13 @@ flags.DEFINE_string("worker", None,
                     "Internal: JSON spec of one run, executed in this "
                     "process (the driver starts these).")
 
-IMPLS = ("ours", "hf", "tfm")
+ALL_IMPLS = ("ours", "hf", "tfm", "khub", "google")
+# Implementations that run in an environment of their own: the folder (in
+# bench/) and the script that makes it. The others run in bench/.venv.
+PEER_ENVS = {"khub": (".venv-kerashub", "setup_kerashub_env.sh"),
+             "google": (".venv-google", "setup_google_env.sh")}
+# Google's code has no reduced precision.
+FP32_ONLY_IMPLS = ("google",)
 
 # Model sizes: layers, hidden, heads, intermediate (vocab 30522 for all).
 MODELS = {
@@ -112,8 +136,9 @@ CONFIGS = {
     "base-s128-b8-pretrain": ("base", 128, 8, True, 6, PRETRAINING),
     "small-s128-b32-pretrain": ("small", 128, 32, True, 10, PRETRAINING),
 }
-DEFAULT_CONFIGS = ["base-s128-b8-train", "base-s128-b32-infer",
-                   "base-s384-b4-train", "small-s128-b32-train"]
+# The peer comparison: BERT-Base at 128 tokens, training and inference.
+DEFAULT_CONFIGS = ["base-s128-b8-train", "base-s128-b32-infer"]
+QUICK_CONFIGS = ["small-s128-b32-train", "small-s128-b32-infer"]
 
 # The fp32 baseline that the targets of issue 6 are ratios to.
 BASELINE_IMPL = "tfm"
@@ -188,6 +213,56 @@ def flops_per_example(model, seq_length, training, head=CLASSIFIER):
   attention_factor = 12 if training else 4
   return (matmul_factor * (per_token * seq_length + per_example) +
           attention_factor * layers * seq_length * seq_length * hidden)
+
+
+def executed_flops_per_example(model, seq_length, real_length, training,
+                               head, impl, skip_padding):
+  """The FLOPs an implementation's graph actually runs for one example.
+
+  Counted as `flops_per_example` counts (matmuls only, backward twice the
+  forward), over the rows each matmul really gets. The peers run every
+  position of every layer: `flops_per_example` at `seq_length`. Ours
+  differs in two ways:
+    * with `skip_padding`, the Q, K, V, output and feed-forward matmuls of
+      every layer get the `real_length` real rows only (attention's two
+      matmuls still span all `seq_length` positions);
+    * the pooled output needs only the last layer's first position, so
+      the last layer computes keys and values of every row but queries,
+      attention output and feed-forward for that one position. The
+      classifier head reads nothing else; the pretraining heads read the
+      whole last layer as well, so they run it fully besides that pass
+      (its key and value matmuls counted twice, as the graph builds them).
+
+  Args:
+    model: dict with layers, hidden, intermediate (an entry of MODELS).
+    seq_length: int, padded length.
+    real_length: int, the example's real tokens.
+    training: bool.
+    head: CLASSIFIER or PRETRAINING.
+    impl: an entry of ALL_IMPLS.
+    skip_padding: bool, ours' skip_padding setting.
+
+  Returns:
+    int, FLOPs per example.
+  """
+  if impl != "ours":
+    return flops_per_example(model, seq_length, training, head)
+  layers, hidden = model["layers"], model["hidden"]
+  layer = encoder_layer_params(hidden, model["intermediate"])
+  projection = hidden * hidden + hidden
+  rows = real_length if skip_padding else seq_length
+  # QK^T and PV for one query over every key: 2 matmuls x 2 FLOPs x S x H.
+  attention_per_query = 4 * seq_length * hidden
+  full_layer = 2 * layer * rows + attention_per_query * seq_length
+  first_position_pass = (2 * 2 * projection * rows +
+                         2 * (layer - 2 * projection) + attention_per_query)
+  full_layers = layers if head == PRETRAINING else layers - 1
+  per_example = head_params(hidden)
+  if head == PRETRAINING:
+    per_example += MAX_PREDICTIONS_PER_SEQ * masked_lm_params(hidden)
+  forward = (full_layers * full_layer + first_position_pass +
+             2 * per_example)
+  return 3 * forward if training else forward
 
 
 # -------------------------------------------------------------- workers ----
@@ -428,7 +503,83 @@ def _tfm_step_fn(spec):
   return lambda: train_step().numpy()
 
 
-STEP_FNS = {"ours": _ours_step_fn, "hf": _hf_step_fn, "tfm": _tfm_step_fn}
+def _khub_step_fn(spec):
+  """Builds KerasHub's BERT classifier (random weights, from a config);
+  returns a step function. Runs in bench/.venv-kerashub."""
+  import keras  # pylint: disable=g-import-not-at-top
+  import keras_hub  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+  tf.config.threading.set_intra_op_parallelism_threads(spec["threads"])
+  tf.config.threading.set_inter_op_parallelism_threads(1)
+  keras.utils.set_random_seed(12345)
+  if spec["dtype"] == "bf16":
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+  model = MODELS[spec["model"]]
+  backbone = keras_hub.models.BertBackbone(
+      vocabulary_size=VOCAB_SIZE, num_layers=model["layers"],
+      num_heads=model["heads"], hidden_dim=model["hidden"],
+      intermediate_dim=model["intermediate"], max_sequence_length=512,
+      num_segments=TYPE_VOCAB_SIZE)
+  classifier = keras_hub.models.BertTextClassifier(
+      backbone, num_classes=NUM_LABELS, preprocessor=None)
+  features = _synthetic_inputs(spec["seq_length"], spec["batch_size"])
+  inputs = dict(token_ids=tf.constant(features["input_ids"]),
+                segment_ids=tf.constant(features["segment_ids"]),
+                padding_mask=tf.constant(features["input_mask"] > 0))
+  labels = tf.constant(features["label_ids"])
+  # Google's fine-tuning recipe in Keras' own AdamW: no decay of biases and
+  # LayerNorm parameters, global-norm clip 1.0.
+  optimizer = keras.optimizers.AdamW(learning_rate=2e-5, weight_decay=0.01,
+                                     epsilon=1e-6, global_clipnorm=1.0)
+  optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
+  classifier.compile(
+      optimizer=optimizer,
+      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+      jit_compile=spec["xla"])
+  if not spec["training"]:
+    return lambda: classifier.predict_on_batch(inputs)
+  return lambda: classifier.train_on_batch(inputs, labels)
+
+
+def _google_step_fn(spec):
+  """Builds Google's classifier graph (bert-tensorflow's create_model and
+  create_optimizer, through bench/google_shims.py) as ours is built;
+  returns a step function. Runs in bench/.venv-google."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from bench import google_shims  # pylint: disable=g-import-not-at-top
+
+  modeling, optimization, run_classifier = google_shims.import_google_bert()
+  model = MODELS[spec["model"]]
+  config = modeling.BertConfig(
+      vocab_size=VOCAB_SIZE, hidden_size=model["hidden"],
+      num_hidden_layers=model["layers"], num_attention_heads=model["heads"],
+      intermediate_size=model["intermediate"],
+      type_vocab_size=TYPE_VOCAB_SIZE)
+  graph = tf.Graph()
+  with graph.as_default():
+    tf.compat.v1.set_random_seed(12345)
+    features = _synthetic_inputs(spec["seq_length"], spec["batch_size"])
+    dataset = tf.data.Dataset.from_tensors(features).repeat()
+    batch = tf.compat.v1.data.make_one_shot_iterator(dataset).get_next()
+    (loss, _, logits, _) = run_classifier.create_model(
+        config, spec["training"], batch["input_ids"], batch["input_mask"],
+        batch["segment_ids"], batch["label_ids"], NUM_LABELS, False)
+    if spec["training"]:
+      fetch = optimization.create_optimizer(
+          loss, 2e-5, num_train_steps=10000, num_warmup_steps=1000,
+          use_tpu=False)
+    else:
+      fetch = logits
+    init = tf.compat.v1.global_variables_initializer()
+  session = tf.compat.v1.Session(graph=graph,
+                                 config=_ours_session_config(spec))
+  session.run(init)
+  return lambda: session.run(fetch)
+
+
+STEP_FNS = {"ours": _ours_step_fn, "hf": _hf_step_fn, "tfm": _tfm_step_fn,
+            "khub": _khub_step_fn, "google": _google_step_fn}
 
 
 def run_worker(spec):
@@ -451,7 +602,7 @@ def run_worker(spec):
     step_secs.append(time.perf_counter() - t0)
   total = sum(step_secs)
   return dict(spec, setup_sec=built - start, warmup_sec=warm - built,
-              step_secs=step_secs,
+              step_secs=step_secs, versions=_versions(),
               examples_per_sec=spec["batch_size"] * spec["steps"] / total)
 
 
@@ -504,10 +655,28 @@ def _worker_env(spec):
   env["OMP_NUM_THREADS"] = str(spec["threads"])
   # XLA compile messages are INFO logs; the driver looks for them.
   env["TF_CPP_MIN_LOG_LEVEL"] = "0"
-  if spec.get("xla") and spec["impl"] == "ours":
+  if spec.get("xla") and spec["impl"] in ("ours", "google"):
     env["TF_XLA_FLAGS"] = (env.get("TF_XLA_FLAGS", "") +
                            " --tf_xla_cpu_global_jit").strip()
+  if spec["impl"] == "khub":
+    env["KERAS_BACKEND"] = "tensorflow"
   return env
+
+
+def impl_python(impl, bench_dir=BENCH_DIR):
+  """(interpreter of `impl`'s runs, None) or (None, why it is missing).
+
+  The peers of PEER_ENVS run in their own environment's python; the others
+  in this one.
+  """
+  if impl not in PEER_ENVS:
+    return sys.executable, None
+  folder, script = PEER_ENVS[impl]
+  python = os.path.join(bench_dir, folder, "bin", "python")
+  if os.path.exists(python):
+    return python, None
+  return None, "bench/%s/bin/python not found; run: bash bench/%s" % (
+      folder, script)
 
 
 def _launch(spec):
@@ -515,8 +684,12 @@ def _launch(spec):
 
   A failed run returns the spec with "error" (the tail of its stderr).
   """
+  python, missing = impl_python(spec["impl"])
+  if missing:
+    return dict(spec, error=missing)
   cmd = bench.child_command(
-      "throughput", ["--worker=" + json.dumps(spec, sort_keys=True)])
+      "throughput", ["--worker=" + json.dumps(spec, sort_keys=True)],
+      python=python)
   try:
     proc = subprocess.run(cmd, capture_output=True, text=True,
                           env=_worker_env(spec), cwd=bench.REPO_ROOT,
@@ -553,7 +726,7 @@ def plan_runs():
     list of spec dicts (without "round").
   """
   if FLAGS.quick:
-    configs, xla, checkpointing = ["small-s128-b32-train"], [False], [False]
+    configs, xla, checkpointing = QUICK_CONFIGS, [False], [False]
     skip_padding = [True]
   else:
     configs = FLAGS.configs or DEFAULT_CONFIGS
@@ -561,7 +734,7 @@ def plan_runs():
     checkpointing = _on_off("checkpointing", FLAGS.checkpointing)
     skip_padding = _on_off("skip_padding", FLAGS.skip_padding)
   _check_choice("configs", configs, list(CONFIGS))
-  _check_choice("only", FLAGS.only, IMPLS)
+  _check_choice("only", FLAGS.only, ALL_IMPLS)
   _check_choice("dtypes", FLAGS.dtypes, ("fp32", "bf16"))
   runs = []
   for name in configs:
@@ -575,12 +748,15 @@ def plan_runs():
              if head == CLASSIFIER or impl == "ours"]
     for impl in impls:
       impl_xla = xla if impl != "hf" else [False]
-      impl_ckpt = (checkpointing if training and impl != "tfm" else [False])
+      impl_ckpt = (checkpointing if training and impl in ("ours", "hf")
+                   else [False])
       impl_skip = (skip_padding if impl == "ours" and head == CLASSIFIER
                    else [False])
+      impl_dtypes = [d for d in FLAGS.dtypes
+                     if d == "fp32" or impl not in FP32_ONLY_IMPLS]
       combos = []
       for dtype, x, c, s in itertools.product(
-          FLAGS.dtypes, sorted(set(impl_xla)), sorted(set(impl_ckpt)),
+          impl_dtypes, sorted(set(impl_xla)), sorted(set(impl_ckpt)),
           sorted(set(impl_skip))):
         combo = (dtype, x, c, s and not x)  # XLA runs never skip padding.
         if combo not in combos:
@@ -639,15 +815,22 @@ def summarize(results, peaks):
     model = MODELS[row["model"]]
     row["flops_per_example"] = flops_per_example(
         model, row["seq_length"], row["training"], row["head"])
+    lengths = synthetic_lengths(row["seq_length"], row["batch_size"])
     row["real_token_flops_per_example"] = statistics.mean(
         flops_per_example(model, length, row["training"], row["head"])
-        for length in synthetic_lengths(row["seq_length"], row["batch_size"]))
+        for length in lengths)
+    row["executed_flops_per_example"] = statistics.mean(
+        executed_flops_per_example(
+            model, row["seq_length"], length, row["training"], row["head"],
+            row["impl"], row["skip_padding"]) for length in lengths)
     if row["dtype"] in peak:
       peak_flops = peak[row["dtype"]] * 1e9
       row["mfu"] = row["median"] * row["real_token_flops_per_example"] / (
           peak_flops)
       row["mfu_all_positions"] = (row["median"] * row["flops_per_example"] /
                                   peak_flops)
+      row["mfu_executed"] = (row["median"] *
+                             row["executed_flops_per_example"] / peak_flops)
   for row in rows.values():
     base = rows.get((row["config"], BASELINE_IMPL, "fp32", False, False,
                      False))
@@ -663,27 +846,90 @@ def markdown_table(rows, peaks):
       FLAGS.threads, ", ".join("%s %.0f GFLOP/s" % (k, v)
                                for k, v in sorted(peak.items()))), "",
            "MFU counts the model FLOPs of the real tokens; MFU all: of all "
-           "positions, padding included.", "",
+           "positions, padding included; MFU run: the FLOPs the "
+           "implementation runs.", "",
            "| config | impl | dtype | XLA | ckpt | skip pad | "
-           "ex/s median (min-max) | MFU | MFU all | vs %s fp32 |" %
+           "ex/s median (min-max) | MFU | MFU all | MFU run | vs %s fp32 |" %
            BASELINE_IMPL,
-           "|---|---|---|---|---|---|---|---|---|---|"]
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
   for row in rows:
     xla = "on" if row["xla"] else "off"
     if row["xla"] and row["xla_compiled"] and not all(row["xla_compiled"]):
       xla = "on (NOT compiled)"
     if "median" not in row:
       rate = "failed: %s" % row["errors"][-1].splitlines()[-1][:80]
-      mfu = mfu_all = ratio = "-"
+      mfu = mfu_all = mfu_run = ratio = "-"
     else:
       rate = "%.2f (%.2f-%.2f)" % (row["median"], row["min"], row["max"])
-      mfu, mfu_all = ("%.0f%%" % (100 * row[key]) if key in row else "-"
-                      for key in ("mfu", "mfu_all_positions"))
+      mfu, mfu_all, mfu_run = (
+          _percent(row.get(key))
+          for key in ("mfu", "mfu_all_positions", "mfu_executed"))
       ratio = ("%.2fx" % row["vs_baseline"]) if "vs_baseline" in row else "-"
-    lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+    lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
         row["config"], row["impl"], row["dtype"], xla,
         "on" if row["checkpointing"] else "off",
-        "on" if row["skip_padding"] else "off", rate, mfu, mfu_all, ratio))
+        "on" if row["skip_padding"] else "off", rate, mfu, mfu_all, mfu_run,
+        ratio))
+  return "\n".join(lines)
+
+
+def _percent(fraction):
+  return "-" if fraction is None else "%.0f%%" % (100 * fraction)
+
+
+def _setting(row):
+  """A row's non-default settings, as a short label ("xla", "ckpt")."""
+  labels = [name for name, on in (("xla", row["xla"]),
+                                  ("ckpt", row["checkpointing"]),
+                                  ("skip pad", row["skip_padding"])) if on]
+  return ", ".join(labels)
+
+
+def fastest_by_impl(rows):
+  """{(config, dtype): {impl: the impl's fastest row}} over measured rows.
+
+  Each implementation is compared at its fastest setting (XLA or not,
+  checkpointing or not, ...) for the config and dtype.
+  """
+  best = {}
+  for row in rows:
+    if "median" not in row:
+      continue
+    group = best.setdefault((row["config"], row["dtype"]), {})
+    if row["impl"] not in group or (row["median"] >
+                                    group[row["impl"]]["median"]):
+      group[row["impl"]] = row
+  return best
+
+
+def ratio_table(rows):
+  """One markdown table: per config and dtype, every implementation's
+  fastest ex/s, ours / the fastest peer, and MFU (model FLOPs of all
+  positions / FLOPs run) of ours and of that peer."""
+  peers = [impl for impl in ALL_IMPLS if impl != "ours"]
+  lines = ["| config | mode | dtype | %s | ours / fastest peer | "
+           "MFU ours (all / run) | MFU fastest peer (all / run) |" %
+           " | ".join(["ours"] + peers),
+           "|---|---|---|%s---|---|---|" % ("---|" * (1 + len(peers)))]
+  for (config, dtype), group in fastest_by_impl(rows).items():
+    cells = []
+    for impl in ["ours"] + peers:
+      row = group.get(impl)
+      cells.append("-" if row is None else "%.2f%s" % (
+          row["median"], " (%s)" % _setting(row) if _setting(row) else ""))
+    ours = group.get("ours")
+    measured = [group[impl] for impl in peers if impl in group]
+    fastest = max(measured, key=lambda r: r["median"]) if measured else None
+    ratio = ("%.2fx vs %s" % (ours["median"] / fastest["median"],
+                              fastest["impl"])
+             if ours and fastest else "-")
+    mfus = ["-" if r is None else "%s / %s" % (
+        _percent(r.get("mfu_all_positions")), _percent(r.get("mfu_executed")))
+            for r in (ours, fastest)]
+    mode = "training" if next(iter(group.values()))["training"] else (
+        "inference")
+    lines.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+        config, mode, dtype, " | ".join(cells), ratio, mfus[0], mfus[1]))
   return "\n".join(lines)
 
 
@@ -710,7 +956,7 @@ def _versions():
   from importlib import metadata  # pylint: disable=g-import-not-at-top
   versions = {}
   for name in ("tensorflow", "tf-keras", "torch", "transformers",
-               "tf-models-official"):
+               "tf-models-official", "keras", "keras-hub", "bert-tensorflow"):
     try:
       versions[name] = metadata.version(name)
     except metadata.PackageNotFoundError:
@@ -744,6 +990,9 @@ def drive():
   rows = summarize(results, peaks)
   table = markdown_table(rows, peaks)
   print(table)
+  print()
+  print("Ours / fastest peer (each at its fastest setting):")
+  print(ratio_table(rows))
   os.makedirs(FLAGS.out_dir, exist_ok=True)
   path = os.path.join(FLAGS.out_dir, "throughput-%s.json" %
                       datetime.datetime.now().strftime("%Y%m%d-%H%M%S"))

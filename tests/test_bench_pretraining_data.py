@@ -206,3 +206,42 @@ def test_run_corpus_names_a_malformed_glue_file(tmp_path, run_script):
   # The reader's own advice names run_classifier's flag, not this script's.
   assert "--data_dir" not in lines[-1], lines
   assert not train.exists()
+
+
+def test_cut_corpus_keeps_whole_documents_that_fit(tmp_path):
+  source = tmp_path / "corpus.txt"
+  documents = ["a b c.\nd e f.\n\n", "g h.\n\n", "i j k l.\nm.\n\n"]
+  source.write_text("".join(documents))
+  cut = tmp_path / "cut.txt"
+  fits = len(documents[0]) + len(documents[1])
+  assert pretraining_data.cut_corpus(str(source), fits + 3, str(cut)) == fits
+  assert cut.read_text() == documents[0] + documents[1]
+
+
+def _record(corpus, mode, rate, workers=None, pss=1.0):
+  return dict(corpus=corpus, corpus_mb=20.0, mode=mode, num_workers=workers,
+              instances=100, seconds=100.0 / rate, instances_per_second=rate,
+              time_v_peak=1.0, tree_rss_peak=1.0, tree_pss_peak=pss)
+
+
+def test_targets_take_the_most_workers_and_give_the_scaling():
+  from absl import flags
+  from absl.testing import flagsaver
+  was_parsed = flags.FLAGS.is_parsed()
+  flags.FLAGS.mark_as_parsed()
+  records = [_record("c1", "faithful", 10.0),
+             _record("c1", "scalable", 12.0, workers=1),
+             _record("c1", "scalable", 21.0, workers=2),
+             dict(_record("c1", "scalable", 1.0, workers=4), error="killed"),
+             _record("c4", "scalable", 20.0, workers=2, pss=1.1)]
+  try:
+    with flagsaver.flagsaver(min_speedup=2.0, max_growth=0.2):
+      lines = pretraining_data.targets(records)
+  finally:
+    if not was_parsed:
+      flags.FLAGS.unparse_flags()
+  assert lines[0] == "c1 speed-up 2.10x (target >= 2.00x): met"
+  assert lines[1] == "c1 scalable scaling: 1 -> 2 processes 1.75x"
+  assert lines[2].startswith("scalable peaks c1 -> c4: tree PSS +10% "
+                             "(target within 20%: met)")
+  assert len(lines) == 3
