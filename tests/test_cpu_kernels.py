@@ -491,3 +491,63 @@ def test_same_training_step_either_way(both_kernels):
     for run in runs.values():
       moved = np.abs(run["updated/" + name] - value)
       assert np.all(moved <= largest * (1 + 1e-5)), name
+
+
+# ------------------------------------------------------- end to end
+
+
+def _run_classifier(tmp_path, precision, **environ):
+  """run_classifier.py trained for one update on the MRPC sample with a
+  tiny model, in a fresh process (the kernels are chosen as TensorFlow
+  loads) with `environ` added; returns the CompletedProcess."""
+  env = conftest.env_without_compilation_cache()
+  for name in (ONEDNN, cpu.ONEDNN_ISA_VARIABLE):
+    env.pop(name, None)
+  env.update(environ)
+  args = ["--task_name=MRPC",
+          "--data_dir=" + os.path.join(REPO_ROOT, "sample_data",
+                                       "mrpc_sample"),
+          "--vocab_file=" + os.path.join(conftest.ASSETS_DIR, "bert_vocab",
+                                         "uncased", "vocab.txt"),
+          "--bert_config_file=" + os.path.join(
+              REPO_ROOT, "sample_data", "tiny_bert_config.json"),
+          "--output_dir=" + str(tmp_path / "out"), "--max_seq_length=32",
+          "--train_batch_size=8", "--num_train_epochs=0.05", "--do_train",
+          "--precision", precision]
+  return subprocess.run([sys.executable, "run_classifier.py"] + args,
+                        cwd=REPO_ROOT, env=env, capture_output=True,
+                        text=True, timeout=900, check=False)
+
+
+@pytest.mark.slow
+def test_auto_says_what_it_chose(tmp_path):
+  result = _run_classifier(tmp_path, "auto")
+  assert result.returncode == 0, result.stderr[-3000:]
+  want = startup.resolve_precision("auto", cpu.cpu_features(), [])
+  if tf.config.list_physical_devices("GPU"):
+    want = (want[0], "GPU")
+  assert "precision=%s (auto: %s" % want in result.stderr, result.stderr
+  lines = [line for line in result.stderr.splitlines()
+           if "CPU kernels: " in line]
+  assert len(lines) == 1, result.stderr
+
+
+@pytest.mark.slow
+def test_bf16_runs_where_onednn_lacks_avx512(tmp_path):
+  """oneDNN capped at AVX2 aborts at a bfloat16 matmul; the run chooses
+  Eigen's kernels and trains."""
+  result = _run_classifier(tmp_path, "bf16",
+                           **{cpu.ONEDNN_ISA_VARIABLE: "AVX2"})
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert "CPU kernels: Eigen's (%s=0)" % ONEDNN in result.stderr
+  assert "precision=bf16" in result.stderr
+
+
+def test_users_onednn_with_bf16_without_avx512_is_refused(tmp_path):
+  result = _run_classifier(tmp_path, "bf16",
+                           **{cpu.ONEDNN_ISA_VARIABLE: "AVX2", ONEDNN: "1"})
+  assert result.returncode == 2, result.stderr[-3000:]
+  last = result.stderr.strip().splitlines()[-1]
+  assert last.startswith("run_classifier.py: error: %s=1 " % ONEDNN), last
+  assert "--precision=fp32" in last
+  assert "Traceback" not in result.stderr
