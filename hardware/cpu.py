@@ -6,8 +6,9 @@ Which one a process uses is fixed when TensorFlow loads, from the variable
 TF_ENABLE_ONEDNN_OPTS (1: oneDNN, 0: Eigen); unset, TensorFlow picks oneDNN
 only on CPUs with AVX-512-class neural-network features. So the choice has
 to be made before the first `import tensorflow`: userio/quiet_tensorflow.py
-calls `apply_kernel_settings` just before it imports TensorFlow, with the
---precision of the command line (`requested_precision`).
+asks `choose_kernels` just before it imports TensorFlow, with the
+--precision of the command line (`requested_precision`), and imports it
+inside `set_while_loading`.
 
 What `kernel_settings` decides, when the user has not set the variable:
 
@@ -15,17 +16,19 @@ What `kernel_settings` decides, when the user has not set the variable:
     2-core AMD EPYC with AVX2/FMA, BERT-Base at 128 tokens: training 2.25 to
     2.43 examples/s against 1.84 to 1.91 with Eigen, inference 7.00 against
     6.06 (float32 matmul peak 170 against 131 GFLOP/s).
-  * x86 CPU without AVX-512, bf16: Eigen. oneDNN has no bfloat16 matmul
-    below AVX-512 and aborts the process at the first one. Eigen runs bf16
-    by widening to float32 around each op, slower than fp32 there (runner/
-    startup.py says so), but bf16 still halves the activation memory, so
-    it is not refused.
+  * x86 CPU without AVX-512, bf16: Eigen. oneDNN has no bfloat16 kernels
+    below AVX-512: TensorFlow then falls back to Eigen's op by op, logging
+    an error, and where ONEDNN_MAX_CPU_ISA caps oneDNN below AVX-512 on an
+    AVX-512 CPU, TensorFlow still hands it the bfloat16 matmuls and the
+    process aborts. Eigen runs bf16 by widening to float32 around each op,
+    slower than fp32 there (runner/startup.py says so), but bf16 still
+    halves the activation memory, so it is not refused.
   * Any other CPU (with AVX-512, or too old for AVX2, or no flags to read:
     not Linux, not x86): TensorFlow's own default.
 
 A value the user gave TF_ENABLE_ONEDNN_OPTS is never changed; `conflict`
-names the one combination that cannot run (oneDNN on, bf16, no AVX-512),
-which runner/startup.py refuses before the model is built. oneDNN's own cap
+names the combination that runs badly or not at all (oneDNN on, bf16, no
+AVX-512), which runner/startup.py refuses before the model is built. oneDNN's own cap
 on the instructions it uses, ONEDNN_MAX_CPU_ISA, counts as the CPU: capped
 at an AVX2 level, oneDNN behaves as on a CPU without AVX-512.
 
@@ -36,6 +39,7 @@ This module imports nothing but the standard library, and no TensorFlow.
 """
 
 import collections
+import contextlib
 
 CPUINFO_FILE = "/proc/cpuinfo"
 # /proc/cpuinfo's names of the CPU features that give TensorFlow's oneDNN
@@ -157,9 +161,8 @@ def kernel_settings(features, precision, environ):
   if precision == "bf16":
     return KernelSettings(
         {ONEDNN_VARIABLE: "0"},
-        "CPU kernels: Eigen's (%s=0): without AVX-512 the other kernels "
-        "have no bfloat16 matmul and would abort; --precision=fp32 runs "
-        "faster on this CPU." % ONEDNN_VARIABLE)
+        "CPU kernels: Eigen's (%s=0), which run bfloat16 without AVX-512; "
+        "--precision=fp32 runs faster on this CPU." % ONEDNN_VARIABLE)
   if "avx2" in features:
     return KernelSettings(
         {ONEDNN_VARIABLE: "1"},
@@ -172,8 +175,7 @@ def kernel_settings(features, precision, environ):
 
 def conflict(features, precision, environ):
   """One line when the environment turns oneDNN on for bf16 where oneDNN
-  has no AVX-512 (it would abort at the first bfloat16 matmul); None
-  otherwise.
+  has no AVX-512 (see the module docstring); None otherwise.
 
   Args:
     features: the CPU's feature flags (cpu_features()).
@@ -185,20 +187,32 @@ def conflict(features, precision, environ):
       not _ENVIRON_BOOLEANS.get(str(value).strip().lower())):
     return None
   return ("%s=%s turns on TensorFlow's oneDNN kernels, which have no "
-          "bfloat16 matmul on a CPU without AVX-512 (or under %s below "
-          "it) and would abort the run at its first one; use "
-          "--precision=fp32 (faster on this CPU) or set %s=0." % (
+          "bfloat16 path without AVX-512 (TensorFlow falls back to Eigen's "
+          "with an error, or aborts where %s caps oneDNN below AVX-512); "
+          "use --precision=fp32 (faster on this CPU) or set %s=0." % (
               ONEDNN_VARIABLE, value, ONEDNN_ISA_VARIABLE, ONEDNN_VARIABLE))
 
 
-def apply_kernel_settings(argv, environ, cpuinfo_file=CPUINFO_FILE):
-  """Decides the CPU kernels for the command `argv` (sys.argv) and sets
-  the variables in `environ` (os.environ); call before TensorFlow loads.
+def choose_kernels(argv, environ, cpuinfo_file=CPUINFO_FILE):
+  """The KernelSettings for the command `argv` (sys.argv) in `environ`
+  (os.environ, only read) on this machine's CPU."""
+  return kernel_settings(cpu_features(cpuinfo_file),
+                         requested_precision(argv[1:]), environ)
 
-  Returns:
-    The KernelSettings applied.
+
+@contextlib.contextmanager
+def set_while_loading(settings, environ):
+  """Sets the variables of `settings` in `environ` (os.environ) for the
+  block that loads TensorFlow, and removes them after it.
+
+  TensorFlow reads them once, as it loads; the processes this one starts
+  (the scripts that reproduce.py and demo.py run, the tests' commands)
+  choose for their own command lines, and would take a variable left set
+  for the user's own.
   """
-  settings = kernel_settings(cpu_features(cpuinfo_file),
-                             requested_precision(argv[1:]), environ)
   environ.update(settings.environ)
-  return settings
+  try:
+    yield
+  finally:
+    for name in settings.environ:
+      environ.pop(name, None)

@@ -186,16 +186,16 @@ def _note_slow_precision(precision):
     logging.info("%s", note)
 
 
-def resolve_precision(precision, features, gpu_capabilities):
+def resolve_precision(precision, features, gpus):
   """--precision with auto resolved: bf16 where the hardware has a native
   bfloat16 path, else fp32.
 
   Args:
     precision: the flag's value (fp32, fp16, bf16 or auto).
     features: the CPU's feature flags (hardware/cpu.cpu_features).
-    gpu_capabilities: the (major, minor) compute capabilities of the
-      visible GPUs (empty: none); with GPUs they decide, all of them at
-      least BF16_GPU_CAPABILITY for bf16.
+    gpus: the (major, minor) compute capabilities of the visible GPUs
+      (gpu_capabilities(); empty: none); with GPUs they decide, all of them
+      at least BF16_GPU_CAPABILITY for bf16.
 
   Returns:
     (precision, reason): the precision to run with and, for auto, why it
@@ -203,16 +203,16 @@ def resolve_precision(precision, features, gpu_capabilities):
   """
   if precision != cpu.AUTO_PRECISION:
     return precision, None
-  if not gpu_capabilities:
+  if not gpus:
     return cpu.auto_precision(features)
-  lowest = min(gpu_capabilities)
+  lowest = min(gpus)
   if lowest >= BF16_GPU_CAPABILITY:
     return "bf16", "GPU compute capability %d.%d" % lowest
   return "fp32", "GPU compute capability %d.%d, below %d.%d" % (
       lowest + BF16_GPU_CAPABILITY)
 
 
-def _gpu_capabilities():
+def gpu_capabilities():
   """The (major, minor) compute capability of each visible GPU ((0, 0)
   where TensorFlow does not say)."""
   return [tuple(tf.config.experimental.get_device_details(gpu).get(
@@ -224,7 +224,7 @@ def _resolve_auto_precision(shared):
   """`shared` with --precision=auto replaced by what it resolves to here,
   and the reason kept in its auto_precision field."""
   precision, reason = resolve_precision(shared.precision, cpu.cpu_features(),
-                                        _gpu_capabilities())
+                                        gpu_capabilities())
   if reason is None:
     return shared
   return dataclasses.replace(shared, precision=precision,

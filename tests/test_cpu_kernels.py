@@ -66,7 +66,7 @@ def test_requested_precision_reads_the_command_line_as_absl(args, want):
 
 @pytest.mark.parametrize("features,precision,want", [
     # AVX2 without AVX-512: oneDNN for fp32 (faster), Eigen for bf16 (oneDNN
-    # aborts); auto is fp32 there.
+    # has no bfloat16 path there); auto is fp32 there.
     (AVX2_ONLY, "fp32", {ONEDNN: "1"}),
     (AVX2_ONLY, "auto", {ONEDNN: "1"}),
     (AVX2_ONLY, "bf16", {ONEDNN: "0"}),
@@ -99,7 +99,7 @@ def test_kernel_lines_say_why_and_how_to_change():
   fp32 = cpu.kernel_settings(AVX2_ONLY, "fp32", {}).line
   assert "faster" in fp32 and "%s=0" % ONEDNN in fp32
   bf16 = cpu.kernel_settings(AVX2_ONLY, "bf16", {}).line
-  assert "abort" in bf16 and "--precision=fp32" in bf16
+  assert "without AVX-512" in bf16 and "--precision=fp32" in bf16
 
 
 def test_onednn_isa_cap_counts_as_the_cpu():
@@ -143,16 +143,38 @@ def test_conflict(features, precision, value, refused):
   assert "--precision=fp32" in problem and "abort" in problem
 
 
-def test_apply_sets_the_environment_from_argv(tmp_path):
+def test_choice_is_set_while_tensorflow_loads_only(tmp_path):
   cpuinfo = tmp_path / "cpuinfo"
   cpuinfo.write_text("flags\t: %s\n" % " ".join(sorted(AVX2_ONLY)))
-  environ = {}
-  settings = cpu.apply_kernel_settings(["run_classifier.py", "--precision",
-                                        "bf16"], environ, str(cpuinfo))
-  assert environ == {ONEDNN: "0"} == settings.environ
+  environ = {"HOME": "/home/x"}
+  settings = cpu.choose_kernels(["run_classifier.py", "--precision", "bf16"],
+                                environ, str(cpuinfo))
+  assert settings.environ == {ONEDNN: "0"}
+  with cpu.set_while_loading(settings, environ):
+    assert environ == {"HOME": "/home/x", ONEDNN: "0"}
+  assert environ == {"HOME": "/home/x"}
   environ = {ONEDNN: "1"}
-  cpu.apply_kernel_settings(["x.py"], environ, str(cpuinfo))
+  with cpu.set_while_loading(cpu.choose_kernels(["x.py"], environ,
+                                                str(cpuinfo)), environ):
+    assert environ == {ONEDNN: "1"}
   assert environ == {ONEDNN: "1"}
+
+
+def test_the_choice_outlives_the_variable():
+  """TensorFlow reads the variable once, as it loads: removed afterwards,
+  the kernels it chose stay (here Eigen's, whatever this CPU's default)."""
+  code = ("import os; os.environ['%s'] = '0'\n"
+          "import tensorflow as tf\n"
+          "tf.config.list_physical_devices()\n"
+          "del os.environ['%s']\n"
+          "from tensorflow.python.util import _pywrap_util_port\n"
+          "print(_pywrap_util_port.IsMklEnabled())" % (ONEDNN, ONEDNN))
+  env = dict(os.environ)
+  env.pop(ONEDNN, None)
+  result = subprocess.run([sys.executable, "-c", code], env=env,
+                          capture_output=True, text=True, timeout=300,
+                          check=False)
+  assert result.stdout.strip() == "False", result.stderr[-2000:]
 
 
 # ------------------------------------------------------- --precision=auto
@@ -523,9 +545,8 @@ def _run_classifier(tmp_path, precision, **environ):
 def test_auto_says_what_it_chose(tmp_path):
   result = _run_classifier(tmp_path, "auto")
   assert result.returncode == 0, result.stderr[-3000:]
-  want = startup.resolve_precision("auto", cpu.cpu_features(), [])
-  if tf.config.list_physical_devices("GPU"):
-    want = (want[0], "GPU")
+  want = startup.resolve_precision("auto", cpu.cpu_features(),
+                                   startup.gpu_capabilities())
   assert "precision=%s (auto: %s" % want in result.stderr, result.stderr
   lines = [line for line in result.stderr.splitlines()
            if "CPU kernels: " in line]

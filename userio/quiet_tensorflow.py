@@ -103,5 +103,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 # then).
 CPU_KERNELS = None
 if "tensorflow" not in sys.modules:
-  CPU_KERNELS = cpu.apply_kernel_settings(sys.argv, os.environ)
-  _import_tensorflow()
+  CPU_KERNELS = cpu.choose_kernels(sys.argv, os.environ)
+  with cpu.set_while_loading(CPU_KERNELS, os.environ):
+    _import_tensorflow()
