@@ -28,12 +28,13 @@ What `kernel_settings` decides, when the user has not set the variable:
 
 A value the user gave TF_ENABLE_ONEDNN_OPTS is never changed; `conflict`
 names the combination that runs badly or not at all (oneDNN on, bf16, no
-AVX-512), which runner/startup.py refuses before the model is built. oneDNN's own cap
-on the instructions it uses, ONEDNN_MAX_CPU_ISA, counts as the CPU: capped
-at an AVX2 level, oneDNN behaves as on a CPU without AVX-512.
+AVX-512), which runner/startup.py refuses before the model is built.
+oneDNN's own cap on the instructions it uses, ONEDNN_MAX_CPU_ISA, counts as
+the CPU: capped at an AVX2 level, oneDNN behaves as on a CPU without
+AVX-512.
 
-The thread pools keep TensorFlow's defaults (one intra-op thread per core):
-nothing here was measured to beat them.
+The thread pools keep TensorFlow's defaults: no other setting was measured
+to beat them.
 
 This module imports nothing but the standard library, and no TensorFlow.
 """

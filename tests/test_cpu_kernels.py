@@ -314,11 +314,12 @@ def _add(a, ea, b, eb):
 
 
 def _gelu(x, ex):
+  """GELU (tanh form): the input's error times the slope, and the rounding
+  of 1 + tanh, a few u of |x|."""
+  gelu = test_modeling._np_gelu  # pylint: disable=protected-access
   step = 1e-4
-  slope = np.abs(test_modeling._np_gelu(x + step) -  # pylint: disable=protected-access
-                 test_modeling._np_gelu(x - step)) / (2 * step)  # pylint: disable=protected-access
-  return (test_modeling._np_gelu(x),  # pylint: disable=protected-access
-          slope * ex + 10 * U * np.abs(x))
+  slope = np.abs(gelu(x + step) - gelu(x - step)) / (2 * step)
+  return gelu(x), slope * ex + 10 * U * np.abs(x)
 
 
 def _heads(t, heads):
@@ -426,7 +427,8 @@ def _small_model():
   """The config, float32 weights and loss weights r [2, hidden] of the
   check."""
   cfg = test_modeling._tiny_config(**SMALL)  # pylint: disable=protected-access
-  weights = test_modeling._random_weights(cfg, seed=5)  # pylint: disable=protected-access
+  weights = test_modeling._random_weights(  # pylint: disable=protected-access
+      cfg, seed=5)
   for name in weights:
     if name.endswith("kernel"):
       weights[name] *= KERNEL_SCALE
