@@ -23,6 +23,7 @@ from typing import FrozenSet, Optional, Tuple
 from absl import flags
 
 from engine import optimizer_names
+from hardware import cpu
 from runner import memory_model
 
 DISTRIBUTIONS = ("none", "mirrored", "multi_worker")
@@ -172,10 +173,13 @@ def define_tpu_flags(fv=flags.FLAGS):
 def define_memory_flags(fv=flags.FLAGS):
   """--precision, --gradient_checkpointing, --micro_batch_size, ..."""
   flags.DEFINE_enum(
-      "precision", "fp32", list(memory_model.PRECISIONS),
+      "precision", cpu.DEFAULT_PRECISION,
+      list(memory_model.PRECISIONS) + [cpu.AUTO_PRECISION],
       "Activation precision: fp32, or fp16 / bf16 (half the activation "
       "memory; weights, optimizer state and checkpoints stay float32). fp16 "
-      "uses dynamic loss scaling.", flag_values=fv)
+      "uses dynamic loss scaling. auto: bf16 where the hardware computes it "
+      "natively (CPU with AVX512_BF16 or AMX, GPU of compute capability "
+      "8.0+), else fp32.", flag_values=fv)
   flags.DEFINE_bool(
       "gradient_checkpointing", False,
       "Recompute each transformer layer in the backward pass instead of "
@@ -283,7 +287,10 @@ class SharedFlags:
     changed_compatibility_flags: tuple of "--name=value" for the flags of
       COMPATIBILITY_FLAGS the command line changed from their defaults
       (accepted, without effect).
-    precision: one of memory_model.PRECISIONS.
+    precision: one of memory_model.PRECISIONS, or "auto" until
+      runner/startup.py's `start` resolves it.
+    auto_precision: why `start` resolved --precision=auto as it did (e.g.
+      "AVX512_BF16"); None when the flag was not auto.
     gradient_checkpointing: bool, the flag's value; see
       `explicit_gradient_checkpointing`.
     micro_batch_size: str as typed: "", an integer or "auto".
@@ -322,6 +329,7 @@ class SharedFlags:
   tpu_name: Optional[str] = None
   changed_compatibility_flags: Tuple[str, ...] = ()
   precision: Optional[str] = None
+  auto_precision: Optional[str] = None
   gradient_checkpointing: Optional[bool] = None
   micro_batch_size: Optional[str] = None
   device_memory_gb: Optional[float] = None
@@ -350,7 +358,8 @@ class SharedFlags:
 # The fields of SharedFlags that hold a flag of the same name.
 _VALUE_FIELDS = tuple(
     field.name for field in dataclasses.fields(SharedFlags)
-    if field.name not in ("changed_compatibility_flags", "defined", "given"))
+    if field.name not in ("changed_compatibility_flags", "auto_precision",
+                          "defined", "given"))
 
 
 def read(flag_values=flags.FLAGS):

@@ -57,6 +57,8 @@ from checkpoints import run_info
 from tasks import text_pair
 from engine import tf_internals
 import tokenization
+from hardware import cpu
+from userio import quiet_tensorflow
 from userio import verbosity
 
 
@@ -158,36 +160,20 @@ def _check_training_values(shared):
 # the --log_step_count_steps updates: an update of a large model on a CPU
 # takes seconds, and a hundred of them would pass without a line.
 TRAINING_PROGRESS_SECS = 30.0
-# /proc/cpuinfo's names of the CPU features that give TensorFlow's oneDNN
-# kernels a fast bfloat16 path (AVX-512 BF16, or AMX's tile unit); without
-# them bf16 is converted to float32 and back around every op.
-BF16_CPU_FEATURES = ("avx512_bf16", "amx_bf16")
-CPUINFO_FILE = "/proc/cpuinfo"
-
-
-def cpu_features(cpuinfo_file=CPUINFO_FILE):
-  """The feature flags of the first CPU listed in `cpuinfo_file` (a set;
-  empty where the file is missing or lists none, e.g. off Linux)."""
-  try:
-    with open(cpuinfo_file, encoding="utf-8", errors="replace") as f:
-      for line in f:
-        name, _, value = line.partition(":")
-        if name.strip() == "flags":
-          return set(value.split())
-  except OSError:
-    pass
-  return set()
+# The compute capability from which a GPU has bfloat16 tensor cores
+# (Ampere); --precision=auto picks bf16 there.
+BF16_GPU_CAPABILITY = (8, 0)
 
 
 def precision_note(precision, features):
   """One line when --precision has no fast path on a CPU with `features`
-  (cpu_features), naming the faster precision; None otherwise (fp32 is
-  always fast; fp16 on a CPU is refused by `check_flags`)."""
-  if precision == "bf16" and not features & set(BF16_CPU_FEATURES):
+  (hardware/cpu.cpu_features), naming the faster precision; None otherwise
+  (fp32 is always fast; fp16 on a CPU is refused by `check_flags`)."""
+  if precision == "bf16" and not cpu.native_bf16_features(features):
     return ("Note: this CPU has no fast bfloat16 path (no AVX512_BF16 or "
             "AMX in %s), so --precision=bf16 runs slower here than "
             "--precision=fp32, which would be faster; bf16 still halves the "
-            "activation memory." % CPUINFO_FILE)
+            "activation memory." % cpu.CPUINFO_FILE)
   return None
 
 
@@ -195,9 +181,71 @@ def _note_slow_precision(precision):
   """Logs `precision_note` for a run on the CPU (no GPU visible)."""
   if precision != "bf16" or tf.config.list_physical_devices("GPU"):
     return
-  note = precision_note(precision, cpu_features())
+  note = precision_note(precision, cpu.cpu_features())
   if note:
     logging.info("%s", note)
+
+
+def resolve_precision(precision, features, gpus):
+  """--precision with auto resolved: bf16 where the hardware has a native
+  bfloat16 path, else fp32.
+
+  Args:
+    precision: the flag's value (fp32, fp16, bf16 or auto).
+    features: the CPU's feature flags (hardware/cpu.cpu_features).
+    gpus: the (major, minor) compute capabilities of the visible GPUs
+      (gpu_capabilities(); empty: none); with GPUs they decide, all of them
+      at least BF16_GPU_CAPABILITY for bf16.
+
+  Returns:
+    (precision, reason): the precision to run with and, for auto, why it
+    was chosen (e.g. "AVX512_BF16"); reason is None for the other values.
+  """
+  if precision != cpu.AUTO_PRECISION:
+    return precision, None
+  if not gpus:
+    return cpu.auto_precision(features)
+  lowest = min(gpus)
+  if lowest >= BF16_GPU_CAPABILITY:
+    return "bf16", "GPU compute capability %d.%d" % lowest
+  return "fp32", "GPU compute capability %d.%d, below %d.%d" % (
+      lowest + BF16_GPU_CAPABILITY)
+
+
+def gpu_capabilities():
+  """The (major, minor) compute capability of each visible GPU ((0, 0)
+  where TensorFlow does not say)."""
+  return [tuple(tf.config.experimental.get_device_details(gpu).get(
+      "compute_capability") or (0, 0))
+          for gpu in tf.config.list_physical_devices("GPU")]
+
+
+def _resolve_auto_precision(shared):
+  """`shared` with --precision=auto replaced by what it resolves to here,
+  and the reason kept in its auto_precision field."""
+  precision, reason = resolve_precision(shared.precision, cpu.cpu_features(),
+                                        gpu_capabilities())
+  if reason is None:
+    return shared
+  return dataclasses.replace(shared, precision=precision,
+                             auto_precision=reason)
+
+
+def _check_cpu_kernels(precision):
+  """Refuses bf16 where the environment turned on CPU kernels that abort
+  on it (hardware/cpu.conflict); a run on GPUs is not concerned."""
+  if precision != "bf16" or tf.config.list_physical_devices("GPU"):
+    return
+  problem = cpu.conflict(cpu.cpu_features(), precision, os.environ)
+  if problem:
+    raise cli.UserError(problem)
+
+
+def _log_cpu_kernels():
+  """Logs the line of the CPU kernels this process loaded TensorFlow with
+  (userio/quiet_tensorflow.py), when it chose them."""
+  if quiet_tensorflow.CPU_KERNELS is not None:
+    logging.info("%s", quiet_tensorflow.CPU_KERNELS.line)
 
 
 def _check_precision(precision):
@@ -463,6 +511,8 @@ def start(shared, *, do_train,
   """
   verbosity.start_logging()
   check_flags(shared, do_train=do_train, min_seq_length=min_seq_length)
+  shared = _resolve_auto_precision(shared)
+  _check_cpu_kernels(shared.precision)
   _note_slow_precision(shared.precision)
   shared = use_hf_init_checkpoint(shared, shared.output_dir)
   check_required_files(shared, do_train, vocab_required)
@@ -662,6 +712,7 @@ def set_up(shared, bert_config, *, do_train, record=None, step_memory=None,
   run_config = make_run_config(shared, memory, distribution, oom_message_fn)
   for line in settings_lines(shared, bert_config, memory, do_train=do_train):
     logging.info("%s", line)
+  _log_cpu_kernels()
   if do_train and record is not None:
     run_info.write(output_dir, record, shared.bert_config_file,
                    shared.vocab_file, shared.spm_model_file)
@@ -688,6 +739,8 @@ def settings_lines(shared, bert_config, memory, *, do_train):
       bert_config.hidden_size, weights)]
   settings = "Settings: max_seq_length=%s, precision=%s" % (
       shared.max_seq_length, memory.precision)
+  if shared.auto_precision:
+    settings += " (auto: %s)" % shared.auto_precision
   if do_train and shared.train_batch_size is not None:
     settings += ", train_batch_size=%d (%d micro-batch%s of %d per update)" % (
         shared.train_batch_size, memory.num_accumulation_steps,

@@ -252,15 +252,6 @@ def test_precision_note(precision, features, faster):
     assert "--precision=%s, which would be faster" % faster in note
 
 
-def test_cpu_features_reads_the_flags_line(tmp_path):
-  cpuinfo = tmp_path / "cpuinfo"
-  cpuinfo.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\n"
-                     "flags\t\t: fpu avx avx2 fma\n\nprocessor\t: 1\n"
-                     "flags\t\t: fpu avx avx2 fma\n")
-  assert startup.cpu_features(str(cpuinfo)) == {"fpu", "avx", "avx2", "fma"}
-  assert startup.cpu_features(str(tmp_path / "missing")) == set()
-
-
 # ------------------------------------------------------- SQuAD windows
 
 

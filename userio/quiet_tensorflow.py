@@ -33,6 +33,10 @@ Two mechanisms, each for what it can silence without hiding real problems:
     line (a notice that kernels may round differently, printed by every
     import on x86) is written before the log level is read too.
 
+Before the import, hardware/cpu.py chooses TensorFlow's CPU kernels, which
+TensorFlow fixes as it loads, from the CPU's features and the command
+line's --precision (`CPU_KERNELS` keeps the decision for the run's log).
+
 TensorFlow's Python logger also gets a handler of its own when it is
 imported before absl's logging is set up, so each of its lines came out
 twice (once in Python's format, once in absl's); that handler is removed
@@ -46,6 +50,7 @@ import re
 import sys
 import tempfile
 
+from hardware import cpu
 from userio import verbosity
 
 _NO_DRIVER = re.compile(r"cudart_stub\.cc:\d+\] Could not find cuda drivers")
@@ -93,5 +98,11 @@ def _import_tensorflow():
 
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+# The hardware/cpu.KernelSettings this process loaded TensorFlow with; None
+# where TensorFlow was loaded before this module (its kernels were chosen
+# then).
+CPU_KERNELS = None
 if "tensorflow" not in sys.modules:
-  _import_tensorflow()
+  CPU_KERNELS = cpu.choose_kernels(sys.argv, os.environ)
+  with cpu.set_while_loading(CPU_KERNELS, os.environ):
+    _import_tensorflow()
