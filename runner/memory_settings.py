@@ -336,7 +336,7 @@ def _auto(model, request, device, replicas):
   _check_auto(request.num_accumulation_steps, device,
               request.device_memory_gb, replicas)
   # An explicit --nogradient_checkpointing is honoured; otherwise the planner
-  # turns checkpointing on when nothing fits without it.
+  # turns checkpointing on when its plan is predicted faster.
   allow_checkpointing = request.gradient_checkpointing is not False
   memory = _replica_memory(device, replicas)
   found = plan_for_replicas(model, request.train_batch_size, replicas,
