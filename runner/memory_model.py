@@ -23,19 +23,24 @@ A setting fits when its estimate, with `SAFETY_MARGIN` added to everything
 but the workspace, is at most the device's memory (`planned_bytes`).
 
 Among the plans that fit, `plan` takes the one with the lowest predicted
-time per update (`update_time`). Planned, not measured on a GPU: the model
-and its constants are assumptions, stated here and in docs/memory.md.
+time per update (`update_time`) on a kind of device, `GPU` (the default) or
+`CPU`. Planned, not measured on a GPU: the model and its constants are
+assumptions, stated here and in docs/memory.md.
 
-* A step's time is its FLOPs over the throughput the GPU reaches at that
-  micro-batch. Throughput saturates with the tokens n of a micro-batch
+* A step's time is its FLOPs over the throughput the device reaches at
+  that micro-batch. Throughput saturates with the tokens n of a micro-batch
   (micro-batch x sequences per example x sequence length) as
-  u(n) = n / (n + HALF_THROUGHPUT_TOKENS), so the time per example is
-  proportional to 1 / u(n) = 1 + HALF_THROUGHPUT_TOKENS / n: a micro-batch
-  of few tokens leaves most of the GPU idle.
-* HALF_THROUGHPUT_TOKENS is assumed, not measured: a V100/A100-class GPU is
-  taken to reach 80% of its training throughput at a micro-batch of 8
-  examples of 512 tokens (4,096 tokens), u = 0.8, which gives
+  u(n) = n / (n + n_half), n_half = HALF_THROUGHPUT_TOKENS[device], so the
+  time per example is proportional to 1 / u(n) = 1 + n_half / n: on a GPU
+  a micro-batch of few tokens leaves most of the device idle.
+* HALF_THROUGHPUT_TOKENS[GPU] is assumed, not measured: a V100/A100-class
+  GPU is taken to reach 80% of its training throughput at a micro-batch of
+  8 examples of 512 tokens (4,096 tokens), u = 0.8, which gives
   n_half = 4096 x 0.2 / 0.8 = 1,024 tokens.
+* HALF_THROUGHPUT_TOKENS[CPU] is 0: a CPU's few cores are kept busy by the
+  matmuls of a single example, so a micro-batch's size does not change the
+  time per example (u = 1), and no micro-batch is too small. On a CPU the
+  planner turns checkpointing on only when nothing fits without it.
 * A training step is a forward pass and a backward pass of about twice the
   forward's FLOPs (one matmul for the activations' gradients and one for the
   weights' for each forward matmul): 3 forward passes. Gradient
@@ -51,7 +56,8 @@ and its constants are assumptions, stated here and in docs/memory.md.
   weighs only their micro-batches.
 
 `update_time` is relative: the plan's time over that of the same examples
-on a fully busy GPU without recomputation (1.0, which no plan reaches).
+on a fully busy device without recomputation (1.0, which on a GPU no plan
+reaches).
 
 `BertMemory` is one model's estimate and plan as a run's memory settings
 (runner/memory_settings.py) ask for them; this module calls nothing there.
@@ -83,9 +89,14 @@ ACCUMULATION_BYTES = 4
 # the allocator peaks measured on CPU (`CPU_MEASURED`).
 SAFETY_MARGIN = 0.125
 
-# Tokens per micro-batch at which a GPU is assumed to reach half its
-# throughput (see the module docstring: 80% at 8 x 512 tokens).
-HALF_THROUGHPUT_TOKENS = 1024
+# The kinds of device the time model knows (module docstring).
+GPU = "gpu"
+CPU = "cpu"
+
+# Tokens per micro-batch at which a device is assumed to reach half its
+# throughput, per kind (module docstring): a GPU 80% at 8 x 512 tokens; a
+# CPU is busy at any micro-batch.
+HALF_THROUGHPUT_TOKENS = {GPU: 1024, CPU: 0}
 
 # Gradient checkpointing's step time over a plain step: a step is forward +
 # backward = 3 forward passes; recomputation adds one (module docstring).
@@ -407,20 +418,22 @@ def max_micro_batch(config, seq_length, memory_bytes, precision="fp32",
   return max(0, int((memory_bytes - fixed) // per_example))
 
 
-def update_time(found, seq_length, sequences_per_example=1):
-  """Predicted time of one update with Plan `found`, relative to the same
-  examples on a fully busy GPU without recomputation (module docstring).
+def update_time(found, seq_length, sequences_per_example=1, device=GPU):
+  """Predicted time of one update with Plan `found` on a `device` (GPU or
+  CPU), relative to the same examples on that device fully busy without
+  recomputation (module docstring).
 
-  Per example the time is 1 + HALF_THROUGHPUT_TOKENS / n for the n tokens
-  of a micro-batch, times CHECKPOINTING_TIME_FACTOR with checkpointing; the
-  batch size cancels, as every plan of a batch updates on the same examples.
+  Per example the time is 1 + HALF_THROUGHPUT_TOKENS[device] / n for the n
+  tokens of a micro-batch, times CHECKPOINTING_TIME_FACTOR with
+  checkpointing; the batch size cancels, as every plan of a batch updates on
+  the same examples.
   """
   tokens = found.micro_batch * sequences_per_example * seq_length
   if tokens < 1:
     raise ValueError("A plan needs a micro-batch of at least one example of "
                      "at least one token; got %d x %d tokens." %
                      (found.micro_batch, seq_length))
-  time = 1 + HALF_THROUGHPUT_TOKENS / tokens
+  time = 1 + HALF_THROUGHPUT_TOKENS[device] / tokens
   if found.gradient_checkpointing:
     time *= CHECKPOINTING_TIME_FACTOR
   return time
@@ -470,11 +483,12 @@ def candidates(config, seq_length, train_batch_size, memory_bytes,
           for checkpointing in checkpointing_options]
 
 
-def fastest(found_plans, seq_length, sequences_per_example=1):
+def fastest(found_plans, seq_length, sequences_per_example=1, device=GPU):
   """The plan of `found_plans` (Plans or None, in order of preference) with
-  the lowest `update_time`; on a tie the one without checkpointing, then
-  with fewer accumulation steps, then the earlier. None if all are None."""
-  ranked = [((update_time(found, seq_length, sequences_per_example),
+  the lowest `update_time` on `device`; on a tie the one without
+  checkpointing, then with fewer accumulation steps, then the earlier. None
+  if all are None."""
+  ranked = [((update_time(found, seq_length, sequences_per_example, device),
               found.gradient_checkpointing, found.accumulation_steps, order),
              found)
             for order, found in enumerate(found_plans) if found]
@@ -486,12 +500,13 @@ def fastest(found_plans, seq_length, sequences_per_example=1):
 def plan(config, seq_length, train_batch_size, memory_bytes,
          precisions=("fp32",), allow_checkpointing=True, optimizer="adamw",
          calibration=None, max_predictions_per_seq=0,
-         sequences_per_example=1, margin=SAFETY_MARGIN):
+         sequences_per_example=1, margin=SAFETY_MARGIN, device=GPU):
   """Micro-batch x accumulation steps for `train_batch_size` examples/update.
 
   Of the settings (each precision, with and without checkpointing) the
-  plan takes the one predicted fastest (`update_time`, ties as `fastest`
-  breaks them), each at the largest micro-batch whose `planned_bytes` fit
+  plan takes the one predicted fastest on `device` (`update_time`, ties as
+  `fastest` breaks them; on a CPU checkpointing only when nothing fits
+  without it), each at the largest micro-batch whose `planned_bytes` fit
   `memory_bytes` and that divides the batch. `max_predictions_per_seq` > 0
   plans for pretraining's heads, `sequences_per_example` > 1 for examples of
   several sequences (see `estimate_bytes`).
@@ -505,7 +520,8 @@ def plan(config, seq_length, train_batch_size, memory_bytes,
   found = candidates(config, seq_length, train_batch_size, memory_bytes,
                      precisions, options, optimizer, calibration,
                      max_predictions_per_seq, sequences_per_example, margin)
-  return fastest([f for _, f in found], seq_length, sequences_per_example)
+  return fastest([f for _, f in found], seq_length, sequences_per_example,
+                 device)
 
 
 def _precision_columns(precisions):
@@ -621,11 +637,12 @@ def _plan_lines(config, seq_lengths, memory_bytes, precisions,
   """`format_table`'s plans: a table of every setting's fastest plan with
   its time per update, then the picked plan per length."""
   chosen = [p for p, _ in _precision_columns(precisions)]
-  lines = ["", "Plans for train_batch_size=%d: micro-batch x accumulation "
-           "steps: predicted time / update, relative to the same examples "
-           "on a fully busy GPU without recomputation (planned, not "
-           "measured on a GPU; \"-\": nothing fits):" % train_batch_size,
-           ""] + rule
+  lines = ["", "Plans for train_batch_size=%d with the GPU time model "
+           "(half the throughput at %d tokens per micro-batch): micro-batch "
+           "x accumulation steps: predicted time / update, relative to the "
+           "same examples on a fully busy GPU without recomputation "
+           "(planned, not measured on a GPU; \"-\": nothing fits):" % (
+               train_batch_size, HALF_THROUGHPUT_TOKENS[GPU]), ""] + rule
   picks = []
   for seq_length in seq_lengths:
     settings = candidates(config, seq_length, train_batch_size,
@@ -650,7 +667,7 @@ class BertMemory(object):
   heads (run_pretraining.py). An example is `sequences_per_example`
   sequences (run_swag.py: one per choice), so a micro-batch of N examples
   holds the activations of N times that many. A script whose model needs
-  other memory passes an object with the same three methods instead.
+  other memory passes an object with the same four methods instead.
   """
 
   def __init__(self, bert_config, seq_length, optimizer="adamw",
@@ -687,12 +704,20 @@ class BertMemory(object):
         max_predictions_per_seq=self.max_predictions_per_seq,
         sequences_per_example=self.sequences_per_example)["total"]
 
-  def plan(self, batch_size, memory_bytes, precision, allow_checkpointing):
+  def plan(self, batch_size, memory_bytes, precision, allow_checkpointing,
+           device=GPU):
     """Plan for `batch_size` examples per update on one replica with
-    `memory_bytes`, or None when not even one example fits."""
+    `memory_bytes`, the one predicted fastest on `device` (GPU or CPU), or
+    None when not even one example fits."""
     return plan(
         self.bert_config, self.seq_length, batch_size, memory_bytes,
         precisions=(precision,), allow_checkpointing=allow_checkpointing,
         optimizer=self.optimizer,
         max_predictions_per_seq=self.max_predictions_per_seq,
-        sequences_per_example=self.sequences_per_example)
+        sequences_per_example=self.sequences_per_example, device=device)
+
+  def fastest(self, found_plans, device=GPU):
+    """`fastest` of one replica's Plans (or None) on `device`: how the
+    planner ranks plans, for advice that weighs several."""
+    return fastest(found_plans, self.seq_length, self.sequences_per_example,
+                   device)

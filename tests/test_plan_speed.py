@@ -142,3 +142,55 @@ def test_table_shows_each_plan_with_its_time_and_the_pick():
           "accumulation steps (fp32, gradient checkpointing), time / update "
           "1.56, the lowest of the plans that fit (best without "
           "checkpointing: 1 x 32, 3.67)") in lines
+
+
+# ------------------------------------------------------------- on a CPU
+
+
+def test_on_a_cpu_the_micro_batch_does_not_change_the_time():
+  # The CPU model: no utilization penalty, u(n) = 1 at every micro-batch,
+  # so 1 per example, and 4/3 with the recomputed forward pass.
+  assert mp.HALF_THROUGHPUT_TOKENS[mp.CPU] == 0
+  for micro in (1, 2, 16, 32):
+    for seq_length in (128, 512):
+      found = mp.Plan(micro, 32 // micro, "fp32", False)
+      assert mp.update_time(found, seq_length, device=mp.CPU) == 1
+      assert mp.update_time(found._replace(gradient_checkpointing=True),
+                            seq_length, device=mp.CPU) == pytest.approx(4 / 3)
+
+
+def test_a_cpu_plan_with_room_does_not_checkpoint():
+  # Large at 384 on 16 GiB: one example fits without checkpointing. A GPU
+  # checkpoints at 16 x 2 (1.56 against 3.67, above); on a CPU every plan
+  # without recomputation takes 1 and checkpointing 4/3, so 1 x 32 wins.
+  on_cpu = mp.plan(mp.BERT_LARGE, 384, 32, GIB16, device=mp.CPU)
+  assert on_cpu == mp.Plan(1, 32, "fp32", False)
+  on_gpu = mp.plan(mp.BERT_LARGE, 384, 32, GIB16, device=mp.GPU)
+  assert on_gpu == mp.Plan(16, 2, "fp32", True)
+  assert on_gpu == mp.plan(mp.BERT_LARGE, 384, 32, GIB16)
+  assert _stated_time(16, 384, True) < _stated_time(1, 384, False)
+  # Base at 128 on 12 GiB, no checkpointing on either: on a CPU the same
+  # largest micro-batch (ties go to fewer accumulation steps).
+  assert mp.plan(mp.BERT_BASE, 128, 32, GIB12, device=mp.CPU) == mp.Plan(
+      16, 2, "fp32", False)
+
+
+def test_a_cpu_checkpoints_only_when_nothing_fits_without_it():
+  # Large at 512 on 12 GiB: nothing fits without checkpointing (Google's
+  # README), so the CPU plan checkpoints, at the largest micro-batch that
+  # fits and divides the batch.
+  assert mp.plan(mp.BERT_LARGE, 512, 32, GIB12,
+                 allow_checkpointing=False, device=mp.CPU) is None
+  found = mp.plan(mp.BERT_LARGE, 512, 32, GIB12, device=mp.CPU)
+  largest = mp.max_micro_batch(mp.BERT_LARGE, 512, GIB12, "fp32", True,
+                               num_accumulation_steps=2)
+  assert found.gradient_checkpointing and found.micro_batch >= 1
+  assert found.micro_batch == max(d for d in range(1, largest + 1)
+                                  if 32 % d == 0)
+
+
+def test_the_table_names_the_gpu_time_model():
+  table = mp.format_table(mp.BERT_BASE, [128], GIB12, precisions=("fp32",),
+                          train_batch_size=32)
+  assert ("Plans for train_batch_size=32 with the GPU time model (half the "
+          "throughput at 1024 tokens per micro-batch)") in table
