@@ -8,8 +8,9 @@ and the accumulation steps for a batch.
 
 prints one table row per sequence length (add --max_predictions_per_seq=20
 to plan for pretraining's heads at 128 tokens, 80 at 512), then each
-setting's plan for the batch with its predicted time per update, and the
-plan picked: the one predicted fastest. The estimates and predictions are
+setting's plan for the batch with its predicted time per update by the GPU
+time model (the output names it), and the plan picked: the one predicted
+fastest. The estimates and predictions are
 runner/memory_model.py's; docs/memory.md states its terms, how they were
 fitted and the assumptions of the time model.
 """

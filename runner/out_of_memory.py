@@ -118,7 +118,7 @@ def _changed_flags(found, settings):
 
 def _fitting_flags(model, settings, train_batch_size, budget):
   """Advice: the plan for `budget` bytes per replica at this precision, and
-  the one in bf16 when the planner predicts it faster."""
+  the one in bf16 when the planner ranks it first (memory_model.fastest)."""
   def plan_for(precision):
     return memory_settings.plan_for_replicas(
         model, train_batch_size, settings.replicas, budget, precision,
