@@ -7,9 +7,12 @@ and the accumulation steps for a batch.
         --train_batch_size=32 --precision=all --gradient_checkpointing=auto
 
 prints one table row per sequence length (add --max_predictions_per_seq=20
-to plan for pretraining's heads at 128 tokens, 80 at 512). The estimates
-are runner/memory_model.py's; docs/memory.md states its terms and how they
-were fitted.
+to plan for pretraining's heads at 128 tokens, 80 at 512), then each
+setting's plan for the batch with its predicted time per update by the GPU
+time model (the output names it), and the plan picked: the one predicted
+fastest. The estimates and predictions are
+runner/memory_model.py's; docs/memory.md states its terms, how they were
+fitted and the assumptions of the time model.
 """
 
 import math
@@ -45,7 +48,8 @@ def define_flags():
   flags.DEFINE_enum("precision", "all", list(memory_model.PRECISIONS) + ["all"],
                     "Activation precision; fp16 and bf16 have the same size.")
   flags.DEFINE_enum("gradient_checkpointing", "auto", ["auto", "true", "false"],
-                    "auto: show both and use checkpointing only when needed.")
+                    "auto: show both and plan with checkpointing when it is "
+                    "predicted faster.")
   flags.DEFINE_enum("optimizer", "adamw", list(optimizer_names.OPTIMIZERS),
                     "The optimizer (both keep two slots per parameter).")
   flags.DEFINE_integer(

@@ -18,6 +18,47 @@ accumulators, per-example activations, pretraining's masked-LM head, a
 fixed workspace) scaled by the factors of a `Calibration`: the default one is
 fitted to Google's table, `CPU_MEASURED` to allocator peaks measured on CPU.
 docs/memory.md states every term and how the factors were fitted.
+
+A setting fits when its estimate, with `SAFETY_MARGIN` added to everything
+but the workspace, is at most the device's memory (`planned_bytes`).
+
+Among the plans that fit, `plan` takes the one with the lowest predicted
+time per update (`update_time`) on a kind of device, `GPU` (the default) or
+`CPU`. Planned, not measured on a GPU: the model and its constants are
+assumptions, stated here and in docs/memory.md.
+
+* A step's time is its FLOPs over the throughput the device reaches at
+  that micro-batch. Throughput saturates with the tokens n of a micro-batch
+  (micro-batch x sequences per example x sequence length) as
+  u(n) = n / (n + n_half), n_half = HALF_THROUGHPUT_TOKENS[device], so the
+  time per example is proportional to 1 / u(n) = 1 + n_half / n: on a GPU
+  a micro-batch of few tokens leaves most of the device idle.
+* HALF_THROUGHPUT_TOKENS[GPU] is assumed, not measured: a V100/A100-class
+  GPU is taken to reach 80% of its training throughput at a micro-batch of
+  8 examples of 512 tokens (4,096 tokens), u = 0.8, which gives
+  n_half = 4096 x 0.2 / 0.8 = 1,024 tokens.
+* HALF_THROUGHPUT_TOKENS[CPU] is 0: a CPU's few cores are kept busy by the
+  matmuls of a single example, so a micro-batch's size does not change the
+  time per example (u = 1), and no micro-batch is too small. On a CPU the
+  planner turns checkpointing on only when nothing fits without it.
+* A training step is a forward pass and a backward pass of about twice the
+  forward's FLOPs (one matmul for the activations' gradients and one for the
+  weights' for each forward matmul): 3 forward passes. Gradient
+  checkpointing computes the forward once more: 4 forward passes, 4/3 of
+  the step (CHECKPOINTING_TIME_FACTOR). This code recomputes a little less
+  (the last layer and each layer's output matmul are not recomputed), so
+  the factor errs against checkpointing.
+* Accumulation adds the gradients into their accumulators once per
+  micro-batch, a fixed cost per step that the saturating curve stands for;
+  the optimizer's update runs once per update whatever the plan.
+* Precision does not enter: fp16/bf16 matmuls run faster on GPUs with
+  tensor cores, which the model does not credit; between precisions it
+  weighs only their micro-batches.
+
+`update_time` is relative: the plan's time over that of the same examples
+on a fully busy device without recomputation (1.0, which on a GPU no plan
+reaches).
+
 `BertMemory` is one model's estimate and plan as a run's memory settings
 (runner/memory_settings.py) ask for them; this module calls nothing there.
 """
@@ -38,6 +79,28 @@ CLIPPED_GRADIENT_BYTES = 4
 SLOT_BYTES = 2 * 4
 UPDATE_TEMPORARY_BYTES = 4
 ACCUMULATION_BYTES = 4
+
+# The planner adds this fraction to the estimate of everything but the
+# workspace before comparing it with a device's memory. The default
+# calibration's estimate of BERT-Large at 384 tokens with one example is 11.0
+# GiB, yet Google measured that it does not fit a 12 GB GPU: the estimate
+# can be at least 9% low (10.5 GiB of tensors estimated, more than 11.5
+# GiB needed). 12.5% is also the largest error of the term model against
+# the allocator peaks measured on CPU (`CPU_MEASURED`).
+SAFETY_MARGIN = 0.125
+
+# The kinds of device the time model knows (module docstring).
+GPU = "gpu"
+CPU = "cpu"
+
+# Tokens per micro-batch at which a device is assumed to reach half its
+# throughput, per kind (module docstring): a GPU 80% at 8 x 512 tokens; a
+# CPU is busy at any micro-batch.
+HALF_THROUGHPUT_TOKENS = {GPU: 1024, CPU: 0}
+
+# Gradient checkpointing's step time over a plain step: a step is forward +
+# backward = 3 forward passes; recomputation adds one (module docstring).
+CHECKPOINTING_TIME_FACTOR = 4 / 3
 
 # Shapes of the activation tensors, per example.
 HIDDEN = "hidden"              # [S, H]
@@ -324,11 +387,23 @@ def estimate_bytes(config, seq_length, micro_batch, precision="fp32",
   return breakdown
 
 
+def planned_bytes(breakdown, margin=SAFETY_MARGIN):
+  """What the planner requires of a device for an `estimate_bytes`
+  breakdown: the workspace, plus every other term and `margin` of it."""
+  workspace = breakdown["workspace"]
+  return workspace + (1 + margin) * (breakdown["total"] - workspace)
+
+
 def max_micro_batch(config, seq_length, memory_bytes, precision="fp32",
                     gradient_checkpointing=False, num_accumulation_steps=1,
                     optimizer="adamw", calibration=None,
-                    max_predictions_per_seq=0, sequences_per_example=1):
-  """Largest micro-batch whose estimate fits `memory_bytes`; 0 if none."""
+                    max_predictions_per_seq=0, sequences_per_example=1,
+                    margin=SAFETY_MARGIN):
+  """Largest micro-batch whose `planned_bytes` fit `memory_bytes`; 0 if none.
+
+  margin=0 gives the bare estimate's capacity, what the default calibration
+  was fitted to.
+  """
   args = (config, seq_length)
   kwargs = dict(precision=precision,
                 gradient_checkpointing=gradient_checkpointing,
@@ -336,9 +411,32 @@ def max_micro_batch(config, seq_length, memory_bytes, precision="fp32",
                 optimizer=optimizer, calibration=calibration,
                 max_predictions_per_seq=max_predictions_per_seq,
                 sequences_per_example=sequences_per_example)
-  fixed = estimate_bytes(*args, micro_batch=0, **kwargs)["total"]
-  per_example = estimate_bytes(*args, micro_batch=1, **kwargs)["total"] - fixed
+  fixed = planned_bytes(estimate_bytes(*args, micro_batch=0, **kwargs),
+                        margin)
+  per_example = planned_bytes(
+      estimate_bytes(*args, micro_batch=1, **kwargs), margin) - fixed
   return max(0, int((memory_bytes - fixed) // per_example))
+
+
+def update_time(found, seq_length, sequences_per_example=1, device=GPU):
+  """Predicted time of one update with Plan `found` on a `device` (GPU or
+  CPU), relative to the same examples on that device fully busy without
+  recomputation (module docstring).
+
+  Per example the time is 1 + HALF_THROUGHPUT_TOKENS[device] / n for the n
+  tokens of a micro-batch, times CHECKPOINTING_TIME_FACTOR with
+  checkpointing; the batch size cancels, as every plan of a batch updates on
+  the same examples.
+  """
+  tokens = found.micro_batch * sequences_per_example * seq_length
+  if tokens < 1:
+    raise ValueError("A plan needs a micro-batch of at least one example of "
+                     "at least one token; got %d x %d tokens." %
+                     (found.micro_batch, seq_length))
+  time = 1 + HALF_THROUGHPUT_TOKENS[device] / tokens
+  if found.gradient_checkpointing:
+    time *= CHECKPOINTING_TIME_FACTOR
+  return time
 
 
 def _largest_divisor_at_most(n, limit):
@@ -347,12 +445,15 @@ def _largest_divisor_at_most(n, limit):
 
 def _candidate(config, seq_length, train_batch_size, memory_bytes, precision,
                checkpointing, optimizer, calibration,
-               max_predictions_per_seq, sequences_per_example=1):
-  """Best (micro, accumulation) for one setting, or None if nothing fits."""
+               max_predictions_per_seq, sequences_per_example=1,
+               margin=SAFETY_MARGIN):
+  """Fastest (micro, accumulation) for one setting, or None if nothing fits:
+  the largest micro-batch that fits and divides the batch, since the
+  predicted time per update falls as the micro-batch grows."""
   kwargs = dict(precision=precision, gradient_checkpointing=checkpointing,
                 optimizer=optimizer, calibration=calibration,
                 max_predictions_per_seq=max_predictions_per_seq,
-                sequences_per_example=sequences_per_example)
+                sequences_per_example=sequences_per_example, margin=margin)
   whole = max_micro_batch(config, seq_length, memory_bytes, **kwargs)
   if whole >= train_batch_size:
     return Plan(train_batch_size, 1, precision, checkpointing)
@@ -365,38 +466,50 @@ def _candidate(config, seq_length, train_batch_size, memory_bytes, precision,
   return Plan(micro, train_batch_size // micro, precision, checkpointing)
 
 
-def _best_plan(config, seq_length, train_batch_size, memory_bytes,
-               precisions, checkpointing_options, optimizer, calibration,
-               max_predictions_per_seq=0, sequences_per_example=1):
-  """Like `plan`, choosing among the given checkpointing settings."""
+def candidates(config, seq_length, train_batch_size, memory_bytes,
+               precisions=("fp32",), checkpointing_options=(False, True),
+               optimizer="adamw", calibration=None, max_predictions_per_seq=0,
+               sequences_per_example=1, margin=SAFETY_MARGIN):
+  """The fastest plan of every (precision, checkpointing) setting, in the
+  order of `precisions` then `checkpointing_options`: a list of
+  ((precision, checkpointing), Plan or None when nothing fits)."""
   if train_batch_size < 1:
     raise ValueError("--train_batch_size=%d must be >= 1." % train_batch_size)
-  candidates = []
-  for rank, precision in enumerate(precisions):
-    for checkpointing in checkpointing_options:
-      found = _candidate(config, seq_length, train_batch_size, memory_bytes,
-                         precision, checkpointing, optimizer, calibration,
-                         max_predictions_per_seq, sequences_per_example)
-      if found:
-        candidates.append(((checkpointing, found.accumulation_steps, rank),
-                           found))
-  if not candidates:
+  return [((precision, checkpointing),
+           _candidate(config, seq_length, train_batch_size, memory_bytes,
+                      precision, checkpointing, optimizer, calibration,
+                      max_predictions_per_seq, sequences_per_example, margin))
+          for precision in precisions
+          for checkpointing in checkpointing_options]
+
+
+def fastest(found_plans, seq_length, sequences_per_example=1, device=GPU):
+  """The plan of `found_plans` (Plans or None, in order of preference) with
+  the lowest `update_time` on `device`; on a tie the one without
+  checkpointing, then with fewer accumulation steps, then the earlier. None
+  if all are None."""
+  ranked = [((update_time(found, seq_length, sequences_per_example, device),
+              found.gradient_checkpointing, found.accumulation_steps, order),
+             found)
+            for order, found in enumerate(found_plans) if found]
+  if not ranked:
     return None
-  return min(candidates, key=lambda c: c[0])[1]
+  return min(ranked, key=lambda r: r[0])[1]
 
 
 def plan(config, seq_length, train_batch_size, memory_bytes,
          precisions=("fp32",), allow_checkpointing=True, optimizer="adamw",
          calibration=None, max_predictions_per_seq=0,
-         sequences_per_example=1):
+         sequences_per_example=1, margin=SAFETY_MARGIN, device=GPU):
   """Micro-batch x accumulation steps for `train_batch_size` examples/update.
 
-  The micro-batch is the largest that fits and divides the batch. Preference
-  order: no checkpointing when anything fits without it (recomputation costs
-  20-30% more step time), then the fewest accumulation steps, then the order
-  of `precisions`. `max_predictions_per_seq` > 0 plans for pretraining's
-  heads, `sequences_per_example` > 1 for examples of several sequences
-  (see `estimate_bytes`).
+  Of the settings (each precision, with and without checkpointing) the
+  plan takes the one predicted fastest on `device` (`update_time`, ties as
+  `fastest` breaks them; on a CPU checkpointing only when nothing fits
+  without it), each at the largest micro-batch whose `planned_bytes` fit
+  `memory_bytes` and that divides the batch. `max_predictions_per_seq` > 0
+  plans for pretraining's heads, `sequences_per_example` > 1 for examples of
+  several sequences (see `estimate_bytes`).
 
   Returns:
     Plan(micro_batch, accumulation_steps, precision, gradient_checkpointing)
@@ -404,9 +517,11 @@ def plan(config, seq_length, train_batch_size, memory_bytes,
     not even one example fits.
   """
   options = (False, True) if allow_checkpointing else (False,)
-  return _best_plan(config, seq_length, train_batch_size, memory_bytes,
-                    precisions, options, optimizer, calibration,
-                    max_predictions_per_seq, sequences_per_example)
+  found = candidates(config, seq_length, train_batch_size, memory_bytes,
+                     precisions, options, optimizer, calibration,
+                     max_predictions_per_seq, sequences_per_example, margin)
+  return fastest([f for _, f in found], seq_length, sequences_per_example,
+                 device)
 
 
 def _precision_columns(precisions):
@@ -420,22 +535,51 @@ def _precision_columns(precisions):
   return columns
 
 
-def _describe(found, precisions):
+def _setting_label(precision, checkpointing, precisions):
+  return "%s%s" % (dict(_precision_columns(precisions))[precision],
+                   " + checkpointing" if checkpointing else "")
+
+
+def _plan_cell(found, seq_length):
+  """E.g. "16 x 2: 1.56" (micro-batch x steps: time / update), or "-"."""
+  if found is None:
+    return "-"
+  return "%d x %d: %.2f" % (found.micro_batch, found.accumulation_steps,
+                            update_time(found, seq_length))
+
+
+def _describe(found, seq_length, settings, precisions):
+  """The plan line's words: the picked plan, its time, and the best plan
+  with the other checkpointing setting, what it was weighed against."""
   if found is None:
     return "does not fit, even one example per micro-batch"
   steps = found.accumulation_steps
-  return "micro-batch %d x %d accumulation step%s (%s, %s)" % (
-      found.micro_batch, steps, "" if steps == 1 else "s",
-      dict(_precision_columns(precisions))[found.precision],
-      "gradient checkpointing" if found.gradient_checkpointing
-      else "no checkpointing")
+  text = "micro-batch %d x %d accumulation step%s (%s, %s), time / update " \
+         "%.2f, the lowest of the plans that fit" % (
+             found.micro_batch, steps, "" if steps == 1 else "s",
+             dict(_precision_columns(precisions))[found.precision],
+             "gradient checkpointing" if found.gradient_checkpointing
+             else "no checkpointing", update_time(found, seq_length))
+  other = not found.gradient_checkpointing
+  options = {checkpointing for (_, checkpointing), _ in settings}
+  if other not in options:
+    return text
+  rival = fastest([f for (_, ckpt), f in settings if ckpt == other],
+                  seq_length)
+  label = "with checkpointing" if other else "without checkpointing"
+  if rival is None:
+    return text + " (nothing fits %s)" % label
+  return text + " (best %s: %d x %d, %.2f)" % (
+      label, rival.micro_batch, rival.accumulation_steps,
+      update_time(rival, seq_length))
 
 
 def format_table(config, seq_lengths, memory_bytes, precisions=PRECISIONS,
                  checkpointing_options=(False, True), train_batch_size=None,
                  optimizer="adamw", calibration=None, name="model",
                  max_predictions_per_seq=0):
-  """Markdown table of the largest micro-batch, plus a plan per length.
+  """Markdown tables of the largest micro-batch and, given a batch, of the
+  plans with their predicted time per update, and the plan per length.
 
   Args:
     config: a modeling.BertConfig or a dict.
@@ -444,7 +588,8 @@ def format_table(config, seq_lengths, memory_bytes, precisions=PRECISIONS,
     precisions: precisions to show; fp16 and bf16 share one column.
     checkpointing_options: tuple of bools, columns without / with
       checkpointing.
-    train_batch_size: int or None; when given, a plan line per length.
+    train_batch_size: int or None; when given, the plans' table and a plan
+      line per length.
     optimizer: "adamw" or "lamb".
     calibration: a Calibration, default `Calibration()`.
     name: model name for the title line.
@@ -452,7 +597,7 @@ def format_table(config, seq_lengths, memory_bytes, precisions=PRECISIONS,
       many masked positions per sequence (see `estimate_bytes`).
 
   Returns:
-    str, the table and plan lines, newline-terminated.
+    str, the tables and plan lines, newline-terminated.
   """
   cal = calibration or Calibration()
   params = num_params(config)
@@ -461,34 +606,56 @@ def format_table(config, seq_lengths, memory_bytes, precisions=PRECISIONS,
     name += (" with the pretraining heads (%d masked positions per "
              "sequence)" % max_predictions_per_seq)
   heads = dict(max_predictions_per_seq=max_predictions_per_seq)
-  columns = [(precision, label, ckpt)
-             for precision, label in _precision_columns(precisions)
+  chosen = [p for p, _ in _precision_columns(precisions)]
+  columns = [(precision, ckpt) for precision in chosen
              for ckpt in checkpointing_options]
+  header = ["seq length"] + [_setting_label(precision, ckpt, precisions)
+                             for precision, ckpt in columns]
+  rule = ["| " + " | ".join(header) + " |",
+          "|" + "|".join("---:" for _ in header) + "|"]
   lines = ["Largest micro-batch for %s on a %.4g GiB GPU (%s, workspace "
-           "margin %.4g GiB, %d parameters):" % (
+           "margin %.4g GiB, safety margin %.3g%% of the rest, %d "
+           "parameters):" % (
                name, memory_bytes / units.GIB, optimizer, cal.workspace_gb,
-               params), ""]
-  header = ["seq length"] + ["%s%s" % (label, " + checkpointing" if ckpt
-                                       else "")
-                             for _, label, ckpt in columns]
-  lines.append("| " + " | ".join(header) + " |")
-  lines.append("|" + "|".join("---:" for _ in header) + "|")
+               100 * SAFETY_MARGIN, params), ""] + rule
   for seq_length in seq_lengths:
     cells = [str(max_micro_batch(config, seq_length, memory_bytes, precision,
                                  ckpt, optimizer=optimizer, calibration=cal,
                                  **heads))
-             for precision, _, ckpt in columns]
+             for precision, ckpt in columns]
     lines.append("| " + " | ".join([str(seq_length)] + cells) + " |")
   if train_batch_size:
-    lines.append("")
-    chosen = [p for p, _ in _precision_columns(precisions)]
-    for seq_length in seq_lengths:
-      found = _best_plan(config, seq_length, train_batch_size, memory_bytes,
-                         chosen, checkpointing_options, optimizer, cal,
-                         **heads)
-      lines.append("train_batch_size=%d at seq length %d: %s" % (
-          train_batch_size, seq_length, _describe(found, precisions)))
+    lines += _plan_lines(config, seq_lengths, memory_bytes, precisions,
+                         checkpointing_options, train_batch_size, optimizer,
+                         cal, rule, heads)
   return "\n".join(lines) + "\n"
+
+
+def _plan_lines(config, seq_lengths, memory_bytes, precisions,
+                checkpointing_options, train_batch_size, optimizer, cal,
+                rule, heads):
+  """`format_table`'s plans: a table of every setting's fastest plan with
+  its time per update, then the picked plan per length."""
+  chosen = [p for p, _ in _precision_columns(precisions)]
+  lines = ["", "Plans for train_batch_size=%d with the GPU time model "
+           "(half the throughput at %d tokens per micro-batch): micro-batch "
+           "x accumulation steps: predicted time / update, relative to the "
+           "same examples on a fully busy GPU without recomputation "
+           "(planned, not measured on a GPU; \"-\": nothing fits):" % (
+               train_batch_size, HALF_THROUGHPUT_TOKENS[GPU]), ""] + rule
+  picks = []
+  for seq_length in seq_lengths:
+    settings = candidates(config, seq_length, train_batch_size,
+                          memory_bytes, chosen, checkpointing_options,
+                          optimizer, cal, **heads)
+    lines.append("| " + " | ".join(
+        [str(seq_length)] + [_plan_cell(found, seq_length)
+                             for _, found in settings]) + " |")
+    found = fastest([f for _, f in settings], seq_length)
+    picks.append("train_batch_size=%d at seq length %d: %s" % (
+        train_batch_size, seq_length,
+        _describe(found, seq_length, settings, precisions)))
+  return lines + [""] + picks
 
 
 class BertMemory(object):
@@ -500,7 +667,7 @@ class BertMemory(object):
   heads (run_pretraining.py). An example is `sequences_per_example`
   sequences (run_swag.py: one per choice), so a micro-batch of N examples
   holds the activations of N times that many. A script whose model needs
-  other memory passes an object with the same three methods instead.
+  other memory passes an object with the same four methods instead.
   """
 
   def __init__(self, bert_config, seq_length, optimizer="adamw",
@@ -537,12 +704,20 @@ class BertMemory(object):
         max_predictions_per_seq=self.max_predictions_per_seq,
         sequences_per_example=self.sequences_per_example)["total"]
 
-  def plan(self, batch_size, memory_bytes, precision, allow_checkpointing):
+  def plan(self, batch_size, memory_bytes, precision, allow_checkpointing,
+           device=GPU):
     """Plan for `batch_size` examples per update on one replica with
-    `memory_bytes`, or None when not even one example fits."""
+    `memory_bytes`, the one predicted fastest on `device` (GPU or CPU), or
+    None when not even one example fits."""
     return plan(
         self.bert_config, self.seq_length, batch_size, memory_bytes,
         precisions=(precision,), allow_checkpointing=allow_checkpointing,
         optimizer=self.optimizer,
         max_predictions_per_seq=self.max_predictions_per_seq,
-        sequences_per_example=self.sequences_per_example)
+        sequences_per_example=self.sequences_per_example, device=device)
+
+  def fastest(self, found_plans, device=GPU):
+    """`fastest` of one replica's Plans (or None) on `device`: how the
+    planner ranks plans, for advice that weighs several."""
+    return fastest(found_plans, self.seq_length, self.sequences_per_example,
+                   device)

@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from userio import cli
 from engine import tf_internals
+from runner import memory_model
 from userio import units
 
 AUTO = "auto"
@@ -60,10 +61,23 @@ def replicas_of(distribution):
                   max(1, cpus))
 
 
+def device_kind(distribution):
+  """memory_model.GPU or memory_model.CPU: what runs the training steps,
+  the strategy's worker devices, or without one a GPU when TensorFlow sees
+  one. The planner's time model depends on it."""
+  if distribution is None:
+    on_gpu = bool(tf.config.list_physical_devices("GPU"))
+  else:
+    on_gpu = any(tf.DeviceSpec.from_string(device).device_type == "GPU"
+                 for device in distribution.extended.worker_devices)
+  return memory_model.GPU if on_gpu else memory_model.CPU
+
+
 class MemorySettings(collections.namedtuple(
     "MemorySettings", ["precision", "micro_batch_size",
                        "num_accumulation_steps", "gradient_checkpointing",
-                       "device", "replicas"], defaults=(ONE_DEVICE,))):
+                       "device", "replicas", "device_kind"],
+    defaults=(ONE_DEVICE, memory_model.GPU))):
   """What a run uses.
 
   Fields:
@@ -76,6 +90,8 @@ class MemorySettings(collections.namedtuple(
       it could not be found out. The bytes are shared by
       `replicas.per_memory` replicas.
     replicas: Replicas of the run (ONE_DEVICE by default).
+    device_kind: memory_model.GPU (default) or CPU, the time model the
+      planner ranks plans by (`device_kind`).
   """
 
   @property
@@ -286,15 +302,27 @@ def _replica_batch_size(train_batch_size, replicas):
 
 
 def plan_for_replicas(model, train_batch_size, replicas, memory_bytes,
-                      precision, allow_checkpointing):
+                      precision, allow_checkpointing, kind=memory_model.GPU):
   """The step memory model's plan for one replica (its share of
-  `train_batch_size` in `memory_bytes`), its micro-batch made global; None
-  when not even one example fits."""
+  `train_batch_size` in `memory_bytes`, the fastest on a device of `kind`),
+  its micro-batch made global; None when not even one example fits."""
   found = model.plan(_replica_batch_size(train_batch_size, replicas),
-                     memory_bytes, precision, allow_checkpointing)
+                     memory_bytes, precision, allow_checkpointing,
+                     device=kind)
   if found is None:
     return None
   return found._replace(micro_batch=found.micro_batch * replicas.total)
+
+
+def fastest_for_replicas(model, plans, replicas, kind=memory_model.GPU):
+  """Of `plans` (`plan_for_replicas`'s, or None), the one the step memory
+  model predicts fastest on a device of `kind`, ranking each replica's
+  share; None if all are None."""
+  shares = [None if found is None else
+            found._replace(micro_batch=found.micro_batch // replicas.total)
+            for found in plans]
+  picked = model.fastest(shares, kind)
+  return None if picked is None else plans[shares.index(picked)]
 
 
 def estimate_bytes(model, settings):
@@ -326,22 +354,24 @@ def _check_auto(num_accumulation_steps, device, device_memory_gb, replicas):
         "cannot train together.")
 
 
-def _auto(model, request, device, replicas):
+def _auto(model, request, device, replicas, kind):
   """The planner's settings for the device (never changing the precision).
 
   Each replica plans for its share of the micro-batch in its share of the
-  memory: a GPU's own, or the RAM divided by the CPU replicas sharing it.
-  `request` holds the flag values `resolve` was given.
+  memory: a GPU's own, or the RAM divided by the CPU replicas sharing it;
+  the plan is the one predicted fastest on a device of `kind`. `request`
+  holds the flag values `resolve` was given.
   """
   _check_auto(request.num_accumulation_steps, device,
               request.device_memory_gb, replicas)
   # An explicit --nogradient_checkpointing is honoured; otherwise the planner
-  # turns checkpointing on when nothing fits without it.
+  # turns checkpointing on when its plan is predicted faster (on a GPU) or
+  # nothing fits without it.
   allow_checkpointing = request.gradient_checkpointing is not False
   memory = _replica_memory(device, replicas)
   found = plan_for_replicas(model, request.train_batch_size, replicas,
                             memory.bytes, request.precision,
-                            allow_checkpointing)
+                            allow_checkpointing, kind)
   if found is None:
     raise cli.UserError(
         "--micro_batch_size=auto: not even one example of --max_seq_length="
@@ -354,12 +384,13 @@ def _auto(model, request, device, replicas):
   settings = MemorySettings(
       request.precision, found.micro_batch, steps,
       found.gradient_checkpointing or bool(request.gradient_checkpointing),
-      device, replicas)
+      device, replicas, kind)
   logging.info("--micro_batch_size=auto: %s; planned peak %.2f GiB%s of "
-               "%s.", settings.describe(),
+               "%s; the fastest plan by the %s time model.",
+               settings.describe(),
                estimate_bytes(model, settings) / units.GIB,
                " per replica" if replicas.total > 1 else "",
-               describe_memory(memory))
+               describe_memory(memory), kind.upper())
   return settings
 
 
@@ -401,14 +432,15 @@ def resolve(model, *, train_batch_size, micro_batch_size,
   """
   device = device_memory(device_memory_gb)
   replicas = replicas_of(distribution)
+  kind = device_kind(distribution)
   requested = parse_micro_batch_size(micro_batch_size)
   if requested == AUTO and do_train:
     return _auto(model, _Request(
         train_batch_size, num_accumulation_steps, precision,
         gradient_checkpointing, device_memory_gb, max_seq_length), device,
-                 replicas)
+                 replicas, kind)
   steps = accumulation_steps(
       train_batch_size, requested if isinstance(requested, int) else None,
       num_accumulation_steps, replicas if do_train else ONE_DEVICE)
   return MemorySettings(precision, train_batch_size // steps, steps,
-                        bool(gradient_checkpointing), device, replicas)
+                        bool(gradient_checkpointing), device, replicas, kind)

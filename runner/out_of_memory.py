@@ -117,15 +117,12 @@ def _changed_flags(found, settings):
 
 
 def _fitting_flags(model, settings, train_batch_size, budget):
-  """Advice: the plans for `budget` bytes per replica, at this precision and
-  in bf16."""
+  """Advice: the plan for `budget` bytes per replica at this precision, and
+  the one in bf16 when the planner ranks it first (memory_model.fastest)."""
   def plan_for(precision):
     return memory_settings.plan_for_replicas(
         model, train_batch_size, settings.replicas, budget, precision,
-        allow_checkpointing=True)
-
-  def cost(found):  # The planner's own preference order.
-    return (found.gradient_checkpointing, found.accumulation_steps)
+        allow_checkpointing=True, kind=settings.device_kind)
 
   options = []
   same = plan_for(settings.precision)
@@ -133,7 +130,10 @@ def _fitting_flags(model, settings, train_batch_size, budget):
     options.append(_changed_flags(same, settings))
   if settings.precision == "fp32":
     half = plan_for("bf16")
-    if half is not None and (same is None or cost(half) < cost(same)):
+    # bf16 is offered when the planner ranks its plan first.
+    if half is not None and memory_settings.fastest_for_replicas(
+        model, [same, half], settings.replicas,
+        settings.device_kind) is half:
       options.append(_changed_flags(half, settings))
   per_replica = " per replica" if settings.replicas.total > 1 else ""
   if not options:

@@ -228,12 +228,14 @@ def test_auto_fits_bert_large_512_on_12_gib(fv, caplog):
 
 
 def test_auto_keeps_precision_and_explicit_no_checkpointing(fv):
+  # 16 GiB: on 12 the half-precision weight copy, the accumulators and the
+  # safety margin leave BERT-Large no room for an example.
   half = startup.resolve_memory(
       fv("--micro_batch_size=auto", "--max_seq_length=512",
-         "--device_memory_gb=12", "--precision=bf16"), LARGE, True)
+         "--device_memory_gb=16", "--precision=bf16"), LARGE, True)
   full = startup.resolve_memory(
       fv("--micro_batch_size=auto", "--max_seq_length=512",
-         "--device_memory_gb=12"), LARGE, True)
+         "--device_memory_gb=16"), LARGE, True)
   assert half.precision == "bf16"
   # Half the activation bytes: at least as large a micro-batch.
   assert half.micro_batch_size >= full.micro_batch_size
@@ -330,6 +332,52 @@ def test_auto_splits_ram_between_cpu_replicas(fv, caplog):
           "replicas)") in caplog.records[-1].getMessage()
 
 
+def test_device_kind_of_strategies():
+  assert memory_settings.device_kind(FOUR_GPUS) == memory_model.GPU
+  assert memory_settings.device_kind(TWO_CPUS) == memory_model.CPU
+  assert memory_settings.device_kind(TWO_WORKERS) == memory_model.CPU
+
+
+def test_auto_on_cpus_checkpoints_only_when_nothing_fits_without_it(fv):
+  # BERT-Large at 384 tokens with 16 GiB per replica and 32 examples each:
+  # one example fits without checkpointing. The GPU time model checkpoints
+  # at 16 x 2 (tests/test_plan_speed.py); on CPUs the micro-batch does not
+  # change the time per example, so recomputation only costs.
+  values = fv("--micro_batch_size=auto", "--max_seq_length=384",
+              "--device_memory_gb=32", "--train_batch_size=64")
+  cpus = startup.resolve_memory(values, LARGE, True, TWO_CPUS)
+  assert cpus.device_kind == memory_model.CPU
+  assert (cpus.replica_micro_batch_size, cpus.num_accumulation_steps,
+          cpus.gradient_checkpointing) == (1, 32, False)
+  values = fv("--micro_batch_size=auto", "--max_seq_length=384",
+              "--device_memory_gb=16", "--train_batch_size=128")
+  gpus = startup.resolve_memory(values, LARGE, True, FOUR_GPUS)
+  assert gpus.device_kind == memory_model.GPU
+  assert (gpus.replica_micro_batch_size, gpus.num_accumulation_steps,
+          gpus.gradient_checkpointing) == (16, 2, True)
+  # Where nothing fits without it, CPUs checkpoint too.
+  values = fv("--micro_batch_size=auto", "--max_seq_length=512",
+              "--device_memory_gb=24")
+  assert startup.resolve_memory(values, LARGE, True,
+                                TWO_CPUS).gradient_checkpointing
+
+
+def test_fastest_for_replicas_ranks_each_replicas_share():
+  model = memory_model.BertMemory(LARGE, 384)
+  # Global micro-batches of 4 replicas: 64 x 2 with checkpointing is 16 per
+  # replica, (1 + 1024/6144) * 4/3 = 1.56; 4 x 32 without is 1 per replica,
+  # 1 + 1024/384 = 3.67 (the time model's formula).
+  plain = memory_model.Plan(4, 32, "fp32", False)
+  recomputed = memory_model.Plan(64, 2, "fp32", True)
+  four = memory_settings.Replicas(4, 4, 1)
+  assert memory_settings.fastest_for_replicas(
+      model, [plain, recomputed], four, memory_model.GPU) is recomputed
+  assert memory_settings.fastest_for_replicas(
+      model, [plain, recomputed], four, memory_model.CPU) is plain
+  assert memory_settings.fastest_for_replicas(
+      model, [None, None], four) is None
+
+
 def test_auto_refuses_a_batch_the_replicas_cannot_split(fv):
   with pytest.raises(ValueError, match=r"--train_batch_size=30 does not "
                      r"split evenly over the 4 replicas of --distribution; "
@@ -380,11 +428,10 @@ def test_oom_message_names_setting_estimate_and_fitting_flags(fv):
                "gradient checkpointing off",
                "estimates %.2f GiB" % estimate,
                "the device has 13.00 GiB (--device_memory_gb=13)",
-               # bf16 fits without checkpointing, which the planner prefers.
-               "Flags that fit 13.00 GiB: --micro_batch_size=8 "
-               "(accumulation 4) --gradient_checkpointing; or "
-               "--precision=bf16 (or fp16) --micro_batch_size=1 "
-               "(accumulation 32).",
+               # With the safety margin 4 x 8 with checkpointing fits; bf16
+               # fits the same, no faster, so it is not offered.
+               "Flags that fit 13.00 GiB: --micro_batch_size=4 "
+               "(accumulation 8) --gradient_checkpointing.",
                "TensorFlow said: OOM when allocating tensor with "
                "shape[32,16,512,512]"):
     assert part in message, (part, message)
@@ -556,14 +603,17 @@ def _last_progress(caplog):
 def test_auto_accumulates_with_the_updates_of_one_big_batch(
     mrpc_files, tmp_path, monkeypatch, caplog):
   caplog.set_level(std_logging.INFO)
-  # A device that holds the fixed memory and 2.5 examples, but not 4: auto
-  # must split each batch of 4 into 2 micro-batches of 2.
+  # A device that holds the fixed memory and 2.5 examples, but not 4, in
+  # the planner's fit (the estimate with its safety margin): auto must
+  # split each batch of 4 into 2 micro-batches of 2. Without checkpointing,
+  # so that the plan is the same whatever device's time model ranks it.
   config = modeling.BertConfig.from_json_file(mrpc_files["config_file"])
-  fixed = memory_model.estimate_bytes(config, SEQ_LENGTH, 0, "fp16",
-                                     num_accumulation_steps=2)["total"]
-  per_example = memory_model.estimate_bytes(config, SEQ_LENGTH, 1,
-                                           "fp16")["activations"]
-  device_gb = (fixed + 2.5 * per_example) / units.GIB
+
+  def planned(micro_batch):
+    return memory_model.planned_bytes(memory_model.estimate_bytes(
+        config, SEQ_LENGTH, micro_batch, "fp16", num_accumulation_steps=2))
+  fixed = planned(0)
+  device_gb = (fixed + 2.5 * (planned(1) - fixed)) / units.GIB
 
   plain_dir = str(tmp_path / "plain")
   _run_main(monkeypatch, _args(mrpc_files, plain_dir))
@@ -576,13 +626,13 @@ def test_auto_accumulates_with_the_updates_of_one_big_batch(
   auto_dir = str(tmp_path / "auto")
   _run_main(monkeypatch, _args(
       mrpc_files, auto_dir, micro_batch_size="auto", precision="fp16",
-      device_memory_gb=repr(device_gb)))
+      device_memory_gb=repr(device_gb), gradient_checkpointing=False))
   auto_progress = _last_progress(caplog)
   plan_lines = [r.getMessage() for r in caplog.records
                 if r.getMessage().startswith("--micro_batch_size=auto")]
   assert len(plan_lines) == 1
-  assert ("micro-batch 2 x 2 accumulation steps, --precision=fp16"
-          in plan_lines[0])
+  assert ("micro-batch 2 x 2 accumulation steps, --precision=fp16, "
+          "gradient checkpointing off" in plan_lines[0])
 
   # 16 examples / batch 4 * 2 epochs = 8 updates in both runs; the auto run
   # consumed two micro-batches per update.

@@ -24,6 +24,7 @@ from userio import cli
 import conftest
 from runner import estimator
 from runner import memory_model
+from runner import memory_settings
 import modeling
 import pretraining_records
 import run_pretraining
@@ -847,15 +848,19 @@ def test_planned_bf16_lamb_run(reference_run, tmp_path, run_script):
       "--log_step_count_steps=1", "--precision=bf16", "--optimizer=lamb",
       "--micro_batch_size=auto", "--device_memory_gb=0.5009"],
              str(tmp_path / "bf16.log"))
+  # The run plans with the time model of this machine's device.
+  kind = memory_settings.device_kind(None)
   expected = memory_model.plan(CONFIG, 16, 4, 0.5009 * units.GIB,
-                              precisions=("bf16",), max_predictions_per_seq=4)
+                              precisions=("bf16",), max_predictions_per_seq=4,
+                              device=kind)
   without_head = memory_model.plan(CONFIG, 16, 4, 0.5009 * units.GIB,
-                                  precisions=("bf16",))
+                                  precisions=("bf16",), device=kind)
   assert expected != without_head
   planned = [line for line in log.splitlines()
              if "--micro_batch_size=auto:" in line]
   assert planned and ("micro-batch %d x %d accumulation" % (
       expected.micro_batch, expected.accumulation_steps)) in planned[0]
+  assert "by the %s time model" % kind.upper() in planned[0]
   assert "step 2/2" in log and "nan" not in log.lower()
   reader = tf.train.load_checkpoint(os.path.join(out, "model.ckpt-2"))
   dtypes = reader.get_variable_to_dtype_map()

@@ -243,9 +243,12 @@ def test_set_up_takes_a_script_s_own_memory_model(tmp_path):
       config.to_dict(), hidden_size=128, intermediate_size=512))
   own = startup.set_up(values, config, do_train=True,
                        step_memory=memory_model.BertMemory(wider, 128))
-  expected = memory_model.plan(wider, 128, 32, 0.7 * units.GIB)
+  # Planned by the time model of the device the run trains on.
+  kind = plain.memory.device_kind
+  assert own.memory.device_kind == kind
+  expected = memory_model.plan(wider, 128, 32, 0.7 * units.GIB, device=kind)
   assert plain.memory.micro_batch_size == memory_model.plan(
-      config, 128, 32, 0.7 * units.GIB).micro_batch
+      config, 128, 32, 0.7 * units.GIB, device=kind).micro_batch
   assert (own.memory.micro_batch_size, own.num_accumulation_steps) == (
       expected.micro_batch, expected.accumulation_steps)
   assert own.memory.micro_batch_size < plain.memory.micro_batch_size
