@@ -160,12 +160,17 @@ class Running(object):
     self._paths = paths
 
   def alive(self):
-    """Whether the script's process still exists (not yet reaped)."""
+    """Whether the script's process is still running: it exists and is not
+    a zombie (one that has ended stays in the process table until the
+    helper, which polls every 20 ms, reaps it; a signal sent to it then
+    does nothing)."""
     try:
-      os.kill(self.pid, 0)
-    except ProcessLookupError:
+      with open("/proc/%d/stat" % self.pid, encoding="ascii") as f:
+        stat = f.read()
+    except OSError:
       return False
-    return True
+    # The state follows the command name, which is in parentheses.
+    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
 
   def signal(self, signum):
     """Sends `signum` to the script's process, if it still exists."""
