@@ -712,6 +712,14 @@ def run_scalable(settings, input_files, output_prefix, num_workers,
           results.append(_finish_shard(pending.popleft(), meter, totals))
       while pending:
         results.append(_finish_shard(pending.popleft(), meter, totals))
+    except BaseException:
+      # Stopped (an error, Ctrl-C, SIGTERM): the workers' shards will not be
+      # used. A stop that came while the pool was forking a worker can leave
+      # that worker unknown to the pool, waiting for work forever, and the
+      # interpreter's exit waits for every child: end them all now.
+      for worker in multiprocessing.active_children():
+        worker.kill()
+      raise
     finally:
       # After an error, the shards not started yet are dropped.
       pool.shutdown(cancel_futures=True)

@@ -55,6 +55,7 @@ USAGE_STATUS = 2
 FAILURE_STATUS = 1
 INTERRUPTED_STATUS = 130
 _TERMINATED_LINE = "%s: stopped by SIGTERM."
+_RESEND_DELAY_SECONDS = 0.05
 
 _HELP_ARGS = ("--help", "-help", "--helpshort", "-helpshort", "-?", "-h")
 _HELPFULL_ARGS = ("--helpfull", "-helpfull")
@@ -101,6 +102,12 @@ class StopOnSigterm(object):
   TypeError from TensorFlow's nest.flatten), which is then the signal's
   doing, not a bug.
 
+  Where Python cannot let an exception out (a hook that os.fork runs, a
+  finalizer), it reports it to sys.unraisablehook and goes on; the context's
+  hook then has SIGTERM sent again, so that Terminated is raised at the next
+  point that can raise it instead of being lost (a run that forks workers
+  went on to its end).
+
   Attributes:
     received: whether SIGTERM came while the context was entered.
   """
@@ -108,22 +115,38 @@ class StopOnSigterm(object):
   def __init__(self):
     self.received = False
     self._installed = False
+    self._unraisable_hook = None
 
   def _raise(self, signum, frame):
     del signum, frame  # Unused.
     self.received = True
     raise Terminated()
 
+  def _raise_again(self, unraisable):
+    if issubclass(unraisable.exc_type, Terminated):
+      # A moment later, from another thread: sent at once, the signal would
+      # be handled (and lost again) before this hook returns. Should it land
+      # in such a place again, this hook sends it once more.
+      resend = threading.Timer(_RESEND_DELAY_SECONDS, os.kill,
+                               (os.getpid(), signal.SIGTERM))
+      resend.daemon = True
+      resend.start()
+    else:
+      self._unraisable_hook(unraisable)
+
   def __enter__(self):
     if (threading.current_thread() is threading.main_thread() and
         signal.getsignal(signal.SIGTERM) == signal.SIG_DFL):
       signal.signal(signal.SIGTERM, self._raise)
+      self._unraisable_hook = sys.unraisablehook
+      sys.unraisablehook = self._raise_again
       self._installed = True
     return self
 
   def __exit__(self, *unused_exc_info):
     if self._installed:
       signal.signal(signal.SIGTERM, signal.SIG_DFL)
+      sys.unraisablehook = self._unraisable_hook
     return False
 
 
