@@ -220,3 +220,37 @@ def test_replacing_leaves_the_whole_file_or_none(tmp_path):
     assert f.read() == "first\n"
   output_files.copy(path, str(tmp_path / "copy.txt"))
   assert sorted(os.listdir(tmp_path)) == ["copy.txt", "out.txt"]
+
+
+_SIGTERM_IN_A_FORK_HOOK = r"""
+import os, signal, sys, time
+from userio import cli
+
+def main():
+  # SIGTERM arrives while os.fork runs its hooks in the parent, where Python
+  # reports an exception to sys.unraisablehook and carries on.
+  os.register_at_fork(
+      after_in_parent=lambda: os.kill(os.getpid(), signal.SIGTERM))
+  child = os.fork()
+  if child == 0:
+    os._exit(0)
+  os.waitpid(child, 0)
+  deadline = time.monotonic() + 20
+  while time.monotonic() < deadline:  # Work that the stop must interrupt.
+    time.sleep(0.01)
+  print("finished")
+
+cli.call(main)
+"""
+
+
+def test_sigterm_during_a_fork_still_stops_the_command():
+  """The Terminated swallowed inside os.fork's hook is raised again soon
+  after, outside it: status 143 and the one line, never the work's end."""
+  result = subprocess.run(
+      [sys.executable, "-c", _SIGTERM_IN_A_FORK_HOOK], cwd=REPO_ROOT,
+      env=dict(os.environ, PYTHONPATH=REPO_ROOT), capture_output=True,
+      text=True, timeout=60, check=False)
+  assert result.returncode == 128 + 15, (result.stdout, result.stderr)
+  assert "finished" not in result.stdout
+  assert result.stderr.strip().splitlines() == ["-c: stopped by SIGTERM."]
