@@ -28,6 +28,8 @@ the share of words that become [UNK], with tokenization.FullTokenizer
 (uncased). Results go to --work_dir/results.json and a Markdown table.
 
     python -m bench.vocab_learning --sizes_mb=100,398 --peer_sizes_mb=10
+    python -m bench.vocab_learning --sizes_mb=398 --peer_sizes_mb= \
+        --relearn_rules=        # the 400 MB text run alone
 """
 
 import json
@@ -55,6 +57,11 @@ flags.DEFINE_list("sizes_mb", ["100", "398"],
                   "Training sizes (MB) for create_vocab.py.")
 flags.DEFINE_list("peer_sizes_mb", ["10"],
                   "Training sizes (MB) for TensorFlow Text's learner.")
+flags.DEFINE_list(
+    "relearn_rules", ["all", "kept"],
+    "--prefix_discount rules learned again from each size's word counts "
+    "(\"all\" also checks that learning from counts matches learning from "
+    "text); empty for the text run alone.")
 flags.DEFINE_float("heldout_mb", 2.0, "Held-out text at the corpus's end.")
 flags.DEFINE_integer("vocab_size", 30522, "Lines of every vocabulary.")
 flags.DEFINE_string(
@@ -326,7 +333,7 @@ def main(_):
         "--counts_output=" + counts]), _path("ours_all_%smb.log" % size),
         FLAGS.peer_timeout)
     vocabs["ours %s MB" % size] = vocab
-    for rule in ("all", "kept"):
+    for rule in FLAGS.relearn_rules:
       learned = _path("ours_%s_from_counts_%smb.txt" % (rule, size))
       results["runs"]["ours %s, learning from counts, %s MB" % (
           rule, size)] = run_measured(_create_vocab([
@@ -334,10 +341,12 @@ def main(_):
               "--prefix_discount=" + rule]),
                                       _path("ours_%s_learn_%smb.log" %
                                             (rule, size)), FLAGS.peer_timeout)
-    results["comparisons"]["ours from text vs from counts, %s MB" % size] = (
-        _diff(vocab, _path("ours_all_from_counts_%smb.txt" % size)))
-    vocabs["ours kept %s MB" % size] = _path("ours_kept_from_counts_%smb.txt"
-                                             % size)
+    if "all" in FLAGS.relearn_rules:
+      results["comparisons"]["ours from text vs from counts, %s MB" % size] = (
+          _diff(vocab, _path("ours_all_from_counts_%smb.txt" % size)))
+    if "kept" in FLAGS.relearn_rules:
+      vocabs["ours kept %s MB" % size] = _path(
+          "ours_kept_from_counts_%smb.txt" % size)
     if size in FLAGS.peer_sizes_mb:
       for kind, source in (("e2e", trains[size]), ("learn", counts)):
         output = _path("tftext_%s_%smb.txt" % (kind, size))
@@ -347,8 +356,7 @@ def main(_):
           vocabs["tf-text %s %s MB" % (kind, size)] = output
       if os.path.exists(_path("tftext_learn_%smb.txt" % size)):
         results["comparisons"]["ours vs tf-text learn, %s MB" % size] = _diff(
-            _path("ours_all_from_counts_%smb.txt" % size),
-            _path("tftext_learn_%smb.txt" % size))
+            vocab, _path("tftext_learn_%smb.txt" % size))
     for name, path in vocabs.items():
       if name not in results["quality"]:
         results["quality"][name] = quality(path, words)
