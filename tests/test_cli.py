@@ -198,9 +198,11 @@ def test_progress_line_scaled_with_other_rates():
   now[0] = 20.0
   # 50 MB of 200 in 20 s: 2.5 MB/s, 150 MB left = 60 s; 400 documents and
   # 1000 instances so far: 20 and 50 per second.
-  meter.advance(50e6, documents=400, instances=1000)
+  meter.advance(50e6, documents=400, instances=1000,
+                sizes={"distinct words": 12345})
   assert lines == ["Reading corpus.txt: 50.0/200.0 (25.0%), 2.5 MB/s, "
-                   "20.0 documents/s, 50.0 instances/s, 1 min 00 s left"]
+                   "20.0 documents/s, 50.0 instances/s, 12,345 distinct "
+                   "words, 1 min 00 s left"]
   now[0] = 80.0
   meter.advance(150e6)
   meter.finish()

@@ -13,7 +13,9 @@ logs at most one line every `interval` seconds, e.g.
 of run_classifier.py, run_squad.py and extract_features.py use it, and
 create_pretraining_data.py, which counts bytes shown as MB (`scale`) and
 reports the documents and instances made on the way as rates too
-(`advance(..., documents=n)`).
+(`advance(..., documents=n)`). Amounts that are no rate, such as the
+distinct words found so far, are shown as they are
+(`advance(..., sizes={"distinct words": n})`).
 """
 
 import time
@@ -54,6 +56,7 @@ class Progress(object):
     self.scale = scale
     self.done = 0
     self.counts = {}
+    self.sizes = {}
     self._interval = interval
     self._clock = clock
     self._log = log
@@ -67,7 +70,9 @@ class Progress(object):
     amount = "%d" if self.scale == 1 else "%.1f"
     rates = "%.1f %s/s" % (rate / self.scale, self.unit) + "".join(
         ", %.1f %s/s" % (value / elapsed, name)
-        for name, value in sorted(self.counts.items()))
+        for name, value in sorted(self.counts.items())) + "".join(
+            ", {:,} {}".format(value, name)
+            for name, value in sorted(self.sizes.items()))
     if not self.total:
       return ("%s: " + amount + ", %s") % (self.what, self.done / self.scale,
                                            rates)
@@ -77,14 +82,16 @@ class Progress(object):
         100.0 * self.done / self.total, rates,
         format_seconds(left) if left != float("inf") else "unknown time")
 
-  def advance(self, count=1, **counts):
+  def advance(self, count=1, sizes=None, **counts):
     """Adds `count` done; logs a line when `interval` seconds have passed.
 
     Keyword arguments are running totals of other things made so far (e.g.
-    documents=1200); the line shows them as rates.
+    documents=1200); the line shows them as rates. `sizes` maps names to
+    integers shown as they are (e.g. {"distinct words": 5000}).
     """
     self.done += count
     self.counts.update(counts)
+    self.sizes.update(sizes or {})
     now = self._clock()
     if now - self._last >= self._interval:
       self._last = now

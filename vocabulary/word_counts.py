@@ -146,7 +146,7 @@ def _add_shard(pending_item, totals, meter):
       raise cli.UserError(
           "A worker process died (out of memory?); lower --shard_size_mb or "
           "--num_workers.") from None
-  meter.advance(bytes_read - meter.done, words=len(totals))
+  meter.advance(bytes_read - meter.done, sizes={"distinct words": len(totals)})
 
 
 def format_counts(counts, do_lower_case):
