@@ -31,6 +31,7 @@ from absl import flags
 from absl import logging
 
 from userio import cli
+from userio import utf8
 from runner import shared_flags
 
 FLAGS = flags.FLAGS
@@ -140,14 +141,8 @@ def read_examples(input_file):
         (input_file,))
   startup.check_not_folder("input_file", input_file)
   with tf.io.gfile.GFile(input_file, "rb") as reader:
-    data = reader.read()
-  try:
-    text = data.decode("utf-8")
-  except UnicodeDecodeError as e:
-    raise cli.UserError("--input_file=%s:%d is not UTF-8; save the file as "
-                        "UTF-8 or repair that line." % (
-                            input_file, data.count(b"\n", 0, e.start) + 1)
-                        ) from None
+    text = utf8.decode(reader.read(), input_file,
+                       fix="Save the file as UTF-8 or repair that line.")
   if not text.strip():
     raise cli.UserError("--input_file=%s holds no text; write one example "
                         "per line (\"text_a\" or \"text_a ||| text_b\")."

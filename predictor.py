@@ -47,6 +47,7 @@ from absl import logging
 import numpy as np
 
 from userio import cli
+from userio import utf8
 
 FLAGS = flags.FLAGS
 
@@ -867,10 +868,8 @@ class LineSource(object):
           line_id, values = parse_line(text, fields, self.input_format)
           check_example(self.task, values)
         except UnicodeDecodeError as e:
-          raise LineError("%s:%d: byte 0x%02x at column %d is not UTF-8; "
-                          "save the input as UTF-8." % (
-                              self.name, number, line[e.start], e.start + 1)
-                          ) from None
+          raise LineError("%s; save the input as UTF-8." % utf8.finding(
+              self.name, line, e.start, first_line=number)) from None
         except ValueError as e:
           raise LineError("%s:%d: %s." % (self.name, number,
                                            str(e).rstrip("."))) from None

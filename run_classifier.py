@@ -19,6 +19,7 @@ from absl import logging
 import numpy as np
 
 from userio import cli
+from userio import utf8
 from runner import shared_flags
 
 FLAGS = flags.FLAGS
@@ -226,16 +227,9 @@ class DataProcessor(object):
           fix="Point --data_dir at the folder that holds the task's files "
           "as the GLUE/XNLI download writes them.")
     with open(input_file, "rb") as f:
-      data = f.read()
-    try:
-      text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-      raise cli.UserError(
-          "%s:%d: byte 0x%02x at column %d is not UTF-8" % (
-              input_file, data.count(b"\n", 0, e.start) + 1, data[e.start],
-              e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1),
-          fix="Save the file as UTF-8 (GLUE's files are) or repair that "
-          "line.") from None
+      text = utf8.decode(f.read(), input_file,
+                         fix="Save the file as UTF-8 (GLUE's files are) or "
+                         "repair that line.")
     return list(csv.reader(io.StringIO(text, newline=""), delimiter="\t",
                            quotechar=quotechar))
 

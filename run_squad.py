@@ -54,6 +54,7 @@ from absl import logging
 import numpy as np
 
 from userio import cli
+from userio import utf8
 from runner import shared_flags
 
 FLAGS = flags.FLAGS
@@ -247,14 +248,11 @@ def load_squad_data(input_file):
                         "itself as --train_file / --predict_file." %
                         input_file)
   with tf.io.gfile.GFile(input_file, "rb") as reader:
-    data = reader.read()
+    text = utf8.decode(reader.read(), input_file,
+                       fix="Save it as UTF-8, as the official SQuAD files "
+                       "are.")
   try:
-    parsed = json.loads(data.decode("utf-8"))
-  except UnicodeDecodeError as e:
-    raise cli.UserError("%s is not UTF-8 at line %d (byte %d); save it as "
-                        "UTF-8, as the official SQuAD files are." % (
-                            input_file, data.count(b"\n", 0, e.start) + 1,
-                            e.start)) from None
+    parsed = json.loads(text)
   except json.JSONDecodeError as e:
     # str(e) puts the place after the message ("... starting at: line 2
     # column 13 (char 24)"), which reads right whatever the message is.

@@ -38,6 +38,7 @@ import string
 import sys
 
 from userio import cli
+from userio import utf8
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCTUATION = frozenset(string.punctuation)
@@ -294,14 +295,14 @@ def evaluate_v2(dataset, preds, na_probs=None, na_prob_thresh=1.0):
 def load_json(path, what):
   """Parsed JSON of `path`; errors name the file, the position and the fix."""
   try:
-    with open(path, "r", encoding="utf-8") as f:
-      return json.load(f)
+    with open(path, "rb") as f:
+      text = utf8.decode(f.read(), path,
+                         fix="Save the %s file as UTF-8." % what.lower())
   except FileNotFoundError:
     raise cli.UserError("%s file %s does not exist; check the path." %
                         (what, path)) from None
-  except UnicodeDecodeError as e:
-    raise cli.UserError("%s file %s is not UTF-8 (%s); save it as UTF-8." %
-                        (what, path, e.reason)) from None
+  try:
+    return json.loads(text)
   except json.JSONDecodeError as e:
     # str(e) puts the place after the message ("... starting at: line 2
     # column 13 (char 24)"), which reads right whatever the message is.

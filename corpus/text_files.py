@@ -16,6 +16,7 @@ from absl import logging
 import tensorflow as tf
 
 from userio import cli
+from userio import utf8
 
 _MB = 1e6
 
@@ -115,10 +116,8 @@ def read_lines(path):
         try:
           text = raw.decode("utf-8")
         except UnicodeDecodeError as e:
-          raise cli.UserError(
-              "%s, line %d: not valid UTF-8 (byte 0x%02x at column %d); "
-              "convert the file to UTF-8." %
-              (path, number, raw[e.start], e.start + 1)) from None
+          raise cli.UserError(utf8.finding(path, raw, e.start, number),
+                              fix="Convert the file to UTF-8.") from None
         yield number, text.strip(), len(raw)
   except tf.errors.OpError as e:
     raise cli.UserError("Cannot read %s: %s" %

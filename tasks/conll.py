@@ -29,6 +29,7 @@ import collections
 import os
 
 from userio import cli
+from userio import utf8
 
 TAG_SCHEMES = ("iob1", "iob2")
 OUTSIDE = "O"
@@ -123,15 +124,9 @@ def check_scheme(sentence, tag_scheme, path):
 
 def _decode(path):
   with open(path, "rb") as f:
-    data = f.read()
-  try:
-    return data.decode("utf-8-sig")
-  except UnicodeDecodeError as e:
-    raise cli.UserError(
-        "%s:%d: byte 0x%02x is not UTF-8" % (
-            path, data.count(b"\n", 0, e.start) + 1, data[e.start]),
-        fix="Convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8).") \
-        from None
+    return utf8.decode(
+        f.read(), path,
+        fix="Convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8).")
 
 
 class _Reader(object):

@@ -26,6 +26,7 @@ import os
 
 from tasks import text_pair
 from userio import cli
+from userio import utf8
 
 NUM_CHOICES = 4
 CONTEXT_COLUMN = "sent1"
@@ -83,15 +84,9 @@ def read_csv_rows(input_file):
         fix="Point --data_dir at the folder holding SWAG's train.csv, "
         "val.csv and test.csv.")
   with open(input_file, "rb") as f:
-    data = f.read()
-  try:
-    text = data.decode("utf-8-sig")
-  except UnicodeDecodeError as e:
-    raise cli.UserError(
-        "%s:%d: byte 0x%02x is not UTF-8" % (
-            input_file, data.count(b"\n", 0, e.start) + 1, data[e.start]),
-        fix="Save the file as UTF-8 (SWAG's files are) or repair that "
-        "line.") from None
+    text = utf8.decode(f.read(), input_file,
+                       fix="Save the file as UTF-8 (SWAG's files are) or "
+                       "repair that line.")
   reader = csv.reader(io.StringIO(text, newline=""), strict=True)
   rows = []
   next_line = 1

@@ -436,7 +436,7 @@ CASES = {
                                         "\"abc}]}")),
     "squad_json_not_utf8": case(
         "run_squad.py", SQUAD + ["--do_train", "--train_file={tmp}/squad.json"],
-        "squad.json is not UTF-8 at line 1",
+        "squad.json:1: byte 0xe9 at column 14 is not UTF-8",
         prepare=lambda tmp: _write(os.path.join(tmp, "squad.json"),
                                    b"{\"data\": \"caf\xe9\"}", "wb")),
     "squad_without_questions": case(

@@ -52,6 +52,6 @@ def test_a_line_that_is_not_utf8_is_named_in_one_line(tmp_path, run_script):
                         corpus_bytes=b"the cat\ndog \xe9t\n")
   assert result.returncode == 2, result.stderr
   last = result.stderr.strip().splitlines()[-1]
-  assert "corpus.txt, line 2: not valid UTF-8 (byte 0xe9 at column 5)" in last
+  assert "corpus.txt:2: byte 0xe9 at column 5 is not UTF-8" in last
   assert "Traceback" not in result.stderr
   assert not output.exists()

@@ -1,5 +1,6 @@
 """Tests for userio/cli.py (how scripts end), userio/quiet_tensorflow.py (start-up noise),
 userio/progress.py (progress lines) and userio/output_files.py (no half-written file)."""
+import codecs
 import errno
 import os
 import pickle
@@ -13,6 +14,7 @@ import tensorflow as tf
 from userio import cli
 from userio import output_files
 from userio import progress
+from userio import utf8
 from userio import quiet_tensorflow
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -256,3 +258,20 @@ def test_sigterm_during_a_fork_still_stops_the_command():
   assert result.returncode == 128 + 15, (result.stdout, result.stderr)
   assert "finished" not in result.stdout
   assert result.stderr.strip().splitlines() == ["-c: stopped by SIGTERM."]
+
+
+def test_utf8_names_line_byte_and_column_past_a_byte_order_mark():
+  # Counted by hand: line 3 is "ab\xffc"; the bad byte is its 3rd.
+  data = codecs.BOM_UTF8 + b"first\nsecond\nab\xffc\n"
+  with pytest.raises(cli.UserError) as raised:
+    utf8.decode(data, "in.tsv", fix="Save it as UTF-8.")
+  assert str(raised.value) == ("in.tsv:3: byte 0xff at column 3 is not "
+                               "UTF-8. Save it as UTF-8.")
+  # The mark is not counted in the first line's columns (editors hide it).
+  with pytest.raises(cli.UserError, match=r"x:1: byte 0xe9 at column 4 "):
+    utf8.decode(codecs.BOM_UTF8 + b"abc\xe9", "x", fix="F.")
+  assert utf8.decode(codecs.BOM_UTF8 + "caf\u00e9\n".encode(), "x",
+                     fix="F.") == "caf\u00e9\n"
+  # A line read alone keeps its number in the file.
+  assert utf8.finding("f", b"\xc3(", 0, first_line=41) == (
+      "f:41: byte 0xc3 at column 1 is not UTF-8")

@@ -118,7 +118,7 @@ def test_iob1_separates_adjacent_entities_of_one_type(tmp_path):
 def test_not_utf8_names_the_line(tmp_path):
   path = tmp_path / "train.txt"
   path.write_bytes(b"a O\nM\xfcller I-PER\n")
-  with pytest.raises(ValueError, match=r"train.txt:2: byte 0xfc is not UTF-8"):
+  with pytest.raises(ValueError, match=r"train.txt:2: byte 0xfc at column 2 is not UTF-8"):
     conll.read_file(str(path), "iob1")
 
 

@@ -315,8 +315,8 @@ def test_documents_without_empty_lines_are_cut_at_the_limit(tmp_path):
 def test_invalid_utf8_names_file_and_line(tmp_path):
   path = tmp_path / "bad.txt"
   path.write_bytes(b"fine\n\nstill fine\nbad \xff here\n")
-  with pytest.raises(cli.UserError, match=r"bad.txt, line 4: not valid "
-                     r"UTF-8 \(byte 0xff at column 5\)"):
+  with pytest.raises(cli.UserError, match=r"bad.txt:4: byte 0xff at column 5 is "
+                     r"not UTF-8\. Convert the file to UTF-8\."):
     list(text_files.read_documents([str(path)]))
 
 
@@ -770,6 +770,6 @@ def test_user_error_is_one_line_without_traceback(tmp_path, uncased_vocab,
   assert result.returncode == 2
   assert "Traceback" not in result.stderr + result.stdout
   assert result.stderr.strip().splitlines()[-1] == (
-      "create_pretraining_data.py: error: %s, line 2: not valid UTF-8 (byte "
-      "0xc3 at column 5); convert the file to UTF-8." % bad)
+      "create_pretraining_data.py: error: %s:2: byte 0xc3 at column 5 is not "
+      "UTF-8. Convert the file to UTF-8." % bad)
   assert sorted(os.listdir(tmp_path)) == ["bad.txt"]

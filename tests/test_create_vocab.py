@@ -457,7 +457,7 @@ _BAD_INPUTS = {
         lambda tmp: ["--input_file=%s/nothing*.txt" % tmp,
                      "--output_file=%s/v.txt" % tmp],
         ["nothing*.txt matches no file"]),
-    "non_utf8_line": (_bad_utf8, ["bad.txt, line 4: not valid UTF-8"]),
+    "non_utf8_line": (_bad_utf8, ["bad.txt:4: byte 0xff at column 5 is not UTF-8"]),
     "vocab_size_below_reserved": (
         lambda tmp: ["--input_file=" + MRPC_TRAIN,
                      "--output_file=%s/v.txt" % tmp, "--vocab_size=900"],

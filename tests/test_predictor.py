@@ -506,3 +506,14 @@ def test_command_squad_from_stdin(squad_dir, squad_model, run_script):
   got = json.loads(line)
   assert got["answer"] == want["answer"]
   _assert_same_nbest(got["nbest"], want["nbest"])
+
+
+def test_input_line_not_utf8_names_line_byte_and_column(tmp_path):
+  path = tmp_path / "in.txt"
+  path.write_bytes(b"A cat.\tThe cat.\nCaf\xe9.\tA caf\xc3\xa9.\n")
+  with pytest.raises(predictor.LineError) as raised:
+    predictor.LineSource(str(path), "MRPC", "auto", 2)
+  # Line 2 is "Caf\xe9..."; 0xe9 is its 4th byte.
+  assert str(raised.value) == (
+      "%s:2: byte 0xe9 at column 4 is not UTF-8; save the input as UTF-8."
+      % path)

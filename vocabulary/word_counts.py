@@ -43,6 +43,7 @@ import tensorflow as tf
 from engine import host_memory
 from corpus import text_files
 from userio import cli
+from userio import utf8
 from userio import output_files
 from userio import progress
 import tokenization
@@ -201,9 +202,10 @@ def _read_count_file(path, totals):
     for number, raw in enumerate(reader, 1):
       try:
         line = raw.decode("utf-8").rstrip("\n")
-      except UnicodeDecodeError:
-        raise cli.UserError("%s, line %d: not valid UTF-8; is it a count file "
-                            "of create_vocab.py?" % (path, number)) from None
+      except UnicodeDecodeError as e:
+        raise cli.UserError(utf8.finding(path, raw, e.start, number),
+                            fix="Is it a count file of create_vocab.py?"
+                            ) from None
       if number == 1:
         match = _HEADER_PATTERN.match(line)
         if not match:
