@@ -148,7 +148,8 @@ def define_flags(flag_values=flags.FLAGS):
       "Megabytes of input text per shard in --mode=scalable; each worker "
       "holds one shard, its token ids and its records (roughly 10 + 3 x "
       "dupe_factor times the shard's size). Changing it changes the "
-      "records.",
+      "records. A corpus of only a few shards per worker leaves workers "
+      "idle at its end; a smaller value spreads it.",
       flag_values=fv)
 
 
