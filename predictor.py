@@ -391,14 +391,22 @@ def _check_batch_size(batch_size):
 class ClassifierPredictor(object):
   """Label and probabilities (or a regression score) of raw sentences.
 
+  A model trained with run_classifier.py --long_text=windows (its
+  run_info.json says so) reads a text longer than max_seq_length in the
+  same windows and combines their outputs as that script does; others
+  truncate it as Google's script does.
+
   Attributes:
     model: the ExportedModel.
     labels: the label list in the model's order (None for regression).
+    windows: whether long texts are read in windows.
   """
 
   def __init__(self, model, *, batch_size=32):
     self.model = model
     self.batch_size = _check_batch_size(batch_size)
+    self.windows = model.record.get("long_text") == "windows"
+    self._doc_stride = model.record.get("doc_stride")
     if REGRESSION_OUTPUT in model.output_names:
       self.labels = None
     elif CLASSIFIER_OUTPUT in model.output_names:
@@ -422,6 +430,18 @@ class ClassifierPredictor(object):
         example, self.model.max_seq_length, self.model.tokenizer)
     return self.model.tokenizer.convert_tokens_to_ids(tokens), segment_ids
 
+  def window_rows(self, text_a, text_b=None):
+    """The model inputs of each window of one example (one row when it
+    fits), as run_classifier.py --long_text=windows lays them out."""
+    check_example(self.model.record["task"], (text_a, text_b))
+    example = run_classifier.InputExample(guid=None, text_a=text_a,
+                                          text_b=text_b)
+    convert = self.model.tokenizer.convert_tokens_to_ids
+    return [(convert(window.tokens), window.segment_ids)
+            for window in run_classifier.example_windows(
+                example, self.model.max_seq_length, self.model.tokenizer,
+                self._doc_stride)]
+
   def _result(self, outputs):
     if self.labels is None:
       return {"score": float(outputs[REGRESSION_OUTPUT])}
@@ -441,9 +461,20 @@ class ClassifierPredictor(object):
       "probabilities": {label: probability}}, or {"score": float} for a
       regression model.
     """
-    rows = [self.row(*_example_texts(example)) for example in examples]
-    return [self._result(outputs) for outputs in
-            self.model.run_rows(rows, self.batch_size)]
+    pairs = [_example_texts(example) for example in examples]
+    if not self.windows:
+      return [self._result(outputs) for outputs in self.model.run_rows(
+          [self.row(*pair) for pair in pairs], self.batch_size)]
+    rows, counts = [], []
+    for pair in pairs:
+      parts = self.window_rows(*pair)
+      rows += parts
+      counts.append(len(parts))
+    name = CLASSIFIER_OUTPUT if self.labels else REGRESSION_OUTPUT
+    combined = run_classifier.combine_windows(
+        [outputs[name] for outputs in self.model.run_rows(
+            rows, self.batch_size)], counts, is_regression=not self.labels)
+    return [self._result({name: value}) for value in combined]
 
   def predict(self, text_a, text_b=None):
     """The prediction of one sentence or pair (see predict_batch)."""

@@ -945,11 +945,16 @@ def _read_examples(processor):
   return examples
 
 
-def _record(task_name, label_list, shared):
-  """The run_info.json of this run (checkpoints/run_info.py)."""
+def _record(task_name, label_list, shared, long_text, doc_stride):
+  """The run_info.json of this run (checkpoints/run_info.py). A run with
+  --long_text=windows records it and its --doc_stride (None: the default),
+  so that predictor.py reads long texts in the same windows."""
+  windows = ({"long_text": long_text, "doc_stride": doc_stride}
+             if long_text == "windows" else {})
   return run_info.make_record(
       task_name, label_list, shared.do_lower_case, shared.max_seq_length,
-      shared.bert_config_file, shared.vocab_file, shared.spm_model_file)
+      shared.bert_config_file, shared.vocab_file, shared.spm_model_file,
+      **windows)
 
 
 def _processor_for(task_name):
@@ -1162,7 +1167,8 @@ def main(_):
       min_seq_length=(text_pair.MIN_SEQ_LENGTH_PAIR if processor.text_pairs
                       else text_pair.MIN_SEQ_LENGTH_ONE_TEXT))
   label_list = processor.get_labels()
-  record = _record(task_name, label_list, shared)
+  record = _record(task_name, label_list, shared, FLAGS.long_text,
+                   FLAGS.doc_stride)
   startup.check_output_dir(shared.output_dir, record, do_train=FLAGS.do_train)
   examples = _read_examples(processor)
   window_counts = {}

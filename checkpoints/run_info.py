@@ -13,7 +13,8 @@ and Hugging Face converters read "task", "labels" and "do_lower_case"
 (run_pretraining.py reads token ids, not text: its record has neither
 casing nor vocabulary, and adds "max_predictions_per_seq"; run_squad.py
 adds "doc_stride" and "max_query_length", which its export and predictor.py
-reuse). A
+reuse, as run_classifier.py's "long_text" and "doc_stride" with
+--long_text=windows). A
 later run in the same folder that differs in one of these (a resume with
 another --max_seq_length, another task's run) is refused, naming the field
 and the fix. A folder whose run stopped before its first checkpoint holds
@@ -49,7 +50,8 @@ _WHAT = (
 # windows, or number of masked-LM predictions) than it trained with, but not
 # continue training with another.
 _TRAINING_ONLY = ("max_seq_length", "version_2_with_negative",
-                  "max_predictions_per_seq", "doc_stride", "max_query_length")
+                  "max_predictions_per_seq", "doc_stride", "max_query_length",
+                  "long_text")
 # Names of copies, not properties of the model.
 _NOT_COMPARED = ("vocab_file",)
 

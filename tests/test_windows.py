@@ -99,6 +99,7 @@ import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
 import conftest  # pylint: disable=g-import-not-at-top
 import run_classifier  # pylint: disable=g-import-not-at-top
+import predictor  # pylint: disable=g-import-not-at-top
 import tokenization  # pylint: disable=g-import-not-at-top
 
 WORDS = ("one two three four five six seven eight nine ten apple pear "
@@ -232,6 +233,13 @@ def test_classifier_long_texts_end_to_end(tmp_path, run_script, vocab_file):
     geometric = np.exp(np.log(window_probs).mean(axis=0))
     np.testing.assert_allclose(probabilities[row],
                                geometric / geometric.sum(), atol=1e-5)
+  # predictor.py reads the export's run_info.json and windows alike.
+  served = predictor.load(str(tmp_path / "export"))
+  assert served.windows
+  np.testing.assert_allclose(
+      [[r["probabilities"]["0"], r["probabilities"]["1"]]
+       for r in served.predict_batch([text for text, _ in dev])],
+      probabilities, atol=1e-5)
   labels = np.array([int(label) for _, label in dev])
   with open(os.path.join(out, "eval_results.txt")) as f:
     results = dict(line.rstrip("\n").split(" = ") for line in f)
