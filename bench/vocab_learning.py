@@ -25,7 +25,7 @@ For each --peer_sizes_mb size, in bench/out/tftext_venv
 
 Quality on the held-out text, per vocabulary: WordPiece pieces per word and
 the share of words that become [UNK], with tokenization.FullTokenizer
-(uncased). Results go to --work_dir/results.json and a Markdown table.
+(uncased). Results go to --work_dir/results.json and to stdout.
 
     python -m bench.vocab_learning --sizes_mb=100,398 --peer_sizes_mb=10
     python -m bench.vocab_learning --sizes_mb=398 --peer_sizes_mb= \
