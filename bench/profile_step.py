@@ -147,31 +147,9 @@ def matmul_flops(shape):
 
 def time_matmul(shape, dtype, threads, steps):
   """GFLOP/s of one matmul of `shape` alone: the fastest of `steps` runs."""
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  m, k, n = shape["rows"], shape["inner"], shape["cols"]
-  a_shape = (k, m) if shape["transpose_a"] else (m, k)
-  b_shape = (n, k) if shape["transpose_b"] else (k, n)
-  graph = tf.Graph()
-  with graph.as_default():
-    rng = np.random.RandomState(0)
-    a, b = (tf.Variable(tf.cast(rng.standard_normal(s), dtype))
-            for s in (a_shape, b_shape))
-    product = tf.matmul(a, b, transpose_a=shape["transpose_a"],
-                        transpose_b=shape["transpose_b"])
-    init = tf.compat.v1.global_variables_initializer()
-  config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=threads,
-                                    inter_op_parallelism_threads=1)
-  with tf.compat.v1.Session(graph=graph, config=config) as session:
-    session.run(init)
-    for _ in range(3):
-      session.run(product.op)
-    secs = []
-    for _ in range(steps):
-      start = time.perf_counter()
-      session.run(product.op)
-      secs.append(time.perf_counter() - start)
-  return matmul_flops(shape) / min(secs) / 1e9
+  return throughput.matmul_gflops(
+      shape["rows"], shape["inner"], shape["cols"], dtype, threads, steps,
+      transpose_a=shape["transpose_a"], transpose_b=shape["transpose_b"])
 
 
 def dense_alone(shapes, rates, peak_gflops):

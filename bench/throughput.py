@@ -606,44 +606,55 @@ def run_worker(spec):
               examples_per_sec=spec["batch_size"] * spec["steps"] / total)
 
 
+def matmul_gflops(rows, inner, cols, dtype, threads, steps,
+                  transpose_a=False, transpose_b=False):
+  """GFLOP/s of one rows x inner x cols matmul: the fastest of `steps` runs.
+
+  The operands are variables of `dtype` (stored transposed when asked), so
+  nothing but the matmul runs in the timed op; a session with `threads`
+  intra-op threads and 1 inter-op thread; 3 untimed runs first.
+  """
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  a_shape = (inner, rows) if transpose_a else (rows, inner)
+  b_shape = (cols, inner) if transpose_b else (inner, cols)
+  graph = tf.Graph()
+  with graph.as_default():
+    rng = np.random.RandomState(0)
+    a, b = (tf.Variable(tf.cast(rng.standard_normal(shape), dtype))
+            for shape in (a_shape, b_shape))
+    product = tf.matmul(a, b, transpose_a=transpose_a,
+                        transpose_b=transpose_b)
+    init = tf.compat.v1.global_variables_initializer()
+  config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=threads,
+                                    inter_op_parallelism_threads=1)
+  with tf.compat.v1.Session(graph=graph, config=config) as session:
+    session.run(init)
+    for _ in range(3):
+      session.run(product.op)
+    secs = []
+    for _ in range(steps):
+      t0 = time.perf_counter()
+      session.run(product.op)
+      secs.append(time.perf_counter() - t0)
+  return 2.0 * rows * inner * cols / min(secs) / 1e9
+
+
 def run_peak_worker(spec):
   """Peak matmul GFLOP/s of TF on this machine, fp32 and bf16.
 
-  A 2048^3 matmul in a session with the runs' thread settings; the fastest
-  of `steps` timed runs after a warm-up (a peak: the median of one process
-  varied from 202 to 386 GFLOP/s for bf16 between two runs on a shared VM).
+  A 2048^3 matmul (`matmul_gflops`) with the runs' thread settings (a peak:
+  the median of one process varied from 202 to 386 GFLOP/s for bf16
+  between two runs on a shared VM).
 
   Returns:
     dict: {"fp32": GFLOP/s, "bf16": GFLOP/s}.
   """
-  import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   n = 2048
-  peaks = {}
-  for name, dtype in (("fp32", tf.float32), ("bf16", tf.bfloat16)):
-    graph = tf.Graph()
-    with graph.as_default():
-      rng = np.random.RandomState(0)
-      # Operands are variables of the measured dtype: nothing but the
-      # matmul runs in the timed op.
-      a, b = (tf.Variable(tf.cast(rng.standard_normal((n, n)), dtype))
-              for _ in range(2))
-      product = tf.matmul(a, b)
-      init = tf.compat.v1.global_variables_initializer()
-    config = tf.compat.v1.ConfigProto(
-        intra_op_parallelism_threads=spec["threads"],
-        inter_op_parallelism_threads=1)
-    with tf.compat.v1.Session(graph=graph, config=config) as session:
-      session.run(init)
-      for _ in range(3):
-        session.run(product.op)
-      secs = []
-      for _ in range(spec["steps"]):
-        t0 = time.perf_counter()
-        session.run(product.op)
-        secs.append(time.perf_counter() - t0)
-    peaks[name] = 2.0 * n ** 3 / min(secs) / 1e9
-  return dict(spec, gflops=peaks)
+  return dict(spec, gflops={
+      name: matmul_gflops(n, n, n, dtype, spec["threads"], spec["steps"])
+      for name, dtype in (("fp32", tf.float32), ("bf16", tf.bfloat16))})
 
 
 # --------------------------------------------------------------- driver ----
