@@ -31,14 +31,13 @@ def finding(name, data, start, first_line=1):
       name, line, data[start], column)
 
 
-def decode(data, name, fix, first_line=1):
-  """`data` as text, without a leading byte-order mark.
+def decode(data, name, fix):
+  """A whole file's `data` as text, without a leading byte-order mark.
 
   Args:
     data: bytes read from the file.
     name: the file's name as the user gave it.
     fix: the advice that follows the finding (a sentence).
-    first_line: the line number of data's first line.
 
   Returns:
     str.
@@ -52,5 +51,4 @@ def decode(data, name, fix, first_line=1):
   try:
     return data.decode("utf-8")
   except UnicodeDecodeError as e:
-    raise cli.UserError(finding(name, data, e.start, first_line),
-                        fix=fix) from None
+    raise cli.UserError(finding(name, data, e.start), fix=fix) from None
