@@ -171,7 +171,7 @@ def dense_alone(shapes, rates, peak_gflops):
 
 
 def mfu_factors(executed_flops, step_secs, by_type, peak_gflops):
-  """The untraced step's MFU and its two factors.
+  """The untraced step's MFU and the three factors it is the product of.
 
   Args:
     executed_flops: matmul FLOPs the step runs (bench.throughput's count).

@@ -19,7 +19,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
 from absl import app
 from absl import flags
@@ -41,27 +40,16 @@ SETTINGS = ("default", "pinned")
 
 def _measure(setting, config_name):
   """Examples/sec of ours' step with `setting`'s thread pools."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  if setting == "default":
-    # An empty ConfigProto: both pools at TensorFlow's defaults.
-    throughput._ours_session_config = (  # pylint: disable=protected-access
-        lambda spec: tf.compat.v1.ConfigProto())
   model, seq_length, batch_size, training, _, head = throughput.CONFIGS[
       config_name]
   spec = dict(config=config_name, impl="ours", model=model,
               seq_length=seq_length, batch_size=batch_size,
               training=training, head=head, dtype="fp32", xla=False,
               checkpointing=False, skip_padding=True,
-              threads=os.cpu_count(), warmup_steps=2)
-  step = throughput.STEP_FNS["ours"](spec)
-  for _ in range(spec["warmup_steps"]):
-    step()
-  secs = []
-  for _ in range(FLAGS.timed_steps):
-    start = time.perf_counter()
-    step()
-    secs.append(time.perf_counter() - start)
-  return batch_size / statistics.median(secs)
+              threads=os.cpu_count(), warmup_steps=2,
+              steps=FLAGS.timed_steps,
+              default_thread_pools=setting == "default")
+  return throughput.run_worker(spec)["examples_per_sec"]
 
 
 def main(argv):
