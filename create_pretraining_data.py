@@ -59,7 +59,7 @@ from absl import flags
 from absl import logging
 
 from userio import cli
-from runner import shared_flags
+from startup import shared_flags
 
 FLAGS = flags.FLAGS
 
@@ -166,7 +166,7 @@ from corpus import text_files
 from engine import host_memory
 from userio import output_files
 from userio import progress
-from runner import startup
+from startup import checks
 import tokenization
 from userio import verbosity
 from userio import disk_space
@@ -921,7 +921,7 @@ def run(flag_obj):
     cli.UserError for flags or input that cannot work.
   """
   check_flags(flag_obj)
-  tokenizer = startup.make_tokenizer(flag_obj.vocab_file,
+  tokenizer = checks.make_tokenizer(flag_obj.vocab_file,
                                      flag_obj.do_lower_case,
                                      flag_obj.spm_model_file)
   masking_vocab(tokenizer)  # Refuses a vocabulary without [CLS] etc.

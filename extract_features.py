@@ -32,7 +32,7 @@ from absl import logging
 
 from userio import cli
 from userio import utf8
-from runner import shared_flags
+from startup import shared_flags
 
 FLAGS = flags.FLAGS
 
@@ -75,7 +75,7 @@ def define_flags(flag_values=flags.FLAGS):
   flags.DEFINE_integer("batch_size", 32, "Examples per batch.",
                        flag_values=fv)
   # Google's --use_tpu, --master and --num_tpu_cores (and the other TPU
-  # flags of the training scripts), accepted as runner/startup.py says.
+  # flags of the training scripts), accepted as startup/checks.py says.
   shared_flags.define_tpu_flags(fv)
   flags.adopt_module_key_flags(shared_flags, flag_values=fv)
   flags.DEFINE_bool("use_one_hot_embeddings", False,
@@ -96,7 +96,8 @@ from checkpoints import checkpoint_checks
 import modeling
 from userio import output_files
 from userio import progress
-from runner import startup
+from startup import checks
+from startup import run_setup
 from tasks import text_pair
 import tokenization
 from userio import verbosity
@@ -139,7 +140,7 @@ def read_examples(input_file):
         "Input file %r not found; set --input_file to a text file with one "
         "example per line (\"text_a\" or \"text_a ||| text_b\")." %
         (input_file,))
-  startup.check_not_folder("input_file", input_file)
+  checks.check_not_folder("input_file", input_file)
   with tf.io.gfile.GFile(input_file, "rb") as reader:
     text = utf8.decode(reader.read(), input_file,
                        fix="Save the file as UTF-8 or repair that line.")
@@ -251,7 +252,7 @@ def _build_model(bert_config, seq_length, layer_indexes, init_checkpoint,
       input_mask=inputs["input_mask"],
       token_type_ids=inputs["input_type_ids"],
       use_one_hot_embeddings=use_one_hot_embeddings,
-      skip_padding=startup.skip_padding(True, use_xla=False))
+      skip_padding=run_setup.skip_padding(True, use_xla=False))
   tvars = tf.compat.v1.trainable_variables()
   assignment_map, initialized = modeling.get_assignment_map_from_checkpoint(
       tvars, init_checkpoint)
@@ -314,7 +315,7 @@ def feature_to_json(feature, layer_indexes, values):
 
 def _check_flags(flag_obj, shared):
   """Refuses missing or unsupported flags before any slow work."""
-  startup.check_tpu_flags(shared.use_tpu, shared.tpu_name,
+  checks.check_tpu_flags(shared.use_tpu, shared.tpu_name,
                           shared.changed_compatibility_flags)
   _check_required(flag_obj, ("input_file", "output_file", "init_checkpoint"))
   if flag_obj.batch_size < 1:
@@ -352,21 +353,21 @@ def run(flag_obj):
   shared = shared_flags.read(flag_obj)
   _check_flags(flag_obj, shared)
   output_folder = os.path.dirname(os.path.abspath(flag_obj.output_file))
-  shared = startup.use_hf_init_checkpoint(shared, output_folder)
+  shared = run_setup.use_hf_init_checkpoint(shared, output_folder)
   # A Hugging Face folder as --init_checkpoint supplies these two.
   _check_required(shared, ("vocab_file", "bert_config_file"))
-  bert_config = startup.load_bert_config(shared.bert_config_file)
+  bert_config = checks.load_bert_config(shared.bert_config_file)
   _check_max_seq_length(shared.max_seq_length, bert_config)
   layer_indexes = parse_layers(flag_obj.layers,
                                bert_config.num_hidden_layers)
-  tokenizer = startup.make_tokenizer(shared.vocab_file, shared.do_lower_case)
-  startup.check_vocab(tokenizer, bert_config, vocab_file=shared.vocab_file,
+  tokenizer = checks.make_tokenizer(shared.vocab_file, shared.do_lower_case)
+  checks.check_vocab(tokenizer, bert_config, vocab_file=shared.vocab_file,
                       spm_model_file=None, do_lower_case=shared.do_lower_case,
                       bert_config_file=shared.bert_config_file)
   examples = read_examples(flag_obj.input_file)
   checkpoint_checks.check_init_checkpoint(
       shared.init_checkpoint, bert_config, shared.bert_config_file)
-  startup.prepare_output_dir(
+  checks.prepare_output_dir(
       output_folder, "the folder of --output_file=%s" % flag_obj.output_file)
   features = convert_examples_to_features(
       examples, shared.max_seq_length, tokenizer)

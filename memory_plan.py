@@ -11,7 +11,7 @@ to plan for pretraining's heads at 128 tokens, 80 at 512), then each
 setting's plan for the batch with its predicted time per update by the GPU
 time model (the output names it), and the plan picked: the one predicted
 fastest. The estimates and predictions are
-runner/memory_model.py's; docs/memory.md states its terms, how they were
+memory/memory_model.py's; docs/memory.md states its terms, how they were
 fitted and the assumptions of the time model.
 """
 
@@ -22,7 +22,7 @@ from absl import app
 from absl import flags
 
 from engine import optimizer_names
-from runner import memory_model
+from memory import memory_model
 from userio import cli
 from userio import units
 

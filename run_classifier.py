@@ -20,7 +20,7 @@ import numpy as np
 
 from userio import cli
 from userio import utf8
-from runner import shared_flags
+from startup import shared_flags
 
 FLAGS = flags.FLAGS
 
@@ -95,7 +95,7 @@ import modeling
 from userio import output_files
 from userio import progress
 from checkpoints import run_info
-from runner import startup
+from startup import run_setup
 from runner import serving_input
 from tasks import text_pair
 from tasks import windows
@@ -970,7 +970,7 @@ def _prepare_features(shared, processor, set_type, examples, label_list,
   """Writes (or reuses) output_dir/file_name for `examples`; returns its path.
 
   `shared`: the run's shared_flags.SharedFlags (vocabulary and casing as
-  startup.start resolved them). `order`: the example_order / shuffle_seed
+  run_setup.start resolved them). `order`: the example_order / shuffle_seed
   of `record_fingerprint`.
   """
   output_file = os.path.join(shared.output_dir, file_name)
@@ -1162,14 +1162,14 @@ def _predict(shared, estimator, processor, predict_examples, label_list,
 def main(_):
   processor = _check_flags()
   task_name = FLAGS.task_name.lower()
-  shared, bert_config, tokenizer = startup.start(
+  shared, bert_config, tokenizer = run_setup.start(
       shared_flags.read(FLAGS), do_train=FLAGS.do_train,
       min_seq_length=(text_pair.MIN_SEQ_LENGTH_PAIR if processor.text_pairs
                       else text_pair.MIN_SEQ_LENGTH_ONE_TEXT))
   label_list = processor.get_labels()
   record = _record(task_name, label_list, shared, FLAGS.long_text,
                    FLAGS.doc_stride)
-  startup.check_output_dir(shared.output_dir, record, do_train=FLAGS.do_train)
+  run_setup.check_output_dir(shared.output_dir, record, do_train=FLAGS.do_train)
   examples = _read_examples(processor)
   window_counts = {}
   if FLAGS.long_text == "windows":
@@ -1179,11 +1179,11 @@ def main(_):
           FLAGS.doc_stride)
   num_train_steps = num_warmup_steps = None
   if FLAGS.do_train:
-    num_train_steps, num_warmup_steps = startup.num_train_and_warmup_steps(
+    num_train_steps, num_warmup_steps = run_setup.num_train_and_warmup_steps(
         len(examples["train"]), shared.train_batch_size,
         shared.num_train_epochs, shared.warmup_proportion,
         processor.get_data_files(FLAGS.data_dir, "train")[0])
-  setup = startup.set_up(shared, bert_config, do_train=FLAGS.do_train,
+  setup = run_setup.set_up(shared, bert_config, do_train=FLAGS.do_train,
                          record=record)
 
   model_fn = model_fn_builder(
@@ -1200,7 +1200,7 @@ def main(_):
       official_metrics=processor.official_metrics,
       gradient_checkpointing=setup.gradient_checkpointing,
       compute_dtype=setup.compute_dtype,
-      skip_padding=startup.skip_padding(FLAGS.skip_padding, shared.use_xla))
+      skip_padding=run_setup.skip_padding(FLAGS.skip_padding, shared.use_xla))
   estimator = estimator_lib.Estimator(
       model_fn=model_fn, config=setup.run_config,
       train_batch_size=shared.train_batch_size,

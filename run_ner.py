@@ -44,7 +44,7 @@ import random
 from absl import flags
 from absl import logging
 
-from runner import shared_flags
+from startup import shared_flags
 from tasks import conll
 from userio import cli
 
@@ -131,7 +131,7 @@ import modeling
 from runner import estimator as estimator_lib
 from runner import feature_cache
 from runner import serving_input
-from runner import startup
+from startup import run_setup
 from runner import tfrecord_input
 from runner import training_graph
 from tasks import text_pair
@@ -801,8 +801,9 @@ def _record(labels, shared, doc_stride):
 
 def main(_):
   doc_stride = _check_flags()
-  shared, bert_config, tokenizer = startup.start(
-      shared_flags.read(FLAGS), do_train=FLAGS.do_train)
+  shared, bert_config, tokenizer = run_setup.start(
+      shared_flags.read(FLAGS), do_train=FLAGS.do_train,
+      min_seq_length=text_pair.MIN_SEQ_LENGTH_ONE_TEXT)
   _check_feature_mode(FLAGS.feature_mode, bert_config,
                       shared.bert_config_file)
   sets = _read_sets(FLAGS.data_dir, FLAGS.tag_scheme, (
@@ -813,16 +814,16 @@ def main(_):
     if data_set.tagged:
       conll.check_known_tags(data_set.documents, labels, data_set.path)
   record = _record(labels, shared, doc_stride)
-  startup.check_output_dir(shared.output_dir, record, do_train=FLAGS.do_train)
+  run_setup.check_output_dir(shared.output_dir, record, do_train=FLAGS.do_train)
   settings = _Settings(shared, tokenizer, labels, doc_stride)
   num_train_steps = num_warmup_steps = None
   train_items = None
   if FLAGS.do_train:
     train_items = _windows(settings, sets["train"], is_training=True)
-    num_train_steps, num_warmup_steps = startup.num_train_and_warmup_steps(
+    num_train_steps, num_warmup_steps = run_setup.num_train_and_warmup_steps(
         len(train_items), shared.train_batch_size, shared.num_train_epochs,
         shared.warmup_proportion, sets["train"].path)
-  setup = startup.set_up(
+  setup = run_setup.set_up(
       shared, bert_config, do_train=FLAGS.do_train, record=record,
       heads=head_variable_shapes(bert_config, len(labels), FLAGS.feature_mode,
                                  FLAGS.lstm_size))
@@ -835,7 +836,7 @@ def main(_):
       feature_mode=FLAGS.feature_mode, lstm_size=FLAGS.lstm_size,
       gradient_checkpointing=setup.gradient_checkpointing,
       compute_dtype=setup.compute_dtype,
-      skip_padding=startup.skip_padding(FLAGS.skip_padding, shared.use_xla))
+      skip_padding=run_setup.skip_padding(FLAGS.skip_padding, shared.use_xla))
 
   def make_estimator(predict_batch_size):
     return estimator_lib.Estimator(

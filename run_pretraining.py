@@ -17,7 +17,7 @@ from absl import flags
 from absl import logging
 
 from userio import cli
-from runner import shared_flags
+from startup import shared_flags
 
 FLAGS = flags.FLAGS
 
@@ -98,11 +98,11 @@ from checkpoints import checkpoint_checks
 from corpus import record_sidecars
 from runner import estimator as estimator_lib
 from engine import lean_gradients
-from runner import memory_model
+from memory import memory_model
 import modeling
 from userio import output_files
 from checkpoints import run_info
-from runner import startup
+from startup import run_setup
 from tasks import text_pair
 from runner import tfrecord_input
 from runner import training_graph
@@ -612,15 +612,15 @@ def _write_eval_history(path, history):
 
 def main(_):
   _check_flags()
-  shared, bert_config, _ = startup.start(
+  shared, bert_config, _ = run_setup.start(
       shared_flags.read(FLAGS), do_train=FLAGS.do_train,
       min_seq_length=text_pair.MIN_SEQ_LENGTH_PAIR, vocab_required=False)
   input_files, records_vocab = check_input_files(
       FLAGS.input_file, shared.max_seq_length, FLAGS.max_predictions_per_seq,
       bert_config, shared.bert_config_file, shared.vocab_file)
   record = _record(shared, records_vocab)
-  startup.check_output_dir(shared.output_dir, record, do_train=FLAGS.do_train)
-  setup = startup.set_up(
+  run_setup.check_output_dir(shared.output_dir, record, do_train=FLAGS.do_train)
+  setup = run_setup.set_up(
       shared, bert_config, do_train=FLAGS.do_train, record=record,
       step_memory=memory_model.BertMemory(
           bert_config, shared.max_seq_length, shared.optimizer,

@@ -55,7 +55,7 @@ import numpy as np
 
 from userio import cli
 from userio import utf8
-from runner import shared_flags
+from startup import shared_flags
 
 FLAGS = flags.FLAGS
 
@@ -130,10 +130,12 @@ import modeling
 from userio import output_files
 from userio import progress
 from checkpoints import run_info
-from runner import startup
+from startup import checks
+from startup import run_setup
 from runner import serving_input
 import squad_evaluate
 from runner import tfrecord_input
+from tasks import text_pair
 from tasks import windows
 import tokenization
 from runner import training_graph
@@ -1221,7 +1223,7 @@ def validate_flags_or_throw(bert_config, flag_obj=FLAGS):
   if flag_obj.do_predict and not flag_obj.predict_file:
     raise cli.UserError("--do_predict needs --predict_file (a SQuAD json "
                         "file).")
-  startup.check_max_seq_length(flag_obj.max_seq_length, bert_config,
+  checks.check_max_seq_length(flag_obj.max_seq_length, bert_config,
                                flag_obj.bert_config_file)
   check_window_flags(flag_obj.max_seq_length, flag_obj.doc_stride,
                      flag_obj.max_query_length, flag_obj.n_best_size,
@@ -1379,8 +1381,9 @@ def reuse_recorded_window_flags(stored):
 
 
 def main(_):
-  shared, bert_config, tokenizer = startup.start(shared_flags.read(FLAGS),
-                                                 do_train=FLAGS.do_train)
+  shared, bert_config, tokenizer = run_setup.start(
+      shared_flags.read(FLAGS), do_train=FLAGS.do_train,
+      min_seq_length=text_pair.MIN_SEQ_LENGTH_ONE_TEXT)
   if not FLAGS.do_train:
     reuse_recorded_window_flags(run_info.read(shared.output_dir))
   validate_flags_or_throw(bert_config, FLAGS)
@@ -1389,18 +1392,18 @@ def main(_):
       shared.bert_config_file, shared.vocab_file, shared.spm_model_file,
       version_2_with_negative=FLAGS.version_2_with_negative,
       **{name: FLAGS[name].value for name in WINDOW_FLAGS})
-  startup.check_output_dir(shared.output_dir, record, do_train=FLAGS.do_train)
+  run_setup.check_output_dir(shared.output_dir, record, do_train=FLAGS.do_train)
   train_examples = eval_examples = None
   num_train_steps = num_warmup_steps = None
   if FLAGS.do_train:
     train_examples = _read_examples(FLAGS.train_file, "--train_file", True)
-    num_train_steps, num_warmup_steps = startup.num_train_and_warmup_steps(
+    num_train_steps, num_warmup_steps = run_setup.num_train_and_warmup_steps(
         len(train_examples), shared.train_batch_size,
         shared.num_train_epochs, shared.warmup_proportion, FLAGS.train_file)
   if FLAGS.do_predict:
     eval_examples = _read_examples(FLAGS.predict_file, "--predict_file",
                                    False)
-  setup = startup.set_up(shared, bert_config, do_train=FLAGS.do_train,
+  setup = run_setup.set_up(shared, bert_config, do_train=FLAGS.do_train,
                          record=record)
   model_fn = model_fn_builder(
       bert_config=bert_config, init_checkpoint=shared.init_checkpoint,

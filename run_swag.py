@@ -31,7 +31,7 @@ from absl import flags
 from absl import logging
 
 from userio import cli
-from runner import shared_flags
+from startup import shared_flags
 
 FLAGS = flags.FLAGS
 
@@ -85,12 +85,12 @@ import tensorflow as tf
 from tasks import classifier_metrics
 from runner import estimator as estimator_lib
 from runner import feature_cache
-from runner import memory_model
+from memory import memory_model
 import modeling
 from userio import output_files
 from userio import progress
 from checkpoints import run_info
-from runner import startup
+from startup import run_setup
 from runner import serving_input
 from tasks import swag
 from tasks import text_pair
@@ -488,19 +488,19 @@ def _predict(shared, estimator, predict_examples, tokenizer):
 
 def main(_):
   _check_flags()
-  shared, bert_config, tokenizer = startup.start(
+  shared, bert_config, tokenizer = run_setup.start(
       shared_flags.read(FLAGS), do_train=FLAGS.do_train,
       min_seq_length=text_pair.MIN_SEQ_LENGTH_PAIR)
   record = _record(shared)
-  startup.check_output_dir(shared.output_dir, record, do_train=FLAGS.do_train)
+  run_setup.check_output_dir(shared.output_dir, record, do_train=FLAGS.do_train)
   examples = _read_examples()
   num_train_steps = num_warmup_steps = None
   if FLAGS.do_train:
-    num_train_steps, num_warmup_steps = startup.num_train_and_warmup_steps(
+    num_train_steps, num_warmup_steps = run_setup.num_train_and_warmup_steps(
         len(examples["train"]), shared.train_batch_size,
         shared.num_train_epochs, shared.warmup_proportion,
         swag.data_file(FLAGS.data_dir, "train"))
-  setup = startup.set_up(
+  setup = run_setup.set_up(
       shared, bert_config, do_train=FLAGS.do_train, record=record,
       step_memory=memory_model.BertMemory(
           bert_config, shared.max_seq_length, shared.optimizer,
@@ -518,7 +518,7 @@ def main(_):
       optimizer=shared.optimizer,
       gradient_checkpointing=setup.gradient_checkpointing,
       compute_dtype=setup.compute_dtype,
-      skip_padding=startup.skip_padding(FLAGS.skip_padding, shared.use_xla))
+      skip_padding=run_setup.skip_padding(FLAGS.skip_padding, shared.use_xla))
   estimator = estimator_lib.Estimator(
       model_fn=model_fn, config=setup.run_config,
       train_batch_size=shared.train_batch_size,

@@ -27,7 +27,7 @@ from absl import flags
 from absl import logging
 
 from corpus import text_files
-from runner import startup
+from startup import checks
 from userio import cli
 from userio import output_files
 from userio import progress
@@ -110,7 +110,7 @@ def main(argv):
   if not os.path.isdir(folder):
     raise cli.UserError("--output_file=%s: folder %s does not exist"
                         % (FLAGS.output_file, folder), fix="Create it first.")
-  tokenizer = startup.make_tokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
+  tokenizer = checks.make_tokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
   pieces = list(tokenizer.vocab)
   required = required_pieces(pieces, FLAGS.size)  # Before the slow count.
   counts = count_pieces(tokenizer, FLAGS.input_file)

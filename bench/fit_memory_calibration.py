@@ -1,4 +1,4 @@
-"""Fits runner/memory_model.py's CPU calibration to measured allocator peaks.
+"""Fits memory/memory_model.py's CPU calibration to measured allocator peaks.
 
 Reads the JSON files that bench/memory.py writes (BFC allocator runs), finds
 the `state_factor`, `linear_factor` and `quadratic_factor` that minimize the
@@ -20,7 +20,7 @@ from absl import app
 from absl import flags
 import numpy as np
 
-from runner import memory_model
+from memory import memory_model
 from userio import units
 
 FLAGS = flags.FLAGS

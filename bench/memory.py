@@ -58,7 +58,7 @@ import numpy as np
 
 import bench
 from engine import host_memory
-from runner import memory_model
+from memory import memory_model
 from userio import units
 
 CPU_DEVICE = "CPU:0"

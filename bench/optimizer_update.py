@@ -35,7 +35,7 @@ import tensorflow as tf
 from engine import training_step
 import modeling
 import optimization
-from runner import memory_model
+from memory import memory_model
 
 FLAGS = flags.FLAGS
 flags.DEFINE_enum("model", "base", ["base", "large"], "BERT size.")

@@ -21,14 +21,14 @@ What `kernel_settings` decides, when the user has not set the variable:
     an error, and where ONEDNN_MAX_CPU_ISA caps oneDNN below AVX-512 on an
     AVX-512 CPU, TensorFlow still hands it the bfloat16 matmuls and the
     process aborts. Eigen runs bf16 by widening to float32 around each op,
-    slower than fp32 there (runner/startup.py says so), but bf16 still
+    slower than fp32 there (startup/precision.py says so), but bf16 still
     halves the activation memory, so it is not refused.
   * Any other CPU (with AVX-512, or too old for AVX2, or no flags to read:
     not Linux, not x86): TensorFlow's own default.
 
 A value the user gave TF_ENABLE_ONEDNN_OPTS is never changed; `conflict`
 names the combination that runs badly or not at all (oneDNN on, bf16, no
-AVX-512), which runner/startup.py refuses before the model is built.
+AVX-512), which startup/precision.py refuses before the model is built.
 oneDNN's own cap on the instructions it uses, ONEDNN_MAX_CPU_ISA, counts as
 the CPU: capped at an AVX2 level, oneDNN behaves as on a CPU without
 AVX-512.

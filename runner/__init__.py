@@ -1,5 +1,4 @@
-"""The Estimator-style runner and what a training script runs with: the
-shared flag definitions and their values, run start-up, the distribution
-strategy, memory settings and the memory model, the out-of-memory advice,
-input pipelines, the serving input and the training graph's shared steps.
-"""
+"""The Estimator-style runner that replaces tf.estimator: the session loop
+that trains, evaluates, predicts and exports a model_fn, and what its
+graphs share (the distribution strategy, TFRecord input and feature files,
+the serving input, the training graph's common steps)."""

@@ -62,8 +62,7 @@ from checkpoints import checkpoint_checks
 from engine import dropout_masks
 from engine import graph_keys
 from engine import host_memory
-from runner import memory_settings
-from runner import out_of_memory
+from memory import out_of_memory
 from runner import tfrecord_input
 from userio import disk_space
 from userio import progress
@@ -587,22 +586,25 @@ class Estimator(object):
     return params
 
   def _micro_batch_size(self):
-    """Per-run batch size: --train_batch_size split into micro-batches.
+    """Per-run batch size: --train_batch_size split into the RunConfig's
+    num_accumulation_steps micro-batches.
 
     Raises:
-      ValueError (cli.UserError) when the batch does not split into the
-      accumulation steps or a micro-batch does not split over the replicas:
-      memory_settings.accumulation_steps, the check the training scripts'
-      set-up made already, for a RunConfig built directly.
+      ValueError when the batch does not split into micro-batches that
+      split evenly over the replicas (the training scripts' set-up chose
+      num_accumulation_steps so that it does).
     """
     if not self._train_batch_size:
       raise ValueError("Estimator.train needs train_batch_size (flag "
                        "--train_batch_size).")
-    k = self._config.num_accumulation_steps
-    memory_settings.accumulation_steps(
-        self._train_batch_size, num_accumulation_steps=k,
-        replicas=memory_settings.replicas_of(self._config.distribution))
-    return self._train_batch_size // k
+    num_accumulation_steps = self._config.num_accumulation_steps
+    parts = num_accumulation_steps * self._config.num_replicas
+    if self._train_batch_size % parts:
+      raise ValueError(
+          "train_batch_size=%d does not split into %d micro-batches over %d "
+          "replicas." % (self._train_batch_size, num_accumulation_steps,
+                         self._config.num_replicas))
+    return self._train_batch_size // num_accumulation_steps
 
   def _replica_batch_size(self):
     """Examples per replica and micro-batch."""

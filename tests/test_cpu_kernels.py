@@ -1,5 +1,5 @@
 """The CPU kernels chosen before TensorFlow loads (hardware/cpu.py),
---precision=auto (runner/startup.py), and the same numbers from both
+--precision=auto (startup/precision.py), and the same numbers from both
 kernel families.
 
 The decisions are checked on made-up feature sets. The numbers are checked
@@ -20,8 +20,8 @@ import tensorflow as tf
 
 import conftest
 from hardware import cpu
-from runner import shared_flags
-from runner import startup
+from startup import shared_flags
+from startup import precision as startup_precision
 import rounding
 import test_modeling
 
@@ -191,12 +191,12 @@ def test_the_choice_outlives_the_variable():
      ("fp32", "GPU compute capability 7.5, below 8.0")),
 ])
 def test_auto_precision(features, gpus, want):
-  assert startup.resolve_precision("auto", features, gpus) == want
+  assert startup_precision.resolve_precision("auto", features, gpus) == want
 
 
 @pytest.mark.parametrize("precision", ["fp32", "fp16", "bf16"])
 def test_other_precisions_stay(precision):
-  assert startup.resolve_precision(precision, AVX512_BF16, [(9, 0)]) == (
+  assert startup_precision.resolve_precision(precision, AVX512_BF16, [(9, 0)]) == (
       precision, None)
 
 
@@ -547,8 +547,8 @@ def _run_classifier(tmp_path, precision, **environ):
 def test_auto_says_what_it_chose(tmp_path):
   result = _run_classifier(tmp_path, "auto")
   assert result.returncode == 0, result.stderr[-3000:]
-  want = startup.resolve_precision("auto", cpu.cpu_features(),
-                                   startup.gpu_capabilities())
+  want = startup_precision.resolve_precision("auto", cpu.cpu_features(),
+                                   startup_precision.gpu_capabilities())
   assert "precision=%s (auto: %s" % want in result.stderr, result.stderr
   lines = [line for line in result.stderr.splitlines()
            if "CPU kernels: " in line]

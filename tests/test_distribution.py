@@ -131,7 +131,7 @@ def _train(model_dir, init_checkpoint, k, distribution=None,
 def _parsed_flags(*args):
   """The SharedFlags of a command line of the shared flags."""
   from absl import flags  # pylint: disable=import-outside-toplevel
-  from runner import shared_flags  # pylint: disable=import-outside-toplevel
+  from startup import shared_flags  # pylint: disable=import-outside-toplevel
   fv = flags.FlagValues()
   shared_flags.define_common_flags(128, fv)
   fv(["test"] + list(args))
@@ -192,9 +192,9 @@ def _run_mirrored(out_dir):
   the all-reduces per run. Then prints the error of a micro-batch that does
   not split over 2 CPUs, and how memory_settings sees the strategy's replicas.
   """
-  from runner import estimator  # pylint: disable=import-outside-toplevel
-  from runner import memory_settings  # pylint: disable=import-outside-toplevel
-  from runner import startup  # pylint: disable=import-outside-toplevel
+  from memory import memory_settings  # pylint: disable=import-outside-toplevel
+  import modeling  # pylint: disable=import-outside-toplevel
+  from startup import run_setup  # pylint: disable=import-outside-toplevel
   fv = _parsed_flags("--distribution=mirrored", "--devices=/cpu:0,/cpu:1")
   strategy = _make_distribution(fv)
   print("REPLICAS:", json.dumps(memory_settings.replicas_of(strategy)))
@@ -209,11 +209,9 @@ def _run_mirrored(out_dir):
   fv = _parsed_flags("--distribution=mirrored", "--devices=/cpu:0,/cpu:1",
                      "--output_dir=" + os.path.join(out_dir, "bad"),
                      "--train_batch_size=6", "--num_accumulation_steps=2")
-  est = estimator.Estimator(
-      lambda *args: None,
-      startup.make_run_config(fv, distribution=strategy),
-      train_batch_size=6)
-  _print_error(lambda: est.train(_input_fn, max_steps=1))
+  # The set-up refuses the split before any Estimator is made.
+  _print_error(lambda: run_setup.resolve_memory(
+      fv, modeling.BertConfig(vocab_size=30), True, strategy))
 
 
 def _run_worker(out_dir):

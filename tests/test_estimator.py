@@ -17,7 +17,7 @@ import tensorflow as tf
 from checkpoints import checkpoint_checks
 import conftest
 from runner import estimator
-from runner import out_of_memory
+from memory import out_of_memory
 
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(TESTS_DIR)
@@ -262,8 +262,8 @@ def test_micro_batch_size_passed_to_input_fn(tmp_path):
 def test_batch_size_not_divisible(tmp_path):
   x, y = make_data()
   est = make_estimator(str(tmp_path), k=2, batch=5)
-  with pytest.raises(ValueError, match="--train_batch_size=5.*"
-                     "--num_accumulation_steps=2"):
+  with pytest.raises(ValueError, match="train_batch_size=5 does not split "
+                     "into 2 micro-batches over 1 replicas"):
     est.train(make_input_fn(x, y, True), max_steps=1)
 
 

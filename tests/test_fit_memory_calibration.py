@@ -4,7 +4,7 @@ known calibration of the term model produced. Pure arithmetic."""
 import json
 
 import conftest
-from runner import memory_model
+from memory import memory_model
 
 fit_calibration = conftest.load_bench_script("fit_memory_calibration")
 

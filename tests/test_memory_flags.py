@@ -1,4 +1,4 @@
-"""Tests for runner/memory_settings.py, runner/out_of_memory.py and their
+"""Tests for memory/memory_settings.py, memory/out_of_memory.py and their
 wiring into the training scripts.
 
 Flags --precision, --gradient_checkpointing, --micro_batch_size,
@@ -15,16 +15,18 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from engine import tf_internals
 from userio import cli
 from runner import estimator
-from runner import memory_settings
-from runner import memory_model
+from memory import memory_settings
+from memory import memory_model
 import modeling
-from runner import out_of_memory
+from memory import out_of_memory
 import run_classifier
-from runner import startup
+from startup import checks
+from startup import run_setup
 import run_squad
-from runner import shared_flags
+from startup import shared_flags
 from userio import units
 
 LARGE = modeling.BertConfig.from_dict(memory_model.BERT_LARGE)
@@ -75,24 +77,24 @@ def test_flag_defaults_and_choices(fv):
 
 
 def test_settings_without_micro_batch_flag(fv):
-  settings = startup.resolve_memory(fv("--device_memory_gb=8"), BASE, True)
+  settings = run_setup.resolve_memory(fv("--device_memory_gb=8"), BASE, True)
   assert settings[:4] == ("fp32", 32, 1, False)
   assert settings.compute_dtype == tf.float32
-  settings = startup.resolve_memory(
+  settings = run_setup.resolve_memory(
       fv("--num_accumulation_steps=4", "--precision=fp16",
          "--gradient_checkpointing", "--device_memory_gb=8"), BASE, True)
   assert settings[:4] == ("fp16", 8, 4, True)
   assert settings.compute_dtype == tf.float16
-  assert startup.resolve_memory(fv("--precision=bf16"), BASE,
+  assert run_setup.resolve_memory(fv("--precision=bf16"), BASE,
                                 True).compute_dtype == tf.bfloat16
 
 
 def test_integer_micro_batch_sets_accumulation(fv):
-  settings = startup.resolve_memory(
+  settings = run_setup.resolve_memory(
       fv("--train_batch_size=24", "--micro_batch_size=6"), BASE, True)
   assert (settings.micro_batch_size, settings.num_accumulation_steps) == (6, 4)
   # An explicit --num_accumulation_steps that agrees is fine.
-  settings = startup.resolve_memory(
+  settings = run_setup.resolve_memory(
       fv("--train_batch_size=24", "--micro_batch_size=6",
          "--num_accumulation_steps=4"), BASE, True)
   assert settings.num_accumulation_steps == 4
@@ -115,7 +117,7 @@ def test_integer_micro_batch_sets_accumulation(fv):
 ])
 def test_bad_memory_flags_are_refused(fv, argv, pattern):
   with pytest.raises(ValueError, match=pattern):
-    startup.resolve_memory(fv(*argv), LARGE, True)
+    run_setup.resolve_memory(fv(*argv), LARGE, True)
 
 
 def test_check_required_files_accepts_spm_model_instead_of_vocab(fv,
@@ -125,14 +127,14 @@ def test_check_required_files_accepts_spm_model_instead_of_vocab(fv,
   spm_model = tmp_path / "spm.model"
   spm_model.write_bytes(b"model")
   base = ["--bert_config_file=%s" % config, "--output_dir=%s" % tmp_path]
-  startup.check_required_files(
+  checks.check_required_files(
       fv(*base, "--spm_model_file=%s" % spm_model), do_train=True)
   with pytest.raises(ValueError, match="--spm_model_file=.*not found"):
-    startup.check_required_files(
+    checks.check_required_files(
         fv(*base, "--spm_model_file=%s" % (tmp_path / "none.model")), True)
   with pytest.raises(ValueError,
                      match="--vocab_file is required .or --spm_model_file"):
-    startup.check_required_files(fv(*base), do_train=True)
+    checks.check_required_files(fv(*base), do_train=True)
 
 
 @pytest.mark.parametrize("script", [run_classifier, run_squad])
@@ -203,7 +205,7 @@ def test_device_memory_without_gpu_is_available_ram():
 
 def test_auto_fits_bert_large_512_on_12_gib(fv, caplog):
   caplog.set_level(std_logging.INFO)
-  settings = startup.resolve_memory(
+  settings = run_setup.resolve_memory(
       fv("--micro_batch_size=auto", "--max_seq_length=512",
          "--device_memory_gb=12"), LARGE, True)
   # Google's README: no batch of BERT-Large at 512 fits 12 GB without help.
@@ -230,10 +232,10 @@ def test_auto_fits_bert_large_512_on_12_gib(fv, caplog):
 def test_auto_keeps_precision_and_explicit_no_checkpointing(fv):
   # 16 GiB: on 12 the half-precision weight copy, the accumulators and the
   # safety margin leave BERT-Large no room for an example.
-  half = startup.resolve_memory(
+  half = run_setup.resolve_memory(
       fv("--micro_batch_size=auto", "--max_seq_length=512",
          "--device_memory_gb=16", "--precision=bf16"), LARGE, True)
-  full = startup.resolve_memory(
+  full = run_setup.resolve_memory(
       fv("--micro_batch_size=auto", "--max_seq_length=512",
          "--device_memory_gb=16"), LARGE, True)
   assert half.precision == "bf16"
@@ -241,12 +243,12 @@ def test_auto_keeps_precision_and_explicit_no_checkpointing(fv):
   assert half.micro_batch_size >= full.micro_batch_size
   with pytest.raises(ValueError, match=r"not even one example .* fits "
                      r"12.00 GiB .* in --precision=fp32\. Lower"):
-    startup.resolve_memory(
+    run_setup.resolve_memory(
         fv("--micro_batch_size=auto", "--max_seq_length=512",
            "--device_memory_gb=12", "--nogradient_checkpointing"), LARGE,
         True)
   # Predict-only runs do not plan.
-  settings = startup.resolve_memory(
+  settings = run_setup.resolve_memory(
       fv("--micro_batch_size=auto", "--device_memory_gb=1"), LARGE, False)
   assert settings.num_accumulation_steps == 1
 
@@ -280,9 +282,9 @@ def test_replicas_of_strategies():
 def test_auto_on_cpu_workers_needs_the_same_memory_on_each(fv):
   with pytest.raises(ValueError, match=r"multi_worker on CPUs needs "
                      r"--device_memory_gb, the same on every worker"):
-    startup.resolve_memory(fv("--micro_batch_size=auto"), BASE, True,
+    run_setup.resolve_memory(fv("--micro_batch_size=auto"), BASE, True,
                            TWO_WORKERS)
-  settings = startup.resolve_memory(
+  settings = run_setup.resolve_memory(
       fv("--micro_batch_size=auto", "--device_memory_gb=16"), BASE, True,
       TWO_WORKERS)
   # Each machine has its own 16 GiB and 16 examples of every batch.
@@ -294,8 +296,8 @@ def test_auto_plans_each_gpu_for_its_share(fv, caplog):
   caplog.set_level(std_logging.INFO)
   values = fv("--micro_batch_size=auto", "--max_seq_length=512",
               "--device_memory_gb=12")
-  one = startup.resolve_memory(values, LARGE, True)
-  four = startup.resolve_memory(values, LARGE, True, FOUR_GPUS)
+  one = run_setup.resolve_memory(values, LARGE, True)
+  four = run_setup.resolve_memory(values, LARGE, True, FOUR_GPUS)
   # Each of the 4 GPUs holds a whole model and 32 / 4 = 8 examples of the
   # batch, so its plan is one GPU's plan for a batch of 8.
   alone = memory_model.plan(LARGE, 512, 8, 12 * units.GIB,
@@ -318,7 +320,7 @@ def test_auto_plans_each_gpu_for_its_share(fv, caplog):
 
 def test_auto_splits_ram_between_cpu_replicas(fv, caplog):
   caplog.set_level(std_logging.INFO)
-  settings = startup.resolve_memory(
+  settings = run_setup.resolve_memory(
       fv("--micro_batch_size=auto", "--max_seq_length=512",
          "--device_memory_gb=24"), LARGE, True, TWO_CPUS)
   # Two CPU replicas in one process: two copies of the weights, gradients
@@ -345,20 +347,20 @@ def test_auto_on_cpus_checkpoints_only_when_nothing_fits_without_it(fv):
   # change the time per example, so recomputation only costs.
   values = fv("--micro_batch_size=auto", "--max_seq_length=384",
               "--device_memory_gb=32", "--train_batch_size=64")
-  cpus = startup.resolve_memory(values, LARGE, True, TWO_CPUS)
+  cpus = run_setup.resolve_memory(values, LARGE, True, TWO_CPUS)
   assert cpus.device_kind == memory_model.CPU
   assert (cpus.replica_micro_batch_size, cpus.num_accumulation_steps,
           cpus.gradient_checkpointing) == (1, 32, False)
   values = fv("--micro_batch_size=auto", "--max_seq_length=384",
               "--device_memory_gb=16", "--train_batch_size=128")
-  gpus = startup.resolve_memory(values, LARGE, True, FOUR_GPUS)
+  gpus = run_setup.resolve_memory(values, LARGE, True, FOUR_GPUS)
   assert gpus.device_kind == memory_model.GPU
   assert (gpus.replica_micro_batch_size, gpus.num_accumulation_steps,
           gpus.gradient_checkpointing) == (16, 2, True)
   # Where nothing fits without it, CPUs checkpoint too.
   values = fv("--micro_batch_size=auto", "--max_seq_length=512",
               "--device_memory_gb=24")
-  assert startup.resolve_memory(values, LARGE, True,
+  assert run_setup.resolve_memory(values, LARGE, True,
                                 TWO_CPUS).gradient_checkpointing
 
 
@@ -382,7 +384,7 @@ def test_auto_refuses_a_batch_the_replicas_cannot_split(fv):
   with pytest.raises(ValueError, match=r"--train_batch_size=30 does not "
                      r"split evenly over the 4 replicas of --distribution; "
                      r"choose a multiple of 4\."):
-    startup.resolve_memory(
+    run_setup.resolve_memory(
         fv("--micro_batch_size=auto", "--train_batch_size=30",
            "--device_memory_gb=12"), LARGE, True, FOUR_GPUS)
 
@@ -390,7 +392,7 @@ def test_auto_refuses_a_batch_the_replicas_cannot_split(fv):
 def test_oom_message_with_replicas_plans_per_replica(fv):
   values = fv("--max_seq_length=512", "--device_memory_gb=12",
               "--train_batch_size=64", "--gradient_checkpointing")
-  settings = startup.resolve_memory(values, LARGE, True, FOUR_GPUS)
+  settings = run_setup.resolve_memory(values, LARGE, True, FOUR_GPUS)
   assert settings.replica_micro_batch_size == 16
   message = _training_advice(LARGE, values, settings, _oom_error())
   estimate = memory_model.estimate_bytes(LARGE, 512, 16, "fp32",
@@ -418,7 +420,7 @@ def _oom_error(text="OOM when allocating tensor with shape[32,16,512,512]"):
 
 def test_oom_message_names_setting_estimate_and_fitting_flags(fv):
   values = fv("--max_seq_length=512", "--device_memory_gb=13")
-  settings = startup.resolve_memory(values, LARGE, True)
+  settings = run_setup.resolve_memory(values, LARGE, True)
   message = _training_advice(LARGE, values, settings, _oom_error())
   estimate = (memory_model.estimate_bytes(LARGE, 512, 32)["total"] /
               units.GIB)
@@ -442,7 +444,7 @@ def test_oom_message_when_the_estimate_fits_plans_for_less(fv):
   # BERT-Base at 128 with batch 32 is estimated at 10.9 GiB, under 12 GiB:
   # the OOM proves the estimate low here, so the advice must be smaller.
   values = fv("--device_memory_gb=12")
-  settings = startup.resolve_memory(values, BASE, True)
+  settings = run_setup.resolve_memory(values, BASE, True)
   message = _training_advice(BASE, values, settings, _oom_error())
   assert "something else holds memory" in message
   assert "--micro_batch_size=16 (accumulation 2)" in message
@@ -451,7 +453,7 @@ def test_oom_message_when_the_estimate_fits_plans_for_less(fv):
 
 def test_oom_message_without_device_memory(fv):
   values = fv()
-  settings = startup.resolve_memory(values, BASE, True)._replace(device=None)
+  settings = run_setup.resolve_memory(values, BASE, True)._replace(device=None)
   message = _training_advice(BASE, values, settings, _oom_error())
   assert "pass --device_memory_gb" in message
   assert "Flags that fit" not in message
@@ -475,8 +477,8 @@ def _oom_model_fn(features, labels, mode, params):
 def test_runner_out_of_memory_error_carries_the_message(fv, tmp_path, capsys):
   values = fv("--output_dir=%s" % tmp_path, "--train_batch_size=4",
               "--max_seq_length=512", "--device_memory_gb=12")
-  settings = startup.resolve_memory(values, LARGE, True)
-  config = startup.make_run_config(
+  settings = run_setup.resolve_memory(values, LARGE, True)
+  config = run_setup.make_run_config(
       values, settings, oom_message_fn=out_of_memory.training_advice_fn(
           memory_model.BertMemory(LARGE, 512), settings, 4))
   est = estimator.Estimator(_oom_model_fn, config, train_batch_size=4)
@@ -621,7 +623,7 @@ def test_auto_accumulates_with_the_updates_of_one_big_batch(
   caplog.clear()
   # startup refuses fp16 without a GPU (it is slow on CPUs); what this run
   # checks, accumulation and loss scaling, does not depend on the device.
-  monkeypatch.setattr(startup.tf_internals, "gpu_memory_limits",
+  monkeypatch.setattr(tf_internals, "gpu_memory_limits",
                       lambda: {"/device:GPU:0": 16 * units.GIB})
   auto_dir = str(tmp_path / "auto")
   _run_main(monkeypatch, _args(

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from runner import memory_model as mp
+from memory import memory_model as mp
 from userio import units
 
 # Google's README: largest batch on a 12 GB Titan X, TF 1.11, fp32, Adam.

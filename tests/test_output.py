@@ -22,7 +22,7 @@ from engine import graph_keys
 import predictor
 from reproduction import plan
 from runner import estimator
-from runner import startup
+from startup import precision as startup_precision
 import test_predictor
 
 REPO_ROOT = conftest.REPO_ROOT
@@ -243,7 +243,7 @@ AVX2_ONLY = {"fpu", "sse4_2", "avx", "avx2", "fma"}
     ("fp32", AVX2_ONLY | {"avx512_bf16"}, None),
 ])
 def test_precision_note(precision, features, faster):
-  note = startup.precision_note(precision, features)
+  note = startup_precision.precision_note(precision, features)
   if faster is None:
     assert note is None
   else:

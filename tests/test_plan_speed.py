@@ -1,13 +1,13 @@
 """Tests of the planner's choice by predicted time and of its safety margin.
 
-The time model is an assumption (runner/memory_model.py's docstring): these
+The time model is an assumption (memory/memory_model.py's docstring): these
 tests check that the planner follows the stated model, re-deriving its
 numbers from the stated formula, never that a GPU runs that fast. No test
 here times anything.
 """
 import pytest
 
-from runner import memory_model as mp
+from memory import memory_model as mp
 from userio import units
 
 GIB12 = 12 * units.GIB

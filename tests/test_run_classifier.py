@@ -22,7 +22,7 @@ sys.path.insert(0, REPO_ROOT)
 
 import conftest  # pylint: disable=g-import-not-at-top
 import run_classifier  # pylint: disable=g-import-not-at-top
-from runner import startup  # pylint: disable=g-import-not-at-top
+from startup import run_setup  # pylint: disable=g-import-not-at-top
 import tokenization  # pylint: disable=g-import-not-at-top
 
 MRPC_HEADER = ["\ufeffQuality", "#1 ID", "#2 ID", "#1 String", "#2 String"]
@@ -844,7 +844,7 @@ def test_skip_padding_flag_is_off_under_xla(skip_padding, use_xla, expected):
   flag_values(["run_classifier.py",
                "--%sskip_padding" % ("" if skip_padding else "no"),
                "--%suse_xla" % ("" if use_xla else "no")])
-  assert startup.skip_padding(flag_values.skip_padding,
+  assert run_setup.skip_padding(flag_values.skip_padding,
                               flag_values.use_xla) is expected
 
 

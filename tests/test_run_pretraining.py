@@ -23,8 +23,8 @@ from corpus import record_sidecars
 from userio import cli
 import conftest
 from runner import estimator
-from runner import memory_model
-from runner import memory_settings
+from memory import memory_model
+from memory import memory_settings
 import modeling
 import pretraining_records
 import run_pretraining

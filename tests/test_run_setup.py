@@ -1,5 +1,5 @@
-"""Tests for runner/shared_flags.py (definitions, reading the values) and
-runner/startup.py (what the flags make of a run: checks, strategy, memory
+"""Tests for startup/shared_flags.py (definitions, reading the values) and
+startup/ (what the flags make of a run: checks, strategy, memory
 settings, RunConfig)."""
 import logging as std_logging
 import os
@@ -9,11 +9,13 @@ import pytest
 import tensorflow as tf
 
 from userio import cli
-from runner import memory_settings
-from runner import memory_model
+from memory import memory_settings
+from memory import memory_model
 import modeling
-from runner import startup
-from runner import shared_flags
+from startup import checks
+from startup import run_setup
+from startup import shared_flags
+from tasks import text_pair
 from engine import tf_internals
 from userio import units
 
@@ -46,7 +48,7 @@ def test_flag_defaults(fv):
 
 def _check_tpu_flags(values):
   shared = shared_flags.read(values)
-  startup.check_tpu_flags(shared.use_tpu, shared.tpu_name,
+  checks.check_tpu_flags(shared.use_tpu, shared.tpu_name,
                           shared.changed_compatibility_flags)
 
 
@@ -83,16 +85,18 @@ def test_check_tpu_flags(fv):
 
 def test_num_train_and_warmup_steps():
   # MRPC: 3668 training examples, batch 32, 3 epochs -> 343 steps, 34 warmup.
-  assert startup.num_train_and_warmup_steps(3668, 32, 3.0, 0.1) == (343, 34)
+  assert run_setup.num_train_and_warmup_steps(3668, 32, 3.0, 0.1) == (343, 34)
   # int(100 / 24 * 2) = int(8.33) = 8; int(8 * 0.25) = 2.
-  assert startup.num_train_and_warmup_steps(100, 24, 2.0, 0.25) == (8, 2)
+  assert run_setup.num_train_and_warmup_steps(100, 24, 2.0, 0.25) == (8, 2)
 
 
 def test_make_run_config(fv, tmp_path):
   fv(["prog", "--output_dir=%s" % tmp_path, "--seed=3",
       "--num_accumulation_steps=4", "--save_checkpoints_steps=50",
       "--keep_checkpoint_max=2", "--log_step_count_steps=10"])
-  config = startup.make_run_config(shared_flags.read(fv))
+  shared = shared_flags.read(fv)
+  config = run_setup.make_run_config(shared, run_setup.resolve_memory(
+      shared, modeling.BertConfig(vocab_size=30), do_train=True))
   assert config.model_dir == str(tmp_path)
   assert (config.tf_random_seed, config.num_accumulation_steps) == (3, 4)
   assert (config.save_checkpoints_steps, config.keep_checkpoint_max,
@@ -104,8 +108,8 @@ def test_check_required_files(fv, tmp_path, minilm_dir):
           "--bert_config_file=%s/bert_config.json" % minilm_dir,
           "--output_dir=%s" % tmp_path]
   fv(good + ["--init_checkpoint=%s/bert_model.ckpt" % minilm_dir])
-  startup.check_required_files(shared_flags.read(fv), do_train=True)
-  startup.check_required_files(shared_flags.read(fv), do_train=False)
+  checks.check_required_files(shared_flags.read(fv), do_train=True)
+  checks.check_required_files(shared_flags.read(fv), do_train=False)
 
   cases = [
       (["--vocab_file=%s/nope.txt" % minilm_dir], "--vocab_file=.*not found"),
@@ -117,12 +121,12 @@ def test_check_required_files(fv, tmp_path, minilm_dir):
     fv.unparse_flags()
     fv(good + extra)
     with pytest.raises(ValueError, match=pattern):
-      startup.check_required_files(shared_flags.read(fv), do_train=True)
+      checks.check_required_files(shared_flags.read(fv), do_train=True)
   fv.unparse_flags()
   fv(good)
-  startup.check_required_files(shared_flags.read(fv), do_train=True)
+  checks.check_required_files(shared_flags.read(fv), do_train=True)
   with pytest.raises(ValueError, match="--output_dir=.*no checkpoint"):
-    startup.check_required_files(shared_flags.read(fv), do_train=False)
+    checks.check_required_files(shared_flags.read(fv), do_train=False)
 
 
 # ---------------------------------------------------- the shared set-up
@@ -174,7 +178,7 @@ def test_compatibility_flags_are_named_once(caplog):
   caplog.set_level(std_logging.INFO)
   shared = _parsed("--master=grpc://x", "--tpu_zone=z",
                    "--iterations_per_loop=7")
-  startup.check_tpu_flags(shared.use_tpu, shared.tpu_name,
+  checks.check_tpu_flags(shared.use_tpu, shared.tpu_name,
                           shared.changed_compatibility_flags)
   lines = [r.getMessage() for r in caplog.records
            if "compatibility" in r.getMessage()]
@@ -182,7 +186,7 @@ def test_compatibility_flags_are_named_once(caplog):
                    "accepted for compatibility with Google's commands; "
                    "without effect on CPU/GPU."]
   caplog.clear()
-  startup.check_tpu_flags(False, None, _parsed().changed_compatibility_flags)
+  checks.check_tpu_flags(False, None, _parsed().changed_compatibility_flags)
   assert not [r for r in caplog.records if "compatibility" in r.getMessage()]
 
 
@@ -199,17 +203,21 @@ def test_compatibility_flags_are_named_once(caplog):
 ])
 def test_check_flags_refuses(argv, pattern):
   with pytest.raises(cli.UserError, match=pattern):
-    startup.check_flags(_parsed(*argv), do_train=True)
+    checks.check_flags(_parsed(*argv), do_train=True,
+                       min_seq_length=text_pair.MIN_SEQ_LENGTH_ONE_TEXT)
 
 
 def test_fp16_needs_a_gpu():
   values = _parsed("--precision=fp16")
   if tf_internals.gpu_memory_limits() == {}:
     with pytest.raises(cli.UserError, match="--precision=bf16"):
-      startup.check_flags(values, do_train=True)
+      checks.check_flags(values, do_train=True,
+                       min_seq_length=text_pair.MIN_SEQ_LENGTH_ONE_TEXT)
   else:
-    startup.check_flags(values, do_train=True)
-  startup.check_flags(_parsed("--precision=bf16"), do_train=True)
+    checks.check_flags(values, do_train=True,
+                       min_seq_length=text_pair.MIN_SEQ_LENGTH_ONE_TEXT)
+  checks.check_flags(_parsed("--precision=bf16"), do_train=True,
+                     min_seq_length=text_pair.MIN_SEQ_LENGTH_ONE_TEXT)
 
 
 def test_set_up_makes_one_consistent_object(tmp_path):
@@ -217,7 +225,7 @@ def test_set_up_makes_one_consistent_object(tmp_path):
                    "--micro_batch_size=6", "--precision=bf16", "--seed=5",
                    "--gradient_checkpointing", "--device_memory_gb=4")
   config = modeling.BertConfig.from_json_file(TINY_CONFIG)
-  setup = startup.set_up(values, config, do_train=True)
+  setup = run_setup.set_up(values, config, do_train=True)
   assert setup.distribution is None
   assert (setup.memory.micro_batch_size, setup.num_accumulation_steps) == (
       6, 4)
@@ -238,10 +246,10 @@ def test_set_up_takes_a_script_s_own_memory_model(tmp_path):
   config = modeling.BertConfig.from_json_file(TINY_CONFIG)
   values = _parsed("--output_dir=%s" % tmp_path, "--micro_batch_size=auto",
                    "--device_memory_gb=0.7", "--train_batch_size=32")
-  plain = startup.set_up(values, config, do_train=True)
+  plain = run_setup.set_up(values, config, do_train=True)
   wider = modeling.BertConfig.from_dict(dict(
       config.to_dict(), hidden_size=128, intermediate_size=512))
-  own = startup.set_up(values, config, do_train=True,
+  own = run_setup.set_up(values, config, do_train=True,
                        step_memory=memory_model.BertMemory(wider, 128))
   # Planned by the time model of the device the run trains on.
   kind = plain.memory.device_kind

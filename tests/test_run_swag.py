@@ -31,7 +31,7 @@ import modeling
 import predictor
 from reproduction import plan
 from reproduction import report
-from runner import memory_model
+from memory import memory_model
 import run_swag
 from tasks import swag
 import test_convert_checkpoint

@@ -303,7 +303,7 @@ def answer_help(module_name, define_flags):
   returns otherwise.
 
   Called by a script between its light imports (absl, this module,
-  runner/shared_flags.py) and its TensorFlow ones, with its `define_flags`
+  startup/shared_flags.py) and its TensorFlow ones, with its `define_flags`
   (callable() defining its flags, which must need no TensorFlow).
   """
   asked = _help_asked(sys.argv)

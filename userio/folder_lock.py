@@ -13,7 +13,7 @@ dies, so a lock file whose flock nobody holds was left by a killed run: it
 is stale, and the next run takes it over (and says so).
 
 `hold` returns a FolderLock, which the run keeps for as long as it works in
-the folder (runner/startup.py's RunSetup holds it; the other commands use it
+the folder (startup/run_setup.py's RunSetup holds it; the other commands use it
 as a context manager). The lock is released, and its file removed, when the
 FolderLock is released or no longer referenced, or by `release_all`, which
 userio/cli.py calls when the command ends. While a FolderLock lives, `hold`

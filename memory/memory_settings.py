@@ -4,12 +4,12 @@
 `resolve` turns the values of the memory flags (--precision,
 --gradient_checkpointing, --micro_batch_size, --device_memory_gb,
 --num_accumulation_steps with --train_batch_size) into the `MemorySettings`
-a run uses, asking the step's memory model (runner/memory_model.py,
+a run uses, asking the step's memory model (memory/memory_model.py,
 `BertMemory` by default) for a plan when --micro_batch_size=auto.
 `accumulation_steps` is the one place where the accumulation steps are
 derived and checked; the runner's Estimator calls it too. Calls go one way:
-this module asks runner/memory_model.py, never the reverse. The words of
-an out-of-memory failure are runner/out_of_memory.py's.
+this module asks memory/memory_model.py, never the reverse. The words of
+an out-of-memory failure are memory/out_of_memory.py's.
 """
 
 import collections
@@ -20,7 +20,7 @@ import tensorflow as tf
 
 from userio import cli
 from engine import tf_internals
-from runner import memory_model
+from memory import memory_model
 from userio import units
 
 AUTO = "auto"

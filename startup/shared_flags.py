@@ -7,7 +7,7 @@ in groups a script picks from (run_classifier.py and run_squad.py take all
 of them through `define_common_flags`). Nothing is parsed at import time.
 A script's `main` hands its parsed flags to `read`, which returns a
 `SharedFlags`: the values of exactly these flags, field by field, which the
-script passes on to runner/startup.py (what the values make of a run:
+script passes on to startup/run_setup.py (what the values make of a run:
 checks, strategy, memory settings, RunConfig). Library code never reads the
 absl flags itself. This module loads no TensorFlow, so a script can answer
 --help before it imports TensorFlow (userio/cli.py).
@@ -24,7 +24,7 @@ from absl import flags
 
 from engine import optimizer_names
 from hardware import cpu
-from runner import memory_model
+from memory import memory_model
 
 DISTRIBUTIONS = ("none", "mirrored", "multi_worker")
 # Accepted for compatibility with Google's commands, without effect here.
@@ -222,7 +222,7 @@ def define_scale_flags(fv=flags.FLAGS):
 
 def define_skip_padding_flag(fv=flags.FLAGS):
   """--skip_padding of the fine-tuning scripts that read the encoder's
-  real tokens only (runner/startup.py's `skip_padding` applies it). A
+  real tokens only (startup/run_setup.py's `skip_padding` applies it). A
   script defines it before it adopts this module's key flags, so that its
   --help lists it."""
   flags.DEFINE_bool(
@@ -263,7 +263,7 @@ class SharedFlags:
 
   Fields:
     bert_config_file, output_dir, init_checkpoint: paths (str); the last
-      also names a Hugging Face model folder until runner/startup.py's
+      also names a Hugging Face model folder until startup/run_setup.py's
       `use_hf_init_checkpoint` replaces it with its conversion.
     max_seq_length: int, tokens per example.
     vocab_file, spm_model_file: paths (str), either may be None.
@@ -288,7 +288,7 @@ class SharedFlags:
       COMPATIBILITY_FLAGS the command line changed from their defaults
       (accepted, without effect).
     precision: one of memory_model.PRECISIONS, or "auto" until
-      runner/startup.py's `start` resolves it.
+      startup/run_setup.py's `start` resolves it.
     auto_precision: why `start` resolved --precision=auto as it did (e.g.
       "AVX512_BF16"); None when the flag was not auto.
     gradient_checkpointing: bool, the flag's value; see

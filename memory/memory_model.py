@@ -60,7 +60,7 @@ on a fully busy device without recomputation (1.0, which on a GPU no plan
 reaches).
 
 `BertMemory` is one model's estimate and plan as a run's memory settings
-(runner/memory_settings.py) ask for them; this module calls nothing there.
+(memory/memory_settings.py) ask for them; this module calls nothing there.
 """
 
 import collections
@@ -660,7 +660,7 @@ def _plan_lines(config, seq_lengths, memory_bytes, precisions,
 
 class BertMemory(object):
   """What a training step of BERT with its heads keeps in memory, as the
-  run-time settings (runner/memory_settings.py) ask it.
+  run-time settings (memory/memory_settings.py) ask it.
 
   The estimates are this module's: a classifier head by default, or with
   `max_predictions_per_seq` > 0 pretraining's masked-LM and next-sentence

@@ -5,10 +5,10 @@ The runner (runner/estimator.py) catches TensorFlow's
 ResourceExhaustedError and raises `estimator.OutOfMemoryError` with what
 `message` makes of what it knows: the activity, its batch size and, while
 training, the accumulation steps or the advice of `training_advice_fn`.
-That advice, made by runner/startup.py for the training scripts, names
+That advice, made by startup/run_setup.py for the training scripts, names
 the model, the memory setting that failed, the planner's estimate and the
-flags the planner finds to fit (runner/memory_settings.py,
-runner/memory_model.py). Every message ends with the line that says what
+flags the planner finds to fit (memory/memory_settings.py,
+memory/memory_model.py). Every message ends with the line that says what
 TensorFlow could not allocate, and with the cap on TensorFlow's CPU
 allocator when one is set.
 """
@@ -16,7 +16,7 @@ allocator when one is set.
 import os
 
 from userio import cli
-from runner import memory_settings
+from memory import memory_settings
 from userio import units
 
 TRAINING = "Training"
