@@ -47,13 +47,9 @@ vocabulary's casing is refused before anything is read.
 """
 
 import collections
-import concurrent.futures
 import contextlib
-import ctypes
-import multiprocessing
 import os
 import random
-import signal
 
 from absl import flags
 from absl import logging
@@ -74,13 +70,6 @@ _MB = 1e6
 
 # SentencePiece marks the first piece of each word with this character.
 _SPM_WORD_START = "\u2581"
-
-# Linux's prctl option: a signal the process gets when its parent ends.
-_PR_SET_PDEATHSIG = 1
-
-# Shards handed to the workers ahead of time, per worker: one being built
-# and one waiting, so that no worker idles while the next shard is read.
-_SHARDS_IN_FLIGHT_PER_WORKER = 2
 
 
 def define_flags(flag_values=flags.FLAGS):
@@ -163,6 +152,7 @@ import tensorflow as tf
 
 from corpus import record_sidecars
 from corpus import text_files
+from corpus import workers
 from engine import host_memory
 from userio import output_files
 from userio import progress
@@ -665,19 +655,14 @@ def build_shard(shard_index, documents_lines, settings, temp_file):
   return result
 
 
-def _end_with_parent(parent_pid):
-  """Initializer of a shard worker: it is killed when the run that forked
-  it ends, however that ends (Linux's PR_SET_PDEATHSIG; elsewhere nothing
-  is set). A worker outliving a killed run would wait for work forever,
-  holding the lock of the output folder it inherited, and refuse every
-  rerun."""
-  try:
-    prctl = ctypes.CDLL(None).prctl
-  except (OSError, AttributeError):
-    return
-  prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-  if os.getppid() != parent_pid:  # The run ended before the call above.
-    os._exit(1)  # pylint: disable=protected-access
+def _shard_jobs(shards, settings, temp_paths, output_prefix):
+  """The workers' jobs (corpus/workers.py) of `shards`: build shard k into
+  <output_prefix>-0000k.tmp, a name appended to `temp_paths` as the job is
+  handed out; tagged with the input bytes read at the shard's end."""
+  for index, (documents_lines, bytes_read) in enumerate(shards):
+    temp_paths.append("%s-%05d%s" % (output_prefix, index,
+                                     output_files.TEMPORARY_SUFFIX))
+    yield (index, documents_lines, settings, temp_paths[-1]), bytes_read
 
 
 def run_scalable(settings, input_files, output_prefix, num_workers,
@@ -695,35 +680,15 @@ def run_scalable(settings, input_files, output_prefix, num_workers,
   temp_paths = []
   results = []
   try:
-    # Forked workers start at once, without importing TensorFlow again.
-    pool = concurrent.futures.ProcessPoolExecutor(
-        num_workers, mp_context=multiprocessing.get_context("fork"),
-        initializer=_end_with_parent, initargs=(os.getpid(),))
-    try:
-      pending = collections.deque()
-      shards = text_files.shard_documents(
-          text_files.read_documents(input_files, shard_bytes), shard_bytes)
-      for index, (documents_lines, bytes_read) in enumerate(shards):
-        temp_paths.append("%s-%05d%s" % (output_prefix, index,
-                                         output_files.TEMPORARY_SUFFIX))
-        pending.append((pool.submit(build_shard, index, documents_lines,
-                                    settings, temp_paths[-1]), bytes_read))
-        del documents_lines
-        while len(pending) >= _SHARDS_IN_FLIGHT_PER_WORKER * num_workers:
-          results.append(_finish_shard(pending.popleft(), meter, totals))
-      while pending:
-        results.append(_finish_shard(pending.popleft(), meter, totals))
-    except BaseException:
-      # Stopped (an error, Ctrl-C, SIGTERM): the workers' shards will not be
-      # used. A stop that came while the pool was forking a worker can leave
-      # that worker unknown to the pool, waiting for work forever, and the
-      # interpreter's exit waits for every child: end them all now.
-      for worker in multiprocessing.active_children():
-        worker.kill()
-      raise
-    finally:
-      # After an error, the shards not started yet are dropped.
-      pool.shutdown(cancel_futures=True)
+    shards = text_files.read_shards(input_files, shard_bytes)
+    with workers.results_in_order(
+        build_shard, _shard_jobs(shards, settings, temp_paths, output_prefix),
+        num_workers) as built:
+      for result, bytes_read in built:
+        results.append(result)
+        totals["documents"] += result.num_documents
+        totals["instances"] += result.num_instances
+        meter.advance(bytes_read - meter.done, **totals)
     _check_has_pairs(sum(r.num_multi_sentence_documents for r in results),
                      input_files)
     shard_paths = ["%s-%05d-of-%05d" % (output_prefix, index, len(temp_paths))
@@ -753,21 +718,6 @@ def _warn_of_other_shards(output_prefix, num_shards):
         "%d other files match %s-*-of-*, e.g. %s, from an earlier run with "
         "another shard count; delete them before pre-training on %s-*.",
         len(others), output_prefix, others[0], output_prefix)
-
-
-def _finish_shard(pending_item, meter, totals):
-  """Waits for a shard and counts it. Returns its ShardResult."""
-  future, bytes_read = pending_item
-  try:
-    result = future.result()
-  except concurrent.futures.process.BrokenProcessPool:
-    raise cli.UserError(
-        "A worker process died (out of memory?); lower --shard_size_mb or "
-        "--num_workers.") from None
-  totals["documents"] += result.num_documents
-  totals["instances"] += result.num_instances
-  meter.advance(bytes_read - meter.done, **totals)
-  return result
 
 
 def _remove_files(paths):

@@ -10,4 +10,6 @@
               the sidecar of a records file: the vocabulary (sha256, size)
               and settings it was made with, and run_pretraining.py's check
               that they fit the model.
+  workers     forked processes that work through the shards, results in
+              the shards' order; they end with the run, however it ends.
 """

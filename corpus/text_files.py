@@ -146,3 +146,15 @@ def shard_documents(documents, shard_bytes):
     last_read = bytes_read
   if shard:
     yield shard, last_read
+
+
+def read_shards(input_files, shard_bytes):
+  """The shards of the corpus (`shard_documents`) as `read_documents` reads
+  it, a document cut at `shard_bytes` too, so that no shard holds much more
+  than `shard_bytes` of text.
+
+  Yields:
+    (list of documents' lines, bytes_read at the shard's end).
+  """
+  return shard_documents(read_documents(input_files, shard_bytes),
+                         shard_bytes)

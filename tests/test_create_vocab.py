@@ -12,8 +12,10 @@ import csv
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
+import time
 
 from absl import flags
 import pytest
@@ -23,6 +25,7 @@ import create_pretraining_data
 import create_vocab
 import tokenization
 from userio import cli
+from userio import folder_lock
 from vocabulary import layout
 from vocabulary import word_counts
 from vocabulary import wordpiece_learner
@@ -223,8 +226,7 @@ def test_shards_are_those_of_create_pretraining_data(tmp_path):
       shard, start = [], previous_end
     shard.append(lines)
   expected.append(shard)
-  shards = list(text_files.shard_documents(
-      text_files.read_documents([str(path)], 60), 60))
+  shards = list(text_files.read_shards([str(path)], 60))
   assert [s for s, _ in shards] == expected and len(shards) > 3
 
 
@@ -443,6 +445,94 @@ def test_output_folders_are_locked_for_the_run(tmp_path, monkeypatch):
   assert owners == [os.getpid()] * 2
   assert sorted(os.listdir(str(vocab_dir))) == ["vocab.txt"]
   assert sorted(os.listdir(str(counts_dir))) == ["counts.tsv"]
+
+
+# create_vocab.py as a user runs it, except that counting a shard records
+# the worker's pid in the folder $PIDS and then takes ten minutes: a run
+# stopped meanwhile has busy workers.
+_SLOW_COUNTING = r"""
+import os, sys, time
+sys.argv[0] = "create_vocab.py"
+import create_vocab
+from userio import cli
+from vocabulary import word_counts
+
+def count_shard(documents_lines, do_lower_case):
+  open(os.path.join(os.environ["PIDS"], str(os.getpid())), "w").close()
+  time.sleep(600)
+
+word_counts.count_shard = count_shard
+create_vocab.define_flags()
+cli.run(create_vocab.main)
+"""
+
+
+def _running(pid):
+  """Whether process `pid` exists and is no zombie."""
+  try:
+    with open("/proc/%d/stat" % pid, encoding="ascii") as f:
+      return f.read().rpartition(")")[2].split()[0] not in ("Z", "X")
+  except OSError:
+    return False
+
+
+def _wait_for(condition, seconds):
+  deadline = time.monotonic() + seconds
+  while not condition():
+    if time.monotonic() > deadline:
+      return False
+    time.sleep(0.05)
+  return True
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop,signum,to_group,status,line", [
+    ("SIGTERM", signal.SIGTERM, False, 128 + signal.SIGTERM,
+     "create_vocab.py: stopped by SIGTERM."),
+    ("Ctrl-C", signal.SIGINT, True, 130, "create_vocab.py: interrupted."),
+    ("kill -9", signal.SIGKILL, False, -signal.SIGKILL, None)])
+def test_a_stopped_run_leaves_no_worker_and_nothing_written(
+    tmp_path, stop, signum, to_group, status, line):
+  """A run of two workers, each busy with a shard, is stopped: it ends at
+  once (one line and the status of the stop, or killed), its workers end
+  with it, and its folders hold nothing it wrote. Ctrl-C reaches the whole
+  process group, as a terminal sends it. After kill -9 only the lock file
+  stays, and no live process holds its lock (workers inherit it)."""
+  del stop  # The test's name.
+  out, pids = tmp_path / "out", tmp_path / "pids"
+  out.mkdir()
+  pids.mkdir()
+  run = subprocess.Popen(
+      [sys.executable, "-c", _SLOW_COUNTING, "--input_file=" + MRPC_TRAIN,
+       "--output_file=%s" % (out / "vocab.txt"),
+       "--counts_output=%s" % (out / "counts.tsv"), "--num_workers=2",
+       "--shard_size_mb=0.002"],
+      cwd=REPO_ROOT, env=dict(os.environ, PYTHONPATH=REPO_ROOT, PIDS=str(pids)),
+      stderr=subprocess.PIPE, text=True, start_new_session=True)
+  workers = []
+  try:
+    assert _wait_for(lambda: len(os.listdir(pids)) == 2 or
+                     run.poll() is not None, 300), "no worker started"
+    workers = [int(name) for name in os.listdir(pids)]
+    assert len(workers) == 2 and run.poll() is None
+    if to_group:
+      os.killpg(run.pid, signum)
+    else:
+      run.send_signal(signum)
+    _, stderr = run.communicate(timeout=60)
+    assert _wait_for(lambda: not any(map(_running, workers)), 10), (
+        [pid for pid in workers if _running(pid)])
+  finally:
+    run.kill()
+    for pid in workers:
+      if _running(pid):
+        os.kill(pid, signal.SIGKILL)
+  assert run.returncode == status, stderr[-3000:]
+  if line is not None:
+    assert "Traceback" not in stderr, stderr[-3000:]
+    assert stderr.strip().splitlines()[-1] == line
+  assert set(os.listdir(out)) <= (set() if line else {"run.lock"})
+  assert folder_lock.held_by(str(out)) is None
 
 
 def _bad_utf8(tmp):

@@ -18,9 +18,10 @@ are exactly those of tokenizing every line.
 
 Scale: the corpus is read in the main process and cut into shards of whole
 documents (corpus.text_files.shard_documents, as
-create_pretraining_data.py --mode=scalable cuts it); worker processes count
-the shards. Memory holds the shards in flight and the table of distinct
-words (it grows with the vocabulary of the corpus, not with its size).
+create_pretraining_data.py --mode=scalable cuts it); worker processes
+(corpus/workers.py) count the shards. Memory holds the shards in flight and
+the table of distinct words (it grows with the vocabulary of the corpus,
+not with its size).
 
 Several machines: `task_index` / `num_tasks` make one process count shard
 k only when k % num_tasks == task_index. Each writes its counts
@@ -34,14 +35,13 @@ cannot be part of one.
 """
 
 import collections
-import concurrent.futures
-import multiprocessing
 import re
 
 import tensorflow as tf
 
 from engine import host_memory
 from corpus import text_files
+from corpus import workers
 from userio import cli
 from userio import utf8
 from userio import output_files
@@ -51,9 +51,6 @@ import tokenization
 _MB = 1e6
 # Seconds between two progress lines.
 _PROGRESS_INTERVAL = 30.0
-# Shards handed to the workers ahead of time, per worker: one being counted
-# and one waiting.
-_SHARDS_IN_FLIGHT_PER_WORKER = 2
 _HEADER = "#word_counts\tdo_lower_case=%s"
 _HEADER_PATTERN = re.compile(r"#word_counts\tdo_lower_case=(True|False)$")
 
@@ -89,7 +86,8 @@ def count_shard(documents_lines, do_lower_case):
 
 def count_corpus(input_files, do_lower_case, num_workers, shard_bytes,
                  task_index=0, num_tasks=1):
-  """Counts the words of the corpus's shards in `num_workers` processes.
+  """Counts the words of the corpus's shards in `num_workers` processes
+  (corpus/workers.py).
 
   Args:
     input_files: paths, read in this order.
@@ -114,40 +112,28 @@ def count_corpus(input_files, do_lower_case, num_workers, shard_bytes,
       interval=_PROGRESS_INTERVAL, scale=_MB)
   totals = collections.Counter()
   num_counted = num_shards = 0
-  # Forked workers start at once, without importing TensorFlow again.
-  with concurrent.futures.ProcessPoolExecutor(
-      num_workers, mp_context=multiprocessing.get_context("fork")) as pool:
-    pending = collections.deque()
-    shards = text_files.shard_documents(
-        text_files.read_documents(input_files, shard_bytes), shard_bytes)
-    for index, (documents_lines, bytes_read) in enumerate(shards):
+  shards = text_files.read_shards(input_files, shard_bytes)
+  with workers.results_in_order(
+      count_shard, _count_jobs(shards, do_lower_case, task_index, num_tasks),
+      num_workers) as counted:
+    for counts, bytes_read in counted:
       num_shards += 1
-      if index % num_tasks != task_index:
-        pending.append((None, bytes_read))
-      else:
+      if counts is not None:
         num_counted += 1
-        pending.append((pool.submit(count_shard, documents_lines,
-                                    do_lower_case), bytes_read))
-      del documents_lines
-      while len(pending) >= _SHARDS_IN_FLIGHT_PER_WORKER * num_workers:
-        _add_shard(pending.popleft(), totals, meter)
-    while pending:
-      _add_shard(pending.popleft(), totals, meter)
+        totals.update(counts)
+      meter.advance(bytes_read - meter.done,
+                    sizes={"distinct words": len(totals)})
   meter.finish()
   return totals, num_counted, num_shards
 
 
-def _add_shard(pending_item, totals, meter):
-  """Waits for a shard's counts and adds them to `totals`."""
-  future, bytes_read = pending_item
-  if future is not None:
-    try:
-      totals.update(future.result())
-    except concurrent.futures.process.BrokenProcessPool:
-      raise cli.UserError(
-          "A worker process died (out of memory?); lower --shard_size_mb or "
-          "--num_workers.") from None
-  meter.advance(bytes_read - meter.done, sizes={"distinct words": len(totals)})
+def _count_jobs(shards, do_lower_case, task_index, num_tasks):
+  """The workers' jobs of `shards` (corpus/workers.py): this task's shards
+  are counted, the others skipped; each tagged with the input bytes read at
+  its end."""
+  for index, (documents_lines, bytes_read) in enumerate(shards):
+    counted = index % num_tasks == task_index
+    yield ((documents_lines, do_lower_case) if counted else None), bytes_read
 
 
 def format_counts(counts, do_lower_case):
