@@ -160,7 +160,6 @@ from startup import checks
 import tokenization
 from userio import verbosity
 from userio import disk_space
-from userio import folder_lock
 from userio import sidecars
 from runner import tfrecord_input
 # pylint: enable=g-import-not-at-top,wrong-import-position
@@ -788,38 +787,6 @@ def _check_mode_flags(flag_obj):
         "its shard files." % flag_obj.output_file)
 
 
-def check_output_files(paths, input_files):
-  """Refuses outputs whose folder is missing or that would replace input.
-
-  Raises:
-    cli.UserError naming the file.
-  """
-  if len(set(paths)) != len(paths):
-    raise cli.UserError("--output_file names a file twice.")
-  inputs = {os.path.abspath(p) for p in input_files}
-  for path in paths:
-    folder = os.path.dirname(path) or "."
-    if not tf.io.gfile.isdir(folder):
-      raise cli.UserError("--output_file=%s: folder %s does not exist." %
-                          (path, folder))
-    if os.path.abspath(path) in inputs:
-      raise cli.UserError("--output_file=%s is also an input file." % path)
-
-
-def lock_output_folders(paths):
-  """A context holding the lock of each folder --output_file writes into
-  (userio/folder_lock.py): a second run writing there meanwhile is
-  refused."""
-  stack = contextlib.ExitStack()
-  with stack:
-    for folder in sorted({os.path.dirname(os.path.abspath(p))
-                          for p in paths}):
-      stack.enter_context(folder_lock.hold(
-          folder, flag="--output_file",
-          name="%s, the folder of --output_file," % folder))
-    return stack.pop_all()
-
-
 def settings_from_flags(flag_obj):
   return Settings(
       vocab_file=flag_obj.vocab_file,
@@ -879,10 +846,10 @@ def run(flag_obj):
   input_files = text_files.resolve_input_files(flag_obj.input_file)
   logging.info("Reading from %s", ", ".join(input_files))
   paths = flag_obj.output_file.split(",")
-  check_output_files(paths, input_files)
   settings = settings_from_flags(flag_obj)
   description = describe_records(flag_obj, tokenizer)
-  with lock_output_folders(paths):
+  with output_files.claim([("--output_file", path) for path in paths],
+                          input_files):
     if flag_obj.mode == "faithful":
       run_faithful(settings, tokenizer, input_files, paths, description)
     else:

@@ -34,7 +34,6 @@ The result is the one a single machine gets. Outputs are written under
 temporary names and renamed once complete.
 """
 
-import contextlib
 import os
 
 from absl import flags
@@ -146,10 +145,8 @@ cli.answer_help(__name__, define_flags)
 # pylint: disable=g-import-not-at-top,wrong-import-position
 # Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
 from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
-import tensorflow as tf
 
 from corpus import text_files
-from userio import folder_lock
 from userio import output_files
 from userio import verbosity
 from vocabulary import word_counts
@@ -215,48 +212,19 @@ def _check_tasks(flag_obj):
         "from all parts with --counts_input." % flag_obj.num_tasks)
 
 
-def check_output_files(flag_obj, input_files):
-  """Refuses an output that replaces an input or cannot be written, by
-  writing (and removing) its temporary file now rather than after hours of
-  counting.
-
-  Raises:
-    cli.UserError naming the flag and the file.
-  """
-  inputs = {os.path.abspath(p) for p in input_files}
-  for name in _OUTPUT_FLAGS:
-    path = flag_obj[name].value
-    if not path:
-      continue
-    if os.path.abspath(path) in inputs:
-      raise cli.UserError("--%s=%s is also an input file." % (name, path))
-    probe = path + output_files.TEMPORARY_SUFFIX
-    try:
-      with tf.io.gfile.GFile(probe, "w") as writer:
-        writer.write("")
-      tf.io.gfile.remove(probe)
-    except (tf.errors.OpError, OSError) as e:
-      raise cli.UserError("--%s=%s: cannot write there (%s); choose a "
-                          "writable folder." % (
-                              name, path, _first_line(e))) from None
-
-
-def _first_line(error):
-  text = getattr(error, "message", None) or str(error)
-  return text.strip().splitlines()[0] if text.strip() else type(
-      error).__name__
-
-
 def input_files_of(flag_obj):
   """The files the run reads: --counts_input's, or those --input_file
-  names; refuses outputs that would replace one of them or cannot be
-  written (`check_output_files`)."""
+  names."""
   if flag_obj.counts_input:
-    paths = flag_obj.counts_input.split(",")
-  else:
-    paths = text_files.resolve_input_files(flag_obj.input_file)
-  check_output_files(flag_obj, paths)
-  return paths
+    return flag_obj.counts_input.split(",")
+  return text_files.resolve_input_files(flag_obj.input_file)
+
+
+def outputs_of(flag_obj):
+  """(flag, path) of each file the run writes, as output_files.claim takes
+  them."""
+  return [("--" + name, flag_obj[name].value) for name in _OUTPUT_FLAGS
+          if flag_obj[name].value]
 
 
 def gather_counts(flag_obj, input_files):
@@ -333,30 +301,11 @@ def _fit_note(dropped, added):
   return ""
 
 
-def lock_output_folders(flag_obj):
-  """A context holding the lock of the folder of each file the run writes
-  (userio/folder_lock.py): a second run writing there meanwhile is refused.
-  Taken after `check_output_files` has found them writable; a remote folder
-  is not locked (flock means nothing there)."""
-  stack = contextlib.ExitStack()
-  with stack:
-    folders = {}
-    for name in _OUTPUT_FLAGS:
-      path = flag_obj[name].value
-      if path and "://" not in path:
-        folders.setdefault(os.path.dirname(os.path.abspath(path)), name)
-    for folder, name in sorted(folders.items()):
-      stack.enter_context(folder_lock.hold(
-          folder, flag="--" + name,
-          name="%s, the folder of --%s," % (folder, name)))
-    return stack.pop_all()
-
-
 def run(flag_obj):
   """Counts, merges and learns as the flags say; writes the outputs."""
   check_flags(flag_obj)
   input_files = input_files_of(flag_obj)
-  with lock_output_folders(flag_obj):
+  with output_files.claim(outputs_of(flag_obj), input_files):
     counts = gather_counts(flag_obj, input_files)
     if flag_obj.counts_output:
       word_counts.write_counts(flag_obj.counts_output, counts,

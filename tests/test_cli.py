@@ -1,7 +1,9 @@
 """Tests for userio/cli.py (how scripts end), userio/quiet_tensorflow.py (start-up noise),
-userio/progress.py (progress lines) and userio/output_files.py (no half-written file)."""
+userio/progress.py (progress lines) and userio/output_files.py (no half-written file;
+outputs checked and their folders locked)."""
 import codecs
 import errno
+import json
 import os
 import pickle
 import subprocess
@@ -224,6 +226,55 @@ def test_replacing_leaves_the_whole_file_or_none(tmp_path):
     assert f.read() == "first\n"
   output_files.copy(path, str(tmp_path / "copy.txt"))
   assert sorted(os.listdir(tmp_path)) == ["copy.txt", "out.txt"]
+
+
+def test_claim_refuses_what_cannot_be_written_in_one_line_and_leaves_nothing(
+    tmp_path):
+  (tmp_path / "in.txt").write_text("text\n")
+  (tmp_path / "sub").mkdir()
+  # A folder where the probe of b.txt would write.
+  (tmp_path / "b.txt.tmp").mkdir()
+  out = str(tmp_path / "a.txt")
+  cases = [
+      ([("--output_file", str(tmp_path / "no" / "a.txt"))],
+       "--output_file=%s: folder %s does not exist." % (
+           tmp_path / "no" / "a.txt", tmp_path / "no")),
+      ([("--output_file", str(tmp_path / "sub"))],
+       "--output_file=%s is a folder; name a file in it." % (
+           tmp_path / "sub")),
+      ([("--output_file", str(tmp_path / "in.txt"))],
+       "--output_file=%s is also an input file." % (tmp_path / "in.txt")),
+      ([("--output_file", out), ("--output_file", out)],
+       "--output_file names a file twice."),
+      ([("--output_file", out),
+        ("--counts_output", str(tmp_path / "sub" / ".." / "a.txt"))],
+       "--counts_output=%s is also the file of --output_file; give each "
+       "its own file." % (tmp_path / "sub" / ".." / "a.txt")),
+      ([("--output_file", out), ("--counts_output", "/sys/a.txt")],
+       "--counts_output=/sys/a.txt: cannot write there ("),
+      ([("--output_file", out), ("--counts_output", str(tmp_path / "b.txt"))],
+       "--counts_output=%s: cannot write there (" % (tmp_path / "b.txt")),
+  ]
+  before = sorted(os.listdir(tmp_path))
+  for outputs, message in cases:
+    with pytest.raises(cli.UserError) as raised:
+      output_files.claim(outputs, [str(tmp_path / "in.txt")])
+    assert str(raised.value).startswith(message), str(raised.value)
+    assert str(raised.value).endswith(".") and "\n" not in str(raised.value)
+    assert sorted(os.listdir(tmp_path)) == before
+
+
+def test_claim_holds_the_folders_locks_until_the_run_ends(tmp_path):
+  (tmp_path / "sub").mkdir()
+  with output_files.claim([("--output_file", str(tmp_path / "a.txt")),
+                           ("--counts_output", str(tmp_path / "sub" / "c"))],
+                          []):
+    for folder in (tmp_path, tmp_path / "sub"):
+      with open(str(folder / "run.lock")) as f:
+        assert json.load(f)["pid"] == os.getpid()
+    assert sorted(os.listdir(tmp_path)) == ["run.lock", "sub"]
+  assert os.listdir(tmp_path) == ["sub"]
+  assert not os.listdir(tmp_path / "sub")
 
 
 _SIGTERM_IN_A_FORK_HOOK = r"""

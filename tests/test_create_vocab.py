@@ -402,10 +402,13 @@ def test_two_machines_give_the_single_machine_result(corpus, tmp_path,
 def test_output_folders_are_locked_for_the_run(tmp_path, monkeypatch):
   """In-process: while counting, the folders of --output_file and
   --counts_output are locked by this process; a run finding one locked by
-  another run is refused naming it; the locks go when the run ends."""
+  another run is refused naming it, without touching the temporary file
+  that run may be writing; the locks go when the run ends."""
   vocab_dir, counts_dir = tmp_path / "vocab", tmp_path / "counts"
   vocab_dir.mkdir()
   counts_dir.mkdir()
+  others = counts_dir / "counts.tsv.tmp"
+  others.write_text("the other run's counts")
   flag_values = flags.FlagValues()
   create_vocab.define_flags(flag_values)
   flag_values([SCRIPT, "--input_file=" + MRPC_TRAIN,
@@ -441,6 +444,8 @@ def test_output_folders_are_locked_for_the_run(tmp_path, monkeypatch):
       "%s, the folder of --counts_output, is in use by another run (pid %d "
       % (counts_dir, holder.pid))
   assert not owners
+  assert others.read_text() == "the other run's counts"
+  assert sorted(os.listdir(str(vocab_dir))) == []
   create_vocab.run(flag_values)
   assert owners == [os.getpid()] * 2
   assert sorted(os.listdir(str(vocab_dir))) == ["vocab.txt"]

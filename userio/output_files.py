@@ -8,6 +8,10 @@ holds either the whole file or none. A full disk or a folder that cannot be
 written ends in disk_space.WriteFailed, naming the file, its folder and its
 size. Paths go through tf.io.gfile, so they may be on any file system
 TensorFlow knows.
+
+Before a command's slow work, `claim` refuses output files that could not be
+written (or would replace an input) in one line, and takes the locks of
+their local folders (userio/folder_lock.py) for the run.
 """
 
 import contextlib
@@ -15,7 +19,9 @@ import os
 
 import tensorflow as tf
 
+from userio import cli
 from userio import disk_space
+from userio import folder_lock
 
 TEMPORARY_SUFFIX = ".tmp"
 
@@ -76,3 +82,106 @@ def write_eval_results(path, results, *, flag=None):
   them."""
   write_text(path, "".join("%s = %s\n" % (key, str(results[key]))
                            for key in sorted(results)), flag=flag)
+
+
+def claim(outputs, input_files):
+  """Refuses outputs that cannot be written, then locks their folders.
+
+  Each output must be no folder, in a folder that exists (local paths), not
+  an input and not another output; with the locks held, writing and
+  removing its temporary file (`<path>.tmp`) must work, so that an
+  unwritable place is found now rather than after hours of work (and no
+  other run's temporary file is touched meanwhile). Remote folders are not
+  locked (flock means nothing there).
+
+  Args:
+    outputs: (flag, path) pairs: each file the run writes (for a sharded
+      output, the prefix of its files) and the flag that names it, e.g.
+      ("--output_file", "data/vocab.txt").
+    input_files: the paths the run reads.
+
+  Returns:
+    A context manager (contextlib.ExitStack) holding the folders' locks;
+    the run keeps it entered while it writes.
+
+  Raises:
+    cli.UserError naming the flag, the file and the fix.
+  """
+  _check_names(outputs, input_files)
+  with contextlib.ExitStack() as stack:
+    for folder, flag, path in _local_folders(outputs):
+      try:
+        stack.enter_context(folder_lock.hold(
+            folder, flag=flag, name="%s, the folder of %s," % (folder, flag)))
+      except OSError as e:
+        raise _unwritable(flag, path, e) from None
+    for flag, path in outputs:
+      _probe(flag, path)
+    return stack.pop_all()
+
+
+def _is_remote(path):
+  return "://" in path
+
+
+def _identity(path):
+  """A key equal for two names of the same file."""
+  return path if _is_remote(path) else os.path.abspath(path)
+
+
+def _check_names(outputs, input_files):
+  """The checks of `claim` that write nothing."""
+  inputs = {_identity(p) for p in input_files}
+  flags_of = {}
+  for flag, path in outputs:
+    other = flags_of.get(_identity(path))
+    if other is not None:
+      raise cli.UserError(
+          "%s names a file twice." % flag if other == flag else
+          "%s=%s is also the file of %s; give each its own file." % (
+              flag, path, other))
+    flags_of[_identity(path)] = flag
+    _check_place(flag, path, inputs)
+
+
+def _check_place(flag, path, inputs):
+  """Refuses an output in a missing folder, a folder, or an input."""
+  folder = os.path.dirname(path) or "."
+  if not _is_remote(path) and not os.path.isdir(folder):
+    raise cli.UserError("%s=%s: folder %s does not exist." %
+                        (flag, path, folder))
+  if tf.io.gfile.isdir(path):
+    raise cli.UserError("%s=%s is a folder; name a file in it." %
+                        (flag, path))
+  if _identity(path) in inputs:
+    raise cli.UserError("%s=%s is also an input file." % (flag, path))
+
+
+def _local_folders(outputs):
+  """(folder, flag, path) of each local folder the outputs go into, sorted
+  by folder, with the first output there."""
+  folders = {}
+  for flag, path in outputs:
+    if not _is_remote(path):
+      folders.setdefault(os.path.dirname(os.path.abspath(path)),
+                         (flag, path))
+  return [(folder, flag, path)
+          for folder, (flag, path) in sorted(folders.items())]
+
+
+def _probe(flag, path):
+  """Writes and removes `path`'s temporary file."""
+  probe = path + TEMPORARY_SUFFIX
+  try:
+    with tf.io.gfile.GFile(probe, "w") as writer:
+      writer.write("")
+    tf.io.gfile.remove(probe)
+  except (tf.errors.OpError, OSError) as e:
+    raise _unwritable(flag, path, e) from None
+
+
+def _unwritable(flag, path, error):
+  text = (getattr(error, "message", None) or str(error)).strip()
+  return cli.UserError(
+      "%s=%s: cannot write there (%s); choose a writable folder." % (
+          flag, path, text.splitlines()[0] if text else type(error).__name__))
