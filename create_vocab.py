@@ -232,27 +232,22 @@ def gather_counts(flag_obj, input_files):
   from --counts_input (`input_files` are either's, `input_files_of`).
   Returns a Counter."""
   if flag_obj.counts_input:
-    paths = input_files
-    counts, do_lower_case = word_counts.read_counts(paths)
+    counts, do_lower_case = word_counts.read_counts(input_files)
     if do_lower_case != flag_obj.do_lower_case:
       raise cli.UserError(
           "--counts_input was counted with --do_lower_case=%s; pass "
           "--do_lower_case=%s." % (do_lower_case, do_lower_case))
-    logging.info("Read %d distinct words from %d count files.", len(counts),
-                 len(paths))
     return counts
   num_workers = flag_obj.num_workers or len(os.sched_getaffinity(0))
-  counts, counted, total = word_counts.count_corpus(
+  return word_counts.count_corpus(
       input_files, flag_obj.do_lower_case, num_workers,
       int(flag_obj.shard_size_mb * _MB), flag_obj.task_index,
       flag_obj.num_tasks)
-  logging.info("Counted %d shards of %d: %d distinct words, %d in all.",
-               counted, total, len(counts), sum(counts.values()))
-  return counts
 
 
 def learn_vocabulary(counts, flag_obj):
-  """The vocabulary's lines, learned from `counts` as the flags say.
+  """The vocabulary's lines, learned from `counts` as the flags say; warns
+  when the corpus leaves much of them to [unusedN] slots.
 
   Raises:
     cli.UserError: no words, or --vocab_size cannot hold the reserved
@@ -289,7 +284,26 @@ def learn_vocabulary(counts, flag_obj):
       "after ##), %d other pieces%s.", len(tokens), len(params.reserved_tokens),
       len(chars), len(tokens) - len(params.reserved_tokens) - 2 * len(chars)
       - added, _fit_note(dropped, added))
+  _warn_if_short(len(learned), params, flag_obj.num_unused)
   return tokens
+
+
+def _warn_if_short(num_learned, params, num_unused):
+  """Warns when the learned vocabulary falls short of --vocab_size by more
+  than the learner's slack, so that [unusedN] slots fill much of the file
+  (on a corpus too small for the size, the count threshold reaches
+  --lower_thresh before the pieces reach the size)."""
+  if (num_learned >= params.vocab_size or
+      wordpiece_learner.within_slack(num_learned, params)):
+    return
+  num_slots = num_unused + params.vocab_size - num_learned
+  logging.warning(
+      "Only %d of the %d lines of the vocabulary are learned pieces and "
+      "characters; [unusedN] slots fill %.0f%% of it. Learn from a larger "
+      "corpus, or pass a smaller --vocab_size (this corpus fills %d lines) "
+      "and give bert_config.json the same vocab_size.",
+      num_learned - len(params.reserved_tokens), params.vocab_size,
+      100.0 * num_slots / params.vocab_size, num_learned)
 
 
 def _fit_note(dropped, added):

@@ -12,6 +12,7 @@ import csv
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -397,6 +398,55 @@ def test_two_machines_give_the_single_machine_result(corpus, tmp_path,
           _read_lines("%s/single.txt" % tmp))
   single = word_counts.read_counts(["%s/single.tsv" % tmp])[0]
   assert parts[0] + parts[1] == single
+
+
+_SHORT_WARNING = re.compile(
+    r"W\d{4} [^\]]*\] Only (\d+) of the (\d+) lines of the vocabulary are "
+    r"learned pieces and characters; \[unusedN\] slots fill (\d+)% of it\. "
+    r"Learn from a larger corpus, or pass a smaller --vocab_size \(this "
+    r"corpus fills (\d+) lines\) and give bert_config.json the same "
+    r"vocab_size\.$")
+
+
+def _warnings(stderr):
+  return [line for line in stderr.splitlines() if re.match(r"W\d{4} ", line)]
+
+
+@pytest.mark.slow
+def test_a_corpus_too_small_for_the_size_is_one_warning_naming_the_fix(
+    tmp_path, run_script):
+  """MRPC's 29 kB cannot fill 3000 lines: one warning (at the default
+  verbosity) gives the learned lines, the share of [unusedN] slots and the
+  size this corpus fills, each as counted in the file written; at that
+  size the run does not warn. The counting line says "1 shard" and counts
+  the words BasicTokenizer finds in the file's lines."""
+  out = str(tmp_path / "vocab.txt")
+  result = _run_ok(run_script, ["--input_file=" + MRPC_TRAIN,
+                                "--output_file=" + out, "--vocab_size=3000",
+                                "--num_unused=20"])
+  tokens = _read_lines(out)
+  slots = sum(bool(re.fullmatch(r"\[unused\d+\]", t)) for t in tokens)
+  learned = len(tokens) - slots - 5  # [PAD], [UNK], [CLS], [SEP], [MASK]
+  warnings = _warnings(result.stderr)
+  assert len(warnings) == 1, result.stderr[-3000:]
+  found = _SHORT_WARNING.match(warnings[0])
+  assert found, warnings[0]
+  fills = len(tokens) - (slots - 20)
+  assert [int(n) for n in found.groups()] == [
+      learned, 3000, round(100 * slots / 3000), fills]
+  assert 0.8 < slots / 3000 < 1
+
+  basic = tokenization.BasicTokenizer(do_lower_case=True)
+  with open(MRPC_TRAIN, encoding="utf-8") as f:
+    words = collections.Counter(
+        word for line in f for word in basic.tokenize(line.strip()))
+  assert "] Counting words: 1 shard, {:,} distinct words, {:,} words in " \
+      "all.\n".format(len(words), sum(words.values())) in result.stderr
+
+  result = _run_ok(run_script, ["--input_file=" + MRPC_TRAIN,
+                                "--output_file=" + out,
+                                "--vocab_size=%d" % fills, "--num_unused=20"])
+  assert not _warnings(result.stderr), result.stderr[-3000:]
 
 
 def test_output_folders_are_locked_for_the_run(tmp_path, monkeypatch):

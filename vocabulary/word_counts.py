@@ -37,6 +37,7 @@ cannot be part of one.
 import collections
 import re
 
+from absl import logging
 import tensorflow as tf
 
 from engine import host_memory
@@ -87,7 +88,7 @@ def count_shard(documents_lines, do_lower_case):
 def count_corpus(input_files, do_lower_case, num_workers, shard_bytes,
                  task_index=0, num_tasks=1):
   """Counts the words of the corpus's shards in `num_workers` processes
-  (corpus/workers.py).
+  (corpus/workers.py); logs how many shards and words it counted.
 
   Args:
     input_files: paths, read in this order.
@@ -99,7 +100,7 @@ def count_corpus(input_files, do_lower_case, num_workers, shard_bytes,
       k % num_tasks == task_index (all shards by default).
 
   Returns:
-    (Counter word -> count, number of shards counted, number of shards).
+    Counter word -> count.
 
   Raises:
     cli.UserError: a file cannot be read or holds a line that is not UTF-8,
@@ -124,7 +125,9 @@ def count_corpus(input_files, do_lower_case, num_workers, shard_bytes,
       meter.advance(bytes_read - meter.done,
                     sizes={"distinct words": len(totals)})
   meter.finish()
-  return totals, num_counted, num_shards
+  logging.info("%s: %s, %s.", meter.what,
+               _shards(num_counted, num_shards), _words_in(totals))
+  return totals
 
 
 def _count_jobs(shards, do_lower_case, task_index, num_tasks):
@@ -134,6 +137,24 @@ def _count_jobs(shards, do_lower_case, task_index, num_tasks):
   for index, (documents_lines, bytes_read) in enumerate(shards):
     counted = index % num_tasks == task_index
     yield ((documents_lines, do_lower_case) if counted else None), bytes_read
+
+
+def _amount(number, noun):
+  """E.g. "1 shard", "12,345 shards"."""
+  return "{:,} {}{}".format(number, noun, "" if number == 1 else "s")
+
+
+def _shards(num_counted, num_shards):
+  """E.g. "3 shards", or "2 of 5 shards" when a task counts a part."""
+  if num_counted == num_shards:
+    return _amount(num_shards, "shard")
+  return "%d of %s" % (num_counted, _amount(num_shards, "shard"))
+
+
+def _words_in(counts):
+  """E.g. "1,192 distinct words, 5,422 words in all"."""
+  return "%s, %s in all" % (_amount(len(counts), "distinct word"),
+                            _amount(sum(counts.values()), "word"))
 
 
 def format_counts(counts, do_lower_case):
@@ -157,7 +178,7 @@ def write_counts(path, counts, do_lower_case, flag=None):
 
 
 def read_counts(paths):
-  """Adds up count files.
+  """Adds up count files; logs how many words they hold.
 
   Returns:
     (Counter word -> count, do_lower_case the files were counted with).
@@ -176,6 +197,8 @@ def read_counts(paths):
           "--do_lower_case=%s; count all parts with the same setting." %
           (paths[0], casing, path, file_casing))
     casing = file_casing
+  logging.info("Read %s: %s.", _amount(len(paths), "count file"),
+               _words_in(totals))
   return totals, casing
 
 

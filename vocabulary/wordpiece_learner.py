@@ -139,7 +139,7 @@ def learn(word_counts, params):
                                  first_round)
     logging.info("Count threshold %d: %d entries (aiming at %d).",
                  threshold, len(vocab), params.vocab_size)
-    if (_within_slack(len(vocab), params) or lower >= upper or
+    if (within_slack(len(vocab), params) or lower >= upper or
         threshold <= 1):
       return vocab
     if len(vocab) > params.vocab_size:
@@ -148,7 +148,9 @@ def learn(word_counts, params):
       upper = threshold - 1
 
 
-def _within_slack(size, params):
+def within_slack(size, params):
+  """Whether a vocabulary of `size` entries ends the search: at most
+  `params.vocab_size`, and short of it by no more than the slack."""
   shortfall = params.vocab_size - size
   return 0 <= shortfall <= max(params.slack_ratio * params.vocab_size, 0)
 
