@@ -32,9 +32,10 @@ Everything the model needs besides its weights (vocabulary, casing, labels,
 max_seq_length, and SQuAD's doc_stride and max_query_length) comes from the
 export's assets.extra/ folder. Requests are padded to the longest example
 of each batch only, which the exported signature accepts; a short example
-costs what its own tokens cost. Text goes through the scripts' own functions (run_classifier.example_tokens,
-run_squad.example_features and run_squad.predict_example, with Google's
-n-best answer search), so the same example gets the same tokens as in
+costs what its own tokens cost. Text goes through the tasks' own functions
+(tasks/classification.py's example_tokens, tasks/squad.py's
+example_features and predict_example with Google's n-best answer search,
+tasks/ner.py's windows), so the same example gets the same tokens as in
 training and evaluation.
 """
 
@@ -127,20 +128,21 @@ cli.answer_help(__name__, define_flags)
 from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
 import tensorflow as tf
 
-from userio import progress
-import run_classifier
 from checkpoints import run_info
-from tasks import conll
-import run_ner
-import run_squad
-import run_swag
 from runner import serving_input
+from tasks import classification
+from tasks import conll
+from tasks import glue
+from tasks import multiple_choice
+from tasks import ner
+from tasks import squad
 from tasks import swag
 import tokenization
+from userio import progress
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
-NER_TASK = run_ner.TASK_NAME
-SWAG_TASK = run_swag.TASK_NAME
+NER_TASK = ner.TASK_NAME
+SWAG_TASK = multiple_choice.TASK_NAME
 
 
 # ------------------------------------------------------------ the model --
@@ -333,7 +335,7 @@ def check_example(task, values):
     check_choices(values)
     return
   fields = example_fields(task)
-  processor = run_classifier.PROCESSORS.get(task)
+  processor = glue.PROCESSORS.get(task)
   if task == NER_TASK and values[1] is not None:
     raise cli.UserError("the NER model tags one text: give text alone (a "
                         "text line holds no tab)")
@@ -424,9 +426,9 @@ class ClassifierPredictor(object):
       cli.UserError when the texts do not suit the task (check_example).
     """
     check_example(self.model.record["task"], (text_a, text_b))
-    example = run_classifier.InputExample(guid=None, text_a=text_a,
+    example = glue.InputExample(guid=None, text_a=text_a,
                                           text_b=text_b)
-    tokens, segment_ids = run_classifier.example_tokens(
+    tokens, segment_ids = classification.example_tokens(
         example, self.model.max_seq_length, self.model.tokenizer)
     return self.model.tokenizer.convert_tokens_to_ids(tokens), segment_ids
 
@@ -434,11 +436,11 @@ class ClassifierPredictor(object):
     """The model inputs of each window of one example (one row when it
     fits), as run_classifier.py --long_text=windows lays them out."""
     check_example(self.model.record["task"], (text_a, text_b))
-    example = run_classifier.InputExample(guid=None, text_a=text_a,
+    example = glue.InputExample(guid=None, text_a=text_a,
                                           text_b=text_b)
     convert = self.model.tokenizer.convert_tokens_to_ids
     return [(convert(window.tokens), window.segment_ids)
-            for window in run_classifier.example_windows(
+            for window in classification.example_windows(
                 example, self.model.max_seq_length, self.model.tokenizer,
                 self._doc_stride)]
 
@@ -471,7 +473,7 @@ class ClassifierPredictor(object):
       rows += parts
       counts.append(len(parts))
     name = CLASSIFIER_OUTPUT if self.labels else REGRESSION_OUTPUT
-    combined = run_classifier.combine_windows(
+    combined = classification.combine_windows(
         [outputs[name] for outputs in self.model.run_rows(
             rows, self.batch_size)], counts, is_regression=not self.labels)
     return [self._result({name: value}) for value in combined]
@@ -504,7 +506,7 @@ class SquadPredictor(object):
   A context is split into windows of the export's max_seq_length as in
   run_squad.py (doc_stride, max_query_length); the n-best search over the
   windows' start and end logits (n_best_size, max_answer_length, casing
-  restored with get_final_text) is run_squad.predict_example's.
+  restored with get_final_text) is squad.predict_example's.
   """
 
   def __init__(self, model, *, doc_stride=None, max_query_length=None,
@@ -547,7 +549,7 @@ class SquadPredictor(object):
     self.max_answer_length = max_answer_length
     self.max_seq_length = model.max_seq_length
     try:
-      run_squad.check_window_flags(
+      squad.check_window_flags(
           self.max_seq_length, doc_stride, max_query_length, n_best_size,
           max_answer_length)
     except cli.UserError as e:
@@ -568,11 +570,11 @@ class SquadPredictor(object):
       cli.UserError when a text is missing or empty.
     """
     check_example(SQUAD_TASK, (question, context))
-    doc_tokens, _ = run_squad.split_context(context)
-    example = run_squad.SquadExample(qas_id=example_index,
+    doc_tokens, _ = squad.split_context(context)
+    example = squad.SquadExample(qas_id=example_index,
                                      question_text=question,
                                      doc_tokens=doc_tokens)
-    features = run_squad.example_features(
+    features = squad.example_features(
         example, self.model.tokenizer, self.max_seq_length, self.doc_stride,
         self.max_query_length, is_training=False,
         example_index=example_index, first_unique_id=first_unique_id,
@@ -587,16 +589,16 @@ class SquadPredictor(object):
       # are cut to its own tokens.
       length = (len(output["start_logits"]) if self.pad_to_max_seq_length
                 else len(feature.input_ids))
-      results.append(run_squad.RawResult(
+      results.append(squad.RawResult(
           feature.unique_id, output["start_logits"][:length],
           output["end_logits"][:length]))
-    nbest, score_diff, best_text = run_squad.predict_example(
+    nbest, score_diff, best_text = squad.predict_example(
         example, features, results, self.n_best_size, self.max_answer_length,
         self.model.record["do_lower_case"], self.version_2_with_negative,
         verbose_logging=False)
     answer = {"answer": best_text, "nbest": [dict(entry) for entry in nbest]}
     if score_diff is not None:
-      answer["answer"] = run_squad.answer_at_threshold(
+      answer["answer"] = squad.answer_at_threshold(
           score_diff, best_text, self.null_score_diff_threshold)
       answer["null_score_diff"] = score_diff
     return answer
@@ -719,7 +721,7 @@ class NerPredictor(object):
   """The entities of raw texts, with run_ner.py's windows.
 
   A text is cut into words at whitespace and punctuation
-  (run_ner.split_text), read in windows of the export's max_seq_length as
+  (tokenization.split_words_with_offsets), read in windows of the export's max_seq_length as
   run_ner.py reads a document, each word tagged from the window where its
   first sub-token has the most context; entities are the tags' chunks by
   conlleval's rules (tasks/conll.py).
@@ -735,9 +737,9 @@ class NerPredictor(object):
       batch_size: windows per model call.
     """
     self.model = model
-    if run_ner.TAG_IDS not in model.output_names:
+    if ner.TAG_IDS not in model.output_names:
       raise cli.UserError("%s serves %s, not NER's %s." % (
-          model.path, ", ".join(model.output_names), run_ner.TAG_IDS))
+          model.path, ", ".join(model.output_names), ner.TAG_IDS))
     self.labels = list(model.record["labels"])
     if doc_stride is None:
       doc_stride = model.record.get(
@@ -768,8 +770,8 @@ class NerPredictor(object):
     rows = []
     for text in texts:
       check_example(NER_TASK, (text, None))
-      words = run_ner.split_text(text)
-      windows = run_ner.text_windows(
+      words = tokenization.split_words_with_offsets(text)
+      windows = ner.text_windows(
           [word for word, _, _ in words], self.model.tokenizer,
           self.model.max_seq_length, self.doc_stride)
       jobs.append((text, words, windows))
@@ -781,9 +783,9 @@ class NerPredictor(object):
       tags, scores = [None] * len(words), [None] * len(words)
       for window, output in zip(windows, outputs):
         for position, word in window.word_positions:
-          label = int(output[run_ner.TAG_IDS][position])
+          label = int(output[ner.TAG_IDS][position])
           tags[word] = self.labels[label]
-          scores[word] = output[run_ner.TAG_PROBABILITIES][position][label]
+          scores[word] = output[ner.TAG_PROBABILITIES][position][label]
       outputs = outputs[len(windows):]
       results.append({"entities": self._entities(text, words, tags, scores)})
     return results

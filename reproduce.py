@@ -30,6 +30,7 @@ from absl import flags
 from reproduction import plan
 from reproduction import report
 from reproduction import scheduler
+from startup import shared_flags
 from userio import cli
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -223,8 +224,8 @@ def _tasks_from_flags():
 
 
 def _processor(task):
-  import run_classifier  # pylint: disable=g-import-not-at-top
-  return run_classifier.PROCESSORS[task.lower()]()
+  from tasks import glue  # pylint: disable=g-import-not-at-top
+  return glue.PROCESSORS[task.lower()]()
 
 
 def _glue_data(task, output_dir):
@@ -352,8 +353,7 @@ def _check_grid(task, grid):
 
 
 def _orders():
-  import run_classifier  # pylint: disable=g-import-not-at-top
-  allowed = run_classifier.TRAIN_EXAMPLE_ORDERS
+  allowed = shared_flags.TRAIN_EXAMPLE_ORDERS
   for order in FLAGS.train_example_orders:
     if order not in allowed:
       raise ValueError("--train_example_orders: %r is not one of %s." % (
@@ -473,14 +473,14 @@ def _prediction_steps(setup, cells, summaries):
 
 def _submission(steps, outcomes, output_dir):
   """Zips the finished prediction steps' submission files."""
-  import run_classifier  # pylint: disable=g-import-not-at-top
+  from tasks import glue  # pylint: disable=g-import-not-at-top
   files = {}
   for step in steps:
     if outcomes[step.name].status in ("done", "skipped"):
       name = step.done_files[0]
       files[name] = os.path.join(step.output_dir, name)
   expected = [p.submission_name + ".tsv"
-              for p in (c() for c in run_classifier.PROCESSORS.values())
+              for p in (c() for c in glue.PROCESSORS.values())
               if p.submission_name] + ["AX.tsv"]
   zip_path = os.path.join(output_dir, "glue_submission.zip")
   if files:

@@ -214,6 +214,30 @@ def whitespace_tokenize(text):
   return text.split()
 
 
+def split_words_with_offsets(text):
+  """The words of raw text with their character offsets, cut by
+  BasicTokenizer's rules for whitespace and punctuation (each punctuation
+  character a word of its own), case and accents kept: how a tagger's
+  words line up with the text a user gave.
+
+  Returns:
+    list of (word, start, end), `text[start:end] == word`.
+  """
+  words = []
+  start = None
+  for index, char in enumerate(text + " "):
+    space = index == len(text) or _is_whitespace(char)
+    punctuation = not space and _is_punctuation(char)
+    if start is not None and (space or punctuation):
+      words.append((text[start:index], start, index))
+      start = None
+    if punctuation:
+      words.append((char, index, index + 1))
+    elif not space and start is None:
+      start = index
+  return words
+
+
 class FullTokenizer(object):
   """End-to-end tokenizer: text -> tokens -> ids, and back.
 

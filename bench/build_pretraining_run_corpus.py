@@ -32,7 +32,7 @@ from absl import flags
 
 import bench
 from bench import build_pretraining_corpus
-import run_classifier
+from tasks import glue
 from userio import cli
 
 ASSETS = os.path.join(os.path.dirname(bench.REPO_ROOT), "shared", "assets")
@@ -107,7 +107,7 @@ def glue_documents(glue_dir, sentences_per_document):
   """Documents made of the training texts of GLUE_TASKS under glue_dir."""
   documents = []
   for task in GLUE_TASKS:
-    processor = run_classifier.PROCESSORS[task.lower()]()
+    processor = glue.PROCESSORS[task.lower()]()
     try:
       examples = processor.get_train_examples(os.path.join(glue_dir, task))
     except cli.UserError as e:

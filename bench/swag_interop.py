@@ -14,7 +14,7 @@ checkpoints/conversion.py to Hugging Face's layout, and on questions built
 from SQuAD's paragraphs (bench/next_sentence_choices.py, laid out by
 tasks/swag.py) it compares:
   1. BertForMultipleChoice's logits [questions, 4] with
-     run_swag.create_model's, to --tolerance;
+     multiple_choice.create_model's, to --tolerance;
   2. transformers' own save_pretrained of that model, converted back,
      with the original checkpoint: every tensor bit for bit.
 Prints one line per comparison and exits with status 1 if one fails. Not a
@@ -42,7 +42,7 @@ from checkpoints import conversion
 from checkpoints import hf_mapping
 from checkpoints import run_info
 import modeling
-import run_swag
+from tasks import multiple_choice
 from tasks import swag
 import tokenization
 
@@ -74,13 +74,13 @@ def random_head_folder(work_dir):
   bert_config = modeling.BertConfig.from_json_file(_minilm("bert_config.json"))
   rng = np.random.default_rng(0)
   tensors = conversion.read_google_checkpoint(_minilm("bert_model.ckpt"))
-  for name, shape in run_swag.head_shapes(bert_config):
+  for name, shape in multiple_choice.head_shapes(bert_config):
     tensors[name] = (0.5 * rng.standard_normal(shape)).astype(np.float32)
   conversion.write_google_checkpoint(tensors,
                                      os.path.join(folder, "model.ckpt-1"))
   with open(os.path.join(folder, "checkpoint"), "w") as f:
     f.write('model_checkpoint_path: "model.ckpt-1"\n')
-  record = run_info.make_record(run_swag.TASK_NAME, None, True,
+  record = run_info.make_record(multiple_choice.TASK_NAME, None, True,
                                 FLAGS.max_seq_length,
                                 _minilm("bert_config.json"),
                                 _minilm("vocab.txt"),
@@ -116,9 +116,9 @@ def questions(vocab_file, do_lower_case):
 
 
 def ours(prefix, bert_config, inputs):
-  """run_swag.create_model's logits with checkpoint `prefix`."""
+  """multiple_choice.create_model's logits with checkpoint `prefix`."""
   with tf.Graph().as_default():
-    logits = run_swag.create_model(
+    logits = multiple_choice.create_model(
         bert_config, False, *(tf.constant(a) for a in inputs),
         tf.zeros([len(inputs[0])], tf.int32), False)[2]
     assignment_map, _ = modeling.get_assignment_map_from_checkpoint(
@@ -170,7 +170,7 @@ def main(_):
     model = hf_model(hf_dir)
     got = hf_logits(model, inputs)
     diff = float(np.max(np.abs(got - want)))
-    _report("BertForMultipleChoice logits vs run_swag.create_model",
+    _report("BertForMultipleChoice logits vs multiple_choice.create_model",
             diff <= FLAGS.tolerance,
             "max abs diff %.3g (largest %.3g), same choice %d/%d" % (
                 diff, float(np.max(np.abs(want))),

@@ -2,7 +2,7 @@
 """Training and inference throughput of BERT on CPU, five implementations.
 
 Measures examples/sec and model-FLOPs utilization (MFU) of
-  * ours: `modeling.BertModel` + `run_classifier.create_model`'s head +
+  * ours: `modeling.BertModel` + `classification.create_model`'s head +
     `optimization.create_optimizer`, a `tf.compat.v1.Session` graph;
   * hf: Hugging Face transformers' `BertForSequenceClassification` (PyTorch);
   * tfm: tf-models-official's `BertEncoder` + `BertClassifier` (Keras,
@@ -324,26 +324,26 @@ def _synthetic_pretraining_inputs(seq_length, batch_size):
 def _ours_loss(spec, config, batch, compute_dtype):
   """(loss, inference output) of the spec's head on our BertModel."""
   import modeling  # pylint: disable=g-import-not-at-top
-  import run_classifier  # pylint: disable=g-import-not-at-top
-  import run_pretraining  # pylint: disable=g-import-not-at-top
+  from tasks import classification  # pylint: disable=g-import-not-at-top
+  from tasks import pretraining  # pylint: disable=g-import-not-at-top
   training = spec["training"]
   if spec.get("head", CLASSIFIER) == CLASSIFIER:
-    (loss, _, logits, _) = run_classifier.create_model(
+    (loss, _, logits, _) = classification.create_model(
         config, training, batch["input_ids"], batch["input_mask"],
         batch["segment_ids"], batch["label_ids"], NUM_LABELS, False,
         gradient_checkpointing=spec["checkpointing"],
         compute_dtype=compute_dtype, skip_padding=spec["skip_padding"])
     return loss, logits
-  # run_pretraining's model_fn, without its checkpoint loading and train op.
+  # The pre-training head, without its checkpoint loading and train op.
   model = modeling.BertModel(
       config, training, batch["input_ids"], batch["input_mask"],
       batch["segment_ids"], gradient_checkpointing=spec["checkpointing"],
       compute_dtype=compute_dtype)
-  masked_lm_loss, _, log_probs = run_pretraining.get_masked_lm_output(
+  masked_lm_loss, _, log_probs = pretraining.get_masked_lm_output(
       config, model.get_sequence_output(), model.get_embedding_table(),
       batch["masked_lm_positions"], batch["masked_lm_ids"],
       batch["masked_lm_weights"])
-  next_sentence_loss, _, _ = run_pretraining.get_next_sentence_output(
+  next_sentence_loss, _, _ = pretraining.get_next_sentence_output(
       config, model.get_pooled_output(), batch["next_sentence_labels"])
   return masked_lm_loss + next_sentence_loss, log_probs
 

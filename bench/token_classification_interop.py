@@ -10,7 +10,7 @@ MiniLM (../shared/assets, Google's layout) gets a random token-classifier
 head (cls/ner/output_weights and output_bias, 9 labels as CoNLL-2003's) and
 is converted with checkpoints/conversion.py. On the words of real SQuAD
 paragraphs (run_ner's windows, tokenized with the uncased vocabulary) it
-compares BertForTokenClassification's logits with run_ner.create_model's
+compares BertForTokenClassification's logits with ner.create_model's
 at the real tokens, to --tolerance, and checks that transformers loads
 every weight of its model from the converted folder; then transformers'
 own save_pretrained of that model, converted back to Google's layout, must
@@ -35,6 +35,7 @@ import bench
 from checkpoints import conversion
 import modeling
 import run_ner
+from tasks import ner
 import tokenization
 
 flags.DEFINE_string("assets_dir",
@@ -81,8 +82,8 @@ def _windows():
     articles = json.load(f)["data"]
   rows = []
   for paragraph in articles[0]["paragraphs"][:FLAGS.num_paragraphs]:
-    words = [w for w, _, _ in run_ner.split_text(paragraph["context"])]
-    for window in run_ner.text_windows(words, tokenizer,
+    words = [w for w, _, _ in tokenization.split_words_with_offsets(paragraph["context"])]
+    for window in ner.text_windows(words, tokenizer,
                                        FLAGS.max_seq_length,
                                        FLAGS.max_seq_length // 2):
       ids = tokenizer.convert_tokens_to_ids(window.tokens)
@@ -95,7 +96,7 @@ def _ours(prefix, ids, mask):
   config = modeling.BertConfig.from_json_file(_minilm("bert_config.json"))
   with tf.Graph().as_default():
     zeros = tf.zeros_like(ids)
-    _, _, logits, _ = run_ner.create_model(
+    _, _, logits, _ = ner.create_model(
         config, False, tf.constant(ids), tf.constant(mask), zeros, zeros,
         zeros, len(LABELS), False)
     tvars = tf.compat.v1.trainable_variables()
@@ -157,7 +158,7 @@ def main(_):
     diff = float(np.max(np.abs(ours[real] - theirs[real])))
     agree = float(np.mean(ours[real].argmax(-1) == theirs[real].argmax(-1)))
     ok = diff <= FLAGS.tolerance
-    print("BertForTokenClassification vs run_ner.create_model on %d windows "
+    print("BertForTokenClassification vs ner.create_model on %d windows "
           "(%d tokens): max abs logit diff %.3g (largest %.3g), argmax "
           "agreement %.4f %s" % (len(ids), int(real.sum()), diff,
                                  float(np.max(np.abs(ours[real]))), agree,

@@ -50,7 +50,6 @@ import datetime
 import os
 import re
 import signal
-import socket
 import threading
 import time
 
@@ -63,6 +62,7 @@ from engine import dropout_masks
 from engine import graph_keys
 from engine import host_memory
 from memory import out_of_memory
+from runner import summaries
 from runner import tfrecord_input
 from userio import disk_space
 from userio import progress
@@ -375,73 +375,6 @@ def _step_fns(sess, built):
   accumulate_fn = (None if built.accumulate_only is None else
                    make_step_callable(sess, *built.accumulate_only))
   return apply_fn, accumulate_fn
-
-
-def _scalar_summary(values, step, writer):
-  """Writes a dict tag -> float as one Summary proto at `step`."""
-  summary = tf.compat.v1.Summary(value=[
-      tf.compat.v1.Summary.Value(tag=tag, simple_value=float(value))
-      for tag, value in sorted(values.items())])
-  writer.add_summary(summary, step)
-
-
-class _EventFile(object):
-  """A new TensorBoard event file in `logdir`, written in this thread.
-
-  The file is what tf.compat.v1.summary.FileWriter writes (TFRecords of
-  Event protos, a version event first, named
-  events.out.tfevents.<seconds>.<host>, here with the process id after it,
-  so that a rerun within the same second does not replace it), but
-  FileWriter writes from a thread of its own, where a failed write prints a
-  traceback. Here each event is written and flushed at once: a write that
-  fails raises in the caller, and a local file is cut back to its last
-  complete event (removed when it holds none).
-
-  Attributes:
-    path: the event file.
-    pending_bytes: the size of the event being written.
-  """
-
-  def __init__(self, logdir):
-    self.path = os.path.join(logdir, "events.out.tfevents.%010d.%s.%d" % (
-        time.time(), socket.gethostname(), os.getpid()))
-    self.pending_bytes = 0
-    self._complete_bytes = 0
-    tf.io.gfile.makedirs(logdir)
-    self._writer = tf.io.TFRecordWriter(self.path)
-    self._write(tf.compat.v1.Event(wall_time=time.time(),
-                                   file_version="brain.Event:2"))
-
-  def add_summary(self, summary, step):
-    self._write(tf.compat.v1.Event(wall_time=time.time(), step=int(step),
-                                   summary=summary))
-
-  def _write(self, event):
-    data = event.SerializeToString()
-    self.pending_bytes = len(data) + tfrecord_input.RECORD_FRAMING_BYTES
-    try:
-      self._writer.write(data)
-      self._writer.flush()
-    except Exception:
-      self._cut_back()
-      raise
-    self._complete_bytes += self.pending_bytes
-
-  def _cut_back(self):
-    """Drops what the failed write left after the last complete event."""
-    try:
-      self._writer.close()
-    except Exception:  # pylint: disable=broad-except
-      pass  # The write's own error is the one to report.
-    if "://" in self.path or not os.path.exists(self.path):
-      return
-    if self._complete_bytes:
-      os.truncate(self.path, self._complete_bytes)
-    else:
-      os.remove(self.path)
-
-  def close(self):
-    self._writer.close()
 
 
 def _variables_bytes(graph):
@@ -947,11 +880,11 @@ class Estimator(object):
     return "it starts over (no checkpoint was saved yet)"
 
   def _new_event_file(self):
-    """The _EventFile of this training run's summaries in model_dir."""
+    """The summaries.EventFile of this training run's summaries in model_dir."""
     with disk_space.writing(self.model_dir, "TensorBoard summaries",
                             partial=lambda entry: False, flag="--output_dir",
                             then=self._resume_point):
-      return _EventFile(self.model_dir)
+      return summaries.EventFile(self.model_dir)
 
   def _train_loop(self, sess, built, step_fns, writer, max_steps, start_step,
                   skip, save_first=False):
@@ -1043,7 +976,7 @@ class Estimator(object):
             writer.path), size=lambda: writer.pending_bytes,
         partial=lambda entry: False, flag="--output_dir",
         then=self._resume_point):
-      _scalar_summary(scalars, step, writer)
+      summaries.scalar_summary(scalars, step, writer)
     meter.reset()
 
   # -------------------------------------------------------------- evaluation
@@ -1101,42 +1034,40 @@ class Estimator(object):
     return counter.done
 
   def _write_eval_summaries(self, results, global_step, name):
-    if not self._config.is_chief:
-      return
-    eval_dir = os.path.join(self.model_dir,
-                            "eval_" + name if name else "eval")
-    scalars = {key: value for key, value in results.items()
-               if key != "global_step" and np.size(value) == 1}
-    with disk_space.writing(self.model_dir, "evaluation summaries in %s" %
-                            os.path.basename(eval_dir),
-                            partial=lambda entry: False, flag="--output_dir"):
-      writer = _EventFile(eval_dir)
-      _scalar_summary(scalars, global_step, writer)
-      writer.close()
+    if self._config.is_chief:
+      summaries.write_metrics(self.model_dir,
+                              "eval_" + name if name else "eval", results,
+                              global_step)
 
   # -------------------------------------------------------------- prediction
 
   def predict(self, input_fn, checkpoint_path=None,
-              yield_single_examples=True, *, num_batches=None):
+              yield_single_examples=True, *, num_batches=None,
+              for_evaluation=False):
     """Yields predictions: per example (default) or per batch.
 
     With no checkpoint in model_dir (and no checkpoint_path), the variables
     are initialized as in a fresh training run (so `init_from_checkpoint` in
     the model_fn applies), as the original Estimator did. A progress line
     (batches done of `num_batches` when known, rate, time left) is logged
-    every 10 seconds.
+    every 10 seconds. `for_evaluation`: the predictions are what a task
+    scores itself (NER's conlleval, say): the batches are eval_batch_size
+    and running out of memory is an evaluation's.
 
     Yields:
       dicts of numpy values (or bare values if `predictions` is a tensor).
     """
     logging.info("Predicting with %s ...", self._weights_name(checkpoint_path))
+    activity = (out_of_memory.EVALUATION if for_evaluation else
+                out_of_memory.PREDICTION)
     graph, iterator, spec, scaffold = self._build_eval_or_predict_graph(
-        input_fn, ModeKeys.PREDICT, self._predict_batch_size)
+        input_fn, ModeKeys.PREDICT, self._eval_batch_size if for_evaluation
+        else self._predict_batch_size)
     if spec.predictions is None:
       raise ValueError("model_fn must return predictions in PREDICT mode.")
     sess = self._session(graph)
     try:
-      with self._out_of_memory(out_of_memory.PREDICTION):
+      with self._out_of_memory(activity):
         with graph.as_default():
           self._restore_or_initialize(sess, scaffold, checkpoint_path,
                                       "Estimator.predict")

@@ -44,6 +44,10 @@ from userio import disk_space
 from userio import output_files
 from userio import sidecars
 
+# The example order of a feature file whose records were permuted with a
+# seed (the other: "file", the data file's order).
+SHUFFLED = "shuffled"
+
 
 class FeatureFile(object):
   """Context that writes a TFRecord file of serialized records.
@@ -148,7 +152,7 @@ def fingerprint(data_files, vocab_file, do_lower_case, max_seq_length, task,
       "num_examples": int(num_examples),
       "example_order": example_order,
   }
-  if example_order == "shuffled":
+  if example_order == SHUFFLED:
     result["shuffle_seed"] = int(shuffle_seed)
   if window_stride is not None:
     result["window_stride"] = int(window_stride)
@@ -181,3 +185,20 @@ def prepare(path, depends_on, write, what="features"):
     logging.info("Writing %s to %s again: %s.", what, path, reason)
   write()
   return True
+
+
+def int64_feature(values):
+  """A tf.train.Feature of integers."""
+  return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
+
+
+def float_feature(values):
+  """A tf.train.Feature of floats."""
+  return tf.train.Feature(float_list=tf.train.FloatList(value=list(values)))
+
+
+def serialized_example(features):
+  """The serialized tf.train.Example of `features`, a dict of name ->
+  tf.train.Feature (written in the dict's order)."""
+  return tf.train.Example(features=tf.train.Features(
+      feature=features)).SerializeToString()

@@ -277,10 +277,11 @@ class SharedFlags:
     optimizer: one of optimizer_names.OPTIMIZERS.
     seed: int.
     keep_checkpoint_max, log_step_count_steps, save_summary_steps: int.
+    do_eval: bool; eval_batch_size: int: defined by the commands that
+      evaluate, each with its own help (eval_batch_size is checked with
+      the other batch sizes).
     do_predict: bool.
     predict_batch_size: int.
-    eval_batch_size: int; defined by run_classifier.py and
-      run_pretraining.py themselves, checked with the other batch sizes.
     num_train_epochs, warmup_proportion: float.
     export_dir: path (str) or None.
     use_tpu: bool; tpu_name: str or None (both refused when set).
@@ -298,6 +299,7 @@ class SharedFlags:
     distribution: one of DISTRIBUTIONS.
     devices: tuple of device names (--devices), or None.
     use_xla: bool.
+    skip_padding: bool (define_skip_padding_flag).
     defined: frozenset of the names of the shared flags the script defines.
     given: frozenset of the names of those the command line set.
   """
@@ -319,6 +321,7 @@ class SharedFlags:
   keep_checkpoint_max: Optional[int] = None
   log_step_count_steps: Optional[int] = None
   save_summary_steps: Optional[int] = None
+  do_eval: Optional[bool] = None
   do_predict: Optional[bool] = None
   predict_batch_size: Optional[int] = None
   eval_batch_size: Optional[int] = None
@@ -336,6 +339,7 @@ class SharedFlags:
   distribution: Optional[str] = None
   devices: Optional[Tuple[str, ...]] = None
   use_xla: Optional[bool] = None
+  skip_padding: Optional[bool] = None
   defined: FrozenSet[str] = frozenset()
   given: FrozenSet[str] = frozenset()
 

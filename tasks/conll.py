@@ -32,6 +32,9 @@ from userio import cli
 from userio import utf8
 
 TAG_SCHEMES = ("iob1", "iob2")
+# The texts a document is read as: all its sentences together (the paper's
+# maximal document context), or each sentence alone.
+CONTEXTS = ("document", "sentence")
 OUTSIDE = "O"
 DOCUMENT_START = "-DOCSTART-"
 # The names each set goes by in the distributed folders, in order of search.
@@ -206,6 +209,16 @@ def read_file(path, tag_scheme):
 def sentences_of(documents):
   """The sentences of `documents`, in file order."""
   return [sentence for document in documents for sentence in document]
+
+
+def texts_of(documents, context):
+  """The texts to read of `documents` under `context` (one of CONTEXTS):
+  each document's sentences joined, or each sentence alone; lists of
+  Word."""
+  if context == "document":
+    return [[word for sentence in document for word in sentence]
+            for document in documents]
+  return sentences_of(documents)
 
 
 def entity_types(documents):

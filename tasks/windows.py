@@ -22,6 +22,11 @@ from userio import cli
 
 DocSpan = collections.namedtuple("DocSpan", ["start", "length"])
 
+# What a classifier does with a text longer than its sequence (its
+# --long_text): Google's truncation, or windows over the text.
+TRUNCATE, WINDOWS = "truncate", "windows"
+LONG_TEXT_MODES = (TRUNCATE, WINDOWS)
+
 # Weight of a window's length in its score: it only breaks ties between
 # windows that give a token the same context.
 _LENGTH_WEIGHT = 0.01

@@ -41,6 +41,7 @@ from runner import estimator
 import modeling
 import run_classifier
 import run_pretraining
+from tasks import pretraining
 import run_squad
 import test_modeling
 import test_run_pretraining
@@ -428,7 +429,7 @@ def test_pretraining_model_fn_loss_reads_the_encoder_outputs(built_models,
               "masked_lm_ids": MASKED_IDS,
               "masked_lm_weights": MASKED_WEIGHTS,
               "next_sentence_labels": NEXT_SENTENCE_LABELS}
-  assert sorted(features) == sorted(run_pretraining.record_features(SEQ, 3))
+  assert sorted(features) == sorted(pretraining.record_features(SEQ, 3))
   with tf.Graph().as_default():
     _start_graph()
     model_fn = run_pretraining.model_fn_builder(config, None, 1e-4, 10, 1,

@@ -26,6 +26,7 @@ import run_classifier
 from startup import checks
 from startup import run_setup
 import run_squad
+import tokenization
 from startup import shared_flags
 from userio import units
 
@@ -152,7 +153,7 @@ def test_scripts_pass_spm_model_file_to_the_tokenizer(script, tmp_path,
     seen.update(kwargs)
     raise Stop()
 
-  monkeypatch.setattr(script.tokenization, "FullTokenizer", fake_tokenizer)
+  monkeypatch.setattr(tokenization, "FullTokenizer", fake_tokenizer)
   values = flags.FlagValues()
   script.define_flags(values)
   argv = ["prog", "--do_train", "--spm_model_file=%s" % spm_model,
@@ -164,9 +165,8 @@ def test_scripts_pass_spm_model_file_to_the_tokenizer(script, tmp_path,
     argv += ["--train_file=%s" % (tmp_path / "train.json"),
              "--max_query_length=8", "--doc_stride=8"]
   values(argv)
-  monkeypatch.setattr(script, "FLAGS", values)
   with pytest.raises(Stop):
-    script.main([])
+    script.main([], flag_values=values)
   assert seen["spm_model_file"] == str(spm_model)
   assert seen["vocab_file"] is None
 
@@ -583,8 +583,7 @@ def _run_main(monkeypatch, argv):
   values = flags.FlagValues()
   run_classifier.define_flags(values)
   values(["run_classifier.py"] + argv)
-  monkeypatch.setattr(run_classifier, "FLAGS", values)
-  run_classifier.main([])
+  run_classifier.main([], flag_values=values)
 
 
 def _counters(output_dir):

@@ -20,6 +20,7 @@ from userio import cli
 import conftest
 import predictor
 import run_classifier
+from tasks import glue
 import tokenization
 
 pytestmark = pytest.mark.slow
@@ -255,7 +256,7 @@ def test_mrpc_equals_the_signature_on_the_scripts_features(mrpc_dir,
 
 def test_stsb_scores_equal_test_results(stsb_dir):
   model = predictor.load(os.path.join(stsb_dir, "export"), batch_size=3)
-  examples = run_classifier.StsbProcessor().get_test_examples(
+  examples = glue.StsbProcessor().get_test_examples(
       os.path.join(stsb_dir, "data"))
   expected = [float(row[0]) for row in _read_rows(
       os.path.join(stsb_dir, "out", "test_results.tsv"))]

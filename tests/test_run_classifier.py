@@ -22,7 +22,11 @@ sys.path.insert(0, REPO_ROOT)
 
 import conftest  # pylint: disable=g-import-not-at-top
 import run_classifier  # pylint: disable=g-import-not-at-top
+from runner import feature_cache  # pylint: disable=g-import-not-at-top
 from startup import run_setup  # pylint: disable=g-import-not-at-top
+from startup import shared_flags  # pylint: disable=g-import-not-at-top
+from tasks import classification  # pylint: disable=g-import-not-at-top
+from tasks import glue  # pylint: disable=g-import-not-at-top
 import tokenization  # pylint: disable=g-import-not-at-top
 
 MRPC_HEADER = ["\ufeffQuality", "#1 ID", "#2 ID", "#1 String", "#2 String"]
@@ -210,7 +214,7 @@ def _write_task_files(data_dir, files):
 def test_processor_reads_published_layout(task, tmp_path):
   files, expected = TASK_CASES[task]
   _write_task_files(tmp_path, files)
-  processor = run_classifier.PROCESSORS[task]()
+  processor = glue.PROCESSORS[task]()
   for set_type, triples in expected.items():
     examples = getattr(processor, "get_%s_examples" % set_type)(str(tmp_path))
     assert _triples(examples) == triples, (task, set_type)
@@ -224,32 +228,32 @@ def test_processor_labels_and_task_names():
               "wnli": binary, "qnli": ["entailment", "not_entailment"],
               "rte": ["entailment", "not_entailment"], "mnli": nli,
               "mnli-mm": nli, "xnli": nli, "sts-b": [None]}
-  assert sorted(run_classifier.PROCESSORS) == sorted(expected)
+  assert sorted(glue.PROCESSORS) == sorted(expected)
   for task, labels in expected.items():
-    processor = run_classifier.PROCESSORS[task]()
+    processor = glue.PROCESSORS[task]()
     assert processor.get_labels() == labels
     assert processor.is_regression == (task == "sts-b")
 
 
 def test_real_glue_files_have_published_sizes(assets_dir):
   # Sizes from the assets' MANIFEST (GLUE's published splits).
-  glue = os.path.join(assets_dir, "glue")
+  glue_dir = os.path.join(assets_dir, "glue")
   mrpc = run_classifier.MrpcProcessor()
-  mrpc_dev = mrpc.get_dev_examples(os.path.join(glue, "MRPC"))
-  assert len(mrpc.get_train_examples(os.path.join(glue, "MRPC"))) == 3668
+  mrpc_dev = mrpc.get_dev_examples(os.path.join(glue_dir, "MRPC"))
+  assert len(mrpc.get_train_examples(os.path.join(glue_dir, "MRPC"))) == 3668
   assert len(mrpc_dev) == 408
-  assert len(mrpc.get_test_examples(os.path.join(glue, "MRPC"))) == 1725
+  assert len(mrpc.get_test_examples(os.path.join(glue_dir, "MRPC"))) == 1725
   # The BOM of the header must not leak into anything.
   assert mrpc_dev[0].label == "1"
   assert mrpc_dev[0].text_a.startswith("He said the foodservice pie business")
   cola = run_classifier.ColaProcessor()
-  assert len(cola.get_dev_examples(os.path.join(glue, "CoLA"))) == 1043
-  assert len(cola.get_test_examples(os.path.join(glue, "CoLA"))) == 1063
-  sst = run_classifier.Sst2Processor()
-  assert len(sst.get_dev_examples(os.path.join(glue, "SST-2"))) == 872
-  assert len(sst.get_test_examples(os.path.join(glue, "SST-2"))) == 1821
-  qnli_dev = run_classifier.QnliProcessor().get_dev_examples(
-      os.path.join(glue, "QNLI"))
+  assert len(cola.get_dev_examples(os.path.join(glue_dir, "CoLA"))) == 1043
+  assert len(cola.get_test_examples(os.path.join(glue_dir, "CoLA"))) == 1063
+  sst = glue.Sst2Processor()
+  assert len(sst.get_dev_examples(os.path.join(glue_dir, "SST-2"))) == 872
+  assert len(sst.get_test_examples(os.path.join(glue_dir, "SST-2"))) == 1821
+  qnli_dev = glue.QnliProcessor().get_dev_examples(
+      os.path.join(glue_dir, "QNLI"))
   assert len(qnli_dev) == 5463
   assert {e.label for e in qnli_dev} == {"entailment", "not_entailment"}
 
@@ -297,7 +301,7 @@ def test_stsb_score_must_be_a_number(tmp_path):
       STSB_HEADER + ["score"], _stsb_row("0", "A.", "B.", "high")])
   with pytest.raises(ValueError, match=r"train\.tsv:2: label 'high' is not "
                      "a number"):
-    run_classifier.StsbProcessor().get_train_examples(str(tmp_path))
+    glue.StsbProcessor().get_train_examples(str(tmp_path))
 
 
 # ------------------------------------------------------------------ features
@@ -448,34 +452,37 @@ def test_tfrecord_regression_label_is_float_and_decodes(tokenizer, tmp_path):
 def reuse_setup(tokenizer, uncased_vocab, tmp_path):
   """MRPC files, a record path, and a counter of feature-file writes."""
   _write_task_files(tmp_path, TASK_CASES["mrpc"][0])
-  processor = run_classifier.MrpcProcessor()
-  examples = processor.get_train_examples(str(tmp_path))
-  data_files = processor.get_data_files(str(tmp_path), "train")
+  data_file = run_classifier.MrpcProcessor().get_data_files(
+      str(tmp_path), "train")[0]
   output_file = str(tmp_path / "train.tf_record")
 
   def prepare(do_lower_case=True, max_seq_length=16):
-    fingerprint = run_classifier.record_fingerprint(
-        data_files, uncased_vocab, do_lower_case, max_seq_length, "mrpc",
-        len(examples))
-    run_classifier.prepare_record_file(examples, ["0", "1"], max_seq_length,
-                                       tokenizer, output_file, fingerprint)
+    mrpc = classification.ClassificationTask(
+        run_classifier.MrpcProcessor(), str(tmp_path), "MRPC",
+        train_example_order="file")
+    mrpc.start(shared_flags.SharedFlags(
+        output_dir=str(tmp_path), vocab_file=uncased_vocab,
+        do_lower_case=do_lower_case, max_seq_length=max_seq_length, seed=1,
+        do_train=True), None, tokenizer)
+    mrpc.read_data()
+    mrpc.train_input_fn()
     return len(list(_read_records(output_file))[0]["input_ids"]
                .int64_list.value)
 
-  return prepare, output_file, data_files[0]
+  return prepare, output_file, data_file
 
 
 @pytest.fixture
 def write_counter(monkeypatch):
   calls = []
-  original = run_classifier.file_based_convert_examples_to_features
+  original = classification.file_based_convert_examples_to_features
 
   def counting(*args, **kwargs):
     calls.append(args[-1])
     return original(*args, **kwargs)
 
-  monkeypatch.setattr(run_classifier, "file_based_convert_examples_to_features",
-                      counting)
+  monkeypatch.setattr(classification,
+                      "file_based_convert_examples_to_features", counting)
   return calls
 
 
@@ -889,7 +896,7 @@ def test_stsb_regression_end_to_end(tmp_path, run_script):
 
 
 @pytest.fixture
-def main_flags(monkeypatch, tmp_path):
+def main_flags(tmp_path):
   """Returns set_flags(**overrides) -> runs main with valid MRPC defaults."""
   data_dir = str(tmp_path / "data")
   _write_task_files(data_dir, TASK_CASES["mrpc"][0])
@@ -905,8 +912,7 @@ def main_flags(monkeypatch, tmp_path):
     run_classifier.define_flags(flag_values)
     flag_values(["run_classifier.py"] + [
         "--%s=%s" % (key, value) for key, value in values.items()])
-    monkeypatch.setattr(run_classifier, "FLAGS", flag_values)
-    run_classifier.main([])
+    run_classifier.main([], flag_values=flag_values)
 
   return run_main
 
@@ -1054,8 +1060,9 @@ def test_train_example_order_fingerprints_differ(tmp_path):
   vocab_file = tmp_path / "vocab.txt"
   vocab_file.write_text("[PAD]\n")
   def fingerprint(**order):
-    return run_classifier.record_fingerprint(
-        [str(data_file)], str(vocab_file), True, 32, "mrpc", 1, **order)
+    return feature_cache.fingerprint(
+        [str(data_file)], str(vocab_file), True, 32, "mrpc", 1,
+        record_format=classification.RECORD_FORMAT_VERSION, **order)
   variants = [fingerprint(), fingerprint(example_order="shuffled",
                                          shuffle_seed=1),
               fingerprint(example_order="shuffled", shuffle_seed=2)]

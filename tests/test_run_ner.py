@@ -20,6 +20,9 @@ import conftest
 import modeling
 import predictor
 import run_ner
+from runner import estimator
+from tasks import feature_modes
+from tasks import ner
 import tokenization
 from checkpoints import conversion
 from tasks import conll
@@ -68,7 +71,7 @@ def test_first_sub_tokens_and_max_context_worked_example(tokenizer):
   # window 1, paris and "." from window 2.
   words = ["Anna", "Johanson", "visited", "Paris", "."]
   labels = [3, 4, 0, 1, 0]
-  predict = run_ner.text_windows(words, tokenizer, 6, 2, label_ids=labels)
+  predict = ner.text_windows(words, tokenizer, 6, 2, label_ids=labels)
   assert [w.tokens for w in predict] == [
       ["[CLS]", "anna", "jo", "##han", "##son", "[SEP]"],
       ["[CLS]", "##han", "##son", "vis", "##ited", "[SEP]"],
@@ -80,7 +83,7 @@ def test_first_sub_tokens_and_max_context_worked_example(tokenizer):
   assert [w.label_ids for w in predict] == [
       [0, 3, 4, 0, 0, 0], [0, 0, 0, 0, 0, 0], [0, 0, 0, 1, 0, 0]]
   # Training labels every word's first sub-token in every window.
-  train = run_ner.text_windows(words, tokenizer, 6, 2, label_ids=labels,
+  train = ner.text_windows(words, tokenizer, 6, 2, label_ids=labels,
                                is_training=True)
   assert [w.word_positions for w in train] == [
       [(1, 0), (2, 1)], [(3, 2)], [(1, 2), (3, 3), (4, 4)]]
@@ -92,13 +95,13 @@ def test_file_windows_document_and_sentence_context(tmp_path, tokenizer):
                   "paris B-LOC\n\n-DOCSTART- -X- O O\n\nlima B-LOC\n")
   documents, _ = conll.read_file(str(path), "iob2")
   labels = ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
-  document = run_ner.file_windows(documents, labels, tokenizer, 16, 7,
+  document = ner.file_windows(documents, labels, tokenizer, 16, 7,
                                   "document", False)
   assert [(w.tokens, first) for w, first in document] == [
       (["[CLS]", "anna", "went", "to", "paris", "[SEP]"], 0),
       (["[CLS]", "lima", "[SEP]"], 4)]
   assert document[0][0].label_ids == [0, 3, 0, 0, 1, 0]
-  sentence = run_ner.file_windows(documents, labels, tokenizer, 16, 7,
+  sentence = ner.file_windows(documents, labels, tokenizer, 16, 7,
                                   "sentence", False)
   assert [(w.tokens, first) for w, first in sentence] == [
       (["[CLS]", "anna", "went", "[SEP]"], 0),
@@ -106,20 +109,20 @@ def test_file_windows_document_and_sentence_context(tmp_path, tokenizer):
       (["[CLS]", "lima", "[SEP]"], 4)]
   sentences = conll.sentences_of(documents)
   results = [np.array([0, 3, 0, 0, 1, 0]), np.array([0, 1, 0])]
-  assert run_ner.predicted_tags(document, results, labels, sentences) == [
+  assert ner.predicted_tags(document, results, labels, sentences) == [
       ["B-PER", "O"], ["O", "B-LOC"], ["B-LOC"]]
   with pytest.raises(RuntimeError, match="predictions for 4 of 5 words"):
-    run_ner.predicted_tags(document[:1], results, labels, sentences)
+    ner.predicted_tags(document[:1], results, labels, sentences)
 
 
 def test_word_the_tokenizer_drops_is_unk(tokenizer):
-  pieces, first = run_ner.word_pieces(["anna", "\u200b", "lima"], tokenizer)
+  pieces, first = ner.word_pieces(["anna", "\u200b", "lima"], tokenizer)
   assert (pieces, first) == (["anna", "[UNK]", "lima"], [0, 1, 2])
 
 
 def test_split_text_keeps_offsets():
   text = "Anna Smith-Jones visited Paris,\u00a0(France)."
-  words = run_ner.split_text(text)
+  words = tokenization.split_words_with_offsets(text)
   assert [w for w, _, _ in words] == ["Anna", "Smith", "-", "Jones",
                                       "visited", "Paris", ",", "(", "France",
                                       ")", "."]
@@ -156,7 +159,7 @@ def test_token_head_and_loss_against_numpy():
   ids, mask, labels, label_mask = _inputs()
   with tf.Graph().as_default():
     tf.compat.v1.set_random_seed(1)
-    loss, per_example, logits, probabilities = run_ner.create_model(
+    loss, per_example, logits, probabilities = ner.create_model(
         _bert_config(), False, tf.constant(ids), tf.constant(mask),
         tf.zeros_like(ids), tf.constant(labels), tf.constant(label_mask), 5,
         False)
@@ -210,7 +213,7 @@ def test_bilstm_against_numpy_with_padding():
   inputs = rng.randn(2, 5, 3).astype(np.float32)
   mask = np.array([[1, 1, 1, 1, 1], [1, 1, 0, 0, 0]], np.int32)
   with tf.Graph().as_default():
-    outputs = run_ner.bilstm(tf.constant(inputs), tf.constant(mask), 4)
+    outputs = ner.bilstm(tf.constant(inputs), tf.constant(mask), 4)
     names = ["lstm_%d/%s/%s" % (layer, direction, kind) for layer in (0, 1)
              for direction in ("forward", "backward")
              for kind in ("kernel", "bias")]
@@ -236,13 +239,13 @@ def test_bilstm_against_numpy_with_padding():
     assert not got[row, length:].any()
 
 
-@pytest.mark.parametrize("mode", run_ner.FEATURE_MODES[1:])
+@pytest.mark.parametrize("mode", feature_modes.FEATURE_MODES[1:])
 def test_feature_modes_read_their_layers(mode):
   ids, mask, _, _ = _inputs()
   with tf.Graph().as_default():
     model = modeling.BertModel(_bert_config(), False, tf.constant(ids),
                                tf.constant(mask))
-    features = run_ner.frozen_features(model, mode)
+    features = ner.frozen_features(model, mode)
     layers = [model.get_embedding_output()] + model.get_all_encoder_layers()
     with tf.compat.v1.Session() as sess:
       sess.run(tf.compat.v1.global_variables_initializer())
@@ -256,21 +259,21 @@ def test_feature_modes_read_their_layers(mode):
   np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("mode", run_ner.FEATURE_MODES)
+@pytest.mark.parametrize("mode", feature_modes.FEATURE_MODES)
 def test_head_variable_shapes_are_the_models(mode):
   ids, mask, labels, label_mask = _inputs()
   with tf.Graph().as_default():
-    run_ner.create_model(_bert_config(), True, tf.constant(ids),
+    ner.create_model(_bert_config(), True, tf.constant(ids),
                          tf.constant(mask), tf.zeros_like(ids),
                          tf.constant(labels), tf.constant(label_mask), 5,
                          False, feature_mode=mode, lstm_size=6)
-    made = {v.op.name: v.shape.as_list() for v in run_ner.head_variables(
+    made = {v.op.name: v.shape.as_list() for v in ner.head_variables(
         tf.compat.v1.trainable_variables())}
-  assert made == dict(run_ner.head_variable_shapes(_bert_config(), 5, mode,
+  assert made == dict(ner.head_variable_shapes(_bert_config(), 5, mode,
                                                    6))
 
 
-@pytest.mark.parametrize("mode", [run_ner.FINE_TUNING, "sum_all"])
+@pytest.mark.parametrize("mode", [feature_modes.FINE_TUNING, "sum_all"])
 def test_skip_padding_gives_the_same_outputs(mode):
   """The model with --skip_padding (the encoder's feed-forward layers on the
   real tokens only) gives the same logits at every real position, and the
@@ -281,7 +284,7 @@ def test_skip_padding_gives_the_same_outputs(mode):
   for skip in (False, True):
     with tf.Graph().as_default():
       tf.compat.v1.set_random_seed(1)
-      got = run_ner.create_model(
+      got = ner.create_model(
           _bert_config(), False, tf.constant(ids), tf.constant(mask),
           tf.zeros_like(ids), tf.constant(labels), tf.constant(label_mask), 5,
           False, feature_mode=mode, lstm_size=6, skip_padding=skip)
@@ -465,7 +468,7 @@ def test_predictor_entities_and_offsets(ner_run):
   padded = ids + [0] * 16
   tags = serve(input_ids=tf.constant([padded]),
                input_mask=tf.constant([[1] * 8 + [0] * 16]),
-               segment_ids=tf.zeros([1, 24], tf.int32))[run_ner.TAG_IDS]
+               segment_ids=tf.zeros([1, 24], tf.int32))[ner.TAG_IDS]
   labels = ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
   assert [labels[t] for t in tags.numpy()[0][1:7]] == [
       "I-PER", "O", "O", "I-LOC", "O", "I-PER"]
@@ -535,7 +538,7 @@ def test_feature_mode_trains_no_bert_variable(ner_run, tmp_path, run_script):
   for name in bert:
     np.testing.assert_array_equal(trained.get_tensor(name),
                                   start.get_tensor(name), err_msg=name)
-  head = dict(run_ner.head_variable_shapes(_bert_config(), 5,
+  head = dict(ner.head_variable_shapes(_bert_config(), 5,
                                            "concat_last_four", 8))
   assert head["cls/ner/lstm_0/forward/kernel"] == [4 * 16 + 8, 32]
   for name, shape in head.items():
@@ -591,8 +594,7 @@ def main_flags(monkeypatch, tmp_path):
     flag_values = flags.FlagValues()
     run_ner.define_flags(flag_values)
     flag_values(["run_ner.py"] + ["--%s=%s" % kv for kv in values.items()])
-    monkeypatch.setattr(run_ner, "FLAGS", flag_values)
-    run_ner.main([])
+    run_ner.main([], flag_values=flag_values)
 
   return run_main
 
@@ -618,7 +620,7 @@ def test_output_dir_is_locked_for_the_run_and_windows_are_reused(
     with open(lock_file) as f:
       owners.append(json.load(f)["pid"])
 
-  monkeypatch.setattr(run_ner.estimator_lib.Estimator, "train", train)
+  monkeypatch.setattr(estimator.Estimator, "train", train)
   caplog.set_level(logging.INFO)
   main_flags(train_batch_size=1)
   assert owners == [os.getpid()]

@@ -28,6 +28,7 @@ from memory import memory_settings
 import modeling
 import pretraining_records
 import run_pretraining
+from tasks import pretraining
 import rounding
 import test_modeling
 from userio import units
@@ -136,7 +137,7 @@ def _build_eval_graph(config, batch_size, seq_length, predictions):
   features = {name: tf.compat.v1.placeholder(
       tf.float32 if spec.dtype == tf.float32 else tf.int32,
       [batch_size] + list(spec.shape), name=name)
-              for name, spec in run_pretraining.record_features(
+              for name, spec in pretraining.record_features(
                   seq_length, predictions).items()}
   model_fn = run_pretraining.model_fn_builder(
       config, None, 1e-4, 10, 1, False, False)
@@ -416,7 +417,7 @@ def test_eval_input_reads_the_files_in_order_and_repeats(tmp_path):
 def test_input_files_expand_globs_and_lists_in_order(tmp_path):
   files = _indexed_files(str(tmp_path), 3, 1)
   pattern = os.path.join(str(tmp_path), "part-[12].tfrecord")
-  assert run_pretraining.expand_input_files(
+  assert pretraining.expand_input_files(
       "%s, %s" % (pattern, files[0])) == [files[1], files[2], files[0]]
 
 
@@ -425,7 +426,7 @@ def test_input_files_leave_the_sidecars_out(tmp_path):
   for path in files:
     with open(path + ".meta.json", "w") as f:
       f.write("{}")
-  assert run_pretraining.expand_input_files(
+  assert pretraining.expand_input_files(
       os.path.join(str(tmp_path), "part-*")) == files
 
 
@@ -451,17 +452,17 @@ def test_records_of_another_vocabulary_are_refused(tmp_path):
   ours = _vocab(str(tmp_path / "ours.txt"), ["tok%d" % i for i in range(90)])
   other = _vocab(str(tmp_path / "other.txt"),
                  ["tok%d" % i for i in range(89)] + ["extra"])
-  assert run_pretraining.check_input_files(pattern, 16, 4, config)[1] is None
+  assert pretraining.check_input_files(pattern, 16, 4, config)[1] is None
   for path in files:
     _with_sidecar(path, ours, 90)
   with open(ours, "rb") as f:
     ours_sha256 = hashlib.sha256(f.read()).hexdigest()
-  assert run_pretraining.check_input_files(
+  assert pretraining.check_input_files(
       pattern, 16, 4, config, "c.json", ours) == (files, ours_sha256)
 
   def refusal(vocab_file=None, config_file="c.json", **changes):
     with pytest.raises(cli.UserError) as raised:
-      run_pretraining.check_input_files(pattern, 16, 4, _config(**changes),
+      pretraining.check_input_files(pattern, 16, 4, _config(**changes),
                                         config_file, vocab_file)
     assert "\n" not in str(raised.value)
     return str(raised.value)

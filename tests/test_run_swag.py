@@ -32,7 +32,9 @@ import predictor
 from reproduction import plan
 from reproduction import report
 from memory import memory_model
+from runner import estimator
 import run_swag
+from tasks import multiple_choice
 from tasks import swag
 import test_convert_checkpoint
 import test_heads
@@ -210,7 +212,7 @@ def test_head_and_loss_match_numpy(built_models, is_training):
   labels = np.array([2, 0, 3], np.int32)
   with tf.Graph().as_default():
     test_heads._start_graph()
-    head = run_swag.create_model(
+    head = multiple_choice.create_model(
         config, is_training, tf.constant(ids), tf.constant(mask),
         tf.constant(types), tf.constant(labels), False)
     (model,) = built_models
@@ -218,8 +220,8 @@ def test_head_and_loss_match_numpy(built_models, is_training):
     arrays = test_heads._head_arrays(shapes, seed=3)
     arrays.update(test_modeling._random_weights(config, seed=1))
     got, pooled = test_heads._run((head, model.get_pooled_output()), arrays)
-  assert shapes == {run_swag.OUTPUT_WEIGHTS: [1, config.hidden_size],
-                    run_swag.OUTPUT_BIAS: [1]}
+  assert shapes == {multiple_choice.OUTPUT_WEIGHTS: [1, config.hidden_size],
+                    multiple_choice.OUTPUT_BIAS: [1]}
   flat = [a.reshape(-1, SEQ) for a in (ids, mask, types)]
   if not is_training:
     _, want_pooled = test_modeling._np_bert(arrays, config, *flat)
@@ -229,8 +231,8 @@ def test_head_and_loss_match_numpy(built_models, is_training):
     keep = test_heads.np_keep_mask(pooled.shape, dropout_prob,
                                    "loss/dropout")
     assert 0 < (~keep).sum() < keep.size
-  want = np_multiple_choice(pooled, arrays[run_swag.OUTPUT_WEIGHTS],
-                            arrays[run_swag.OUTPUT_BIAS], labels, keep,
+  want = np_multiple_choice(pooled, arrays[multiple_choice.OUTPUT_WEIGHTS],
+                            arrays[multiple_choice.OUTPUT_BIAS], labels, keep,
                             dropout_prob)
   loss, per_example, logits, probabilities = got
   assert logits.shape == (QUESTIONS, swag.NUM_CHOICES)
@@ -238,8 +240,8 @@ def test_head_and_loss_match_numpy(built_models, is_training):
                               want):
     np.testing.assert_allclose(value, reference, **test_heads.TOLERANCE)
   if is_training:
-    without = np_multiple_choice(pooled, arrays[run_swag.OUTPUT_WEIGHTS],
-                                 arrays[run_swag.OUTPUT_BIAS], labels)
+    without = np_multiple_choice(pooled, arrays[multiple_choice.OUTPUT_WEIGHTS],
+                                 arrays[multiple_choice.OUTPUT_BIAS], labels)
     assert np.abs(without[2] - logits).max() > 1e-2
 
 
@@ -378,7 +380,7 @@ def test_end_to_end_outputs(swag_run):
   assert results["eval_loss"] == pytest.approx(
       -np.log(probabilities[np.arange(NUM_DEV), labels]).mean(), rel=1e-4)
   assert results["eval_accuracy"] >= 0.8
-  with open(os.path.join(out, run_swag.PREDICTIONS_FILE)) as f:
+  with open(os.path.join(out, multiple_choice.PREDICTIONS_FILE)) as f:
     table = list(csv.reader(f))
   assert table[0] == ["id", "ending0", "ending1", "ending2", "ending3",
                       "pred"]
@@ -394,7 +396,7 @@ def test_end_to_end_outputs(swag_run):
   checkpoint = tf.train.load_checkpoint(os.path.join(
       out, "model.ckpt-%d" % STEPS))
   assert checkpoint.get_tensor("micro_step") == 2 * STEPS
-  assert checkpoint.has_tensor(run_swag.OUTPUT_WEIGHTS + "/accum_grad")
+  assert checkpoint.has_tensor(multiple_choice.OUTPUT_WEIGHTS + "/accum_grad")
 
 
 @pytest.mark.slow
@@ -443,10 +445,9 @@ def test_output_dir_is_locked_for_the_run_and_features_are_reused(
     run_swag.define_flags(flag_values)
     flag_values(["run_swag.py"] + _command(root, out, ["do_train"]) +
                 list(extra))
-    monkeypatch.setattr(run_swag, "FLAGS", flag_values)
-    run_swag.main([])
+    run_swag.main([], flag_values=flag_values)
 
-  monkeypatch.setattr(run_swag.estimator_lib.Estimator, "train", train)
+  monkeypatch.setattr(estimator.Estimator, "train", train)
   caplog.set_level(logging.INFO)
   run_main()
   assert owners == [os.getpid()]
@@ -526,7 +527,7 @@ def test_sigterm_saves_and_the_rerun_resumes_to_the_same_weights(
   reference = tf.train.load_checkpoint(os.path.join(swag_run, "out", final))
   names = sorted(reference.get_variable_to_shape_map())
   assert names == sorted(resumed.get_variable_to_shape_map())
-  assert run_swag.OUTPUT_WEIGHTS + "/adam_m" in names
+  assert multiple_choice.OUTPUT_WEIGHTS + "/adam_m" in names
   for name in names:
     np.testing.assert_allclose(resumed.get_tensor(name),
                                reference.get_tensor(name), rtol=1e-6,
@@ -562,7 +563,7 @@ def test_bad_label_ends_in_one_line(swag_run, tmp_path, run_script):
 
 def _multiple_choice(bert_config, ids):
   choices = tf.stack([ids, ids], axis=1)
-  run_swag.create_model(bert_config, False, choices, tf.ones_like(choices),
+  multiple_choice.create_model(bert_config, False, choices, tf.ones_like(choices),
                         tf.zeros_like(choices), tf.constant([0]), False)
 
 
@@ -577,9 +578,9 @@ def test_hf_round_trip_is_exact(tmp_path):
   original = test_convert_checkpoint._model_tensors(folder)
   test_convert_checkpoint._assert_same_tensors(back, original)
   np.testing.assert_array_equal(hf["classifier.weight"],
-                                original[run_swag.OUTPUT_WEIGHTS])
+                                original[multiple_choice.OUTPUT_WEIGHTS])
   np.testing.assert_array_equal(hf["classifier.bias"],
-                                original[run_swag.OUTPUT_BIAS])
+                                original[multiple_choice.OUTPUT_BIAS])
   assert hf["classifier.weight"].shape == (1, 64)
   assert config["architectures"] == ["BertForMultipleChoice"]
   assert "id2label" not in config and config["finetuning_task"] == "swag"
@@ -606,7 +607,7 @@ def test_declared_architecture_tells_the_heads_apart(tmp_path):
   assert model.labels == [None]
   assert "output_weights" in model.tensors
   assert hf_mapping.head_tensor_names("BertForMultipleChoice") == [
-      run_swag.OUTPUT_WEIGHTS, run_swag.OUTPUT_BIAS]
+      multiple_choice.OUTPUT_WEIGHTS, multiple_choice.OUTPUT_BIAS]
 
 
 # ------------------------------------------------------------ reproduce.py

@@ -7,6 +7,7 @@ import sys
 import pytest
 
 import squad_evaluate as se
+from tasks import squad_metrics
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -42,39 +43,39 @@ def _write(path, value):
     ("caf\u00e9\u2014bar", "caf\u00e9\u2014bar"),    # non-ASCII kept
 ])
 def test_normalize_answer(text, expected):
-  assert se.normalize_answer(text) == expected
+  assert squad_metrics.normalize_answer(text) == expected
 
 
 def test_exact_match_and_f1_hand_computed():
-  assert se.exact_match_score("The Denver Broncos.", "denver broncos")
-  assert not se.exact_match_score("Denver", "Denver Broncos")
+  assert squad_metrics.exact_match_score("The Denver Broncos.", "denver broncos")
+  assert not squad_metrics.exact_match_score("Denver", "Denver Broncos")
   # pred tokens [quick, brown, fox], gold [quick, red, fox, jumps]:
   # common 2, precision 2/3, recall 2/4, F1 = 2*(2/3)(1/2)/(2/3+1/2) = 4/7.
-  assert se.f1_score("the quick brown fox", "a quick red fox jumps") == (
+  assert squad_metrics.f1_score("the quick brown fox", "a quick red fox jumps") == (
       pytest.approx(4 / 7))
   # Bags of tokens: pred [new, new, york] vs gold [new, york]: common 2,
   # precision 2/3, recall 1, F1 = 2*(2/3)/(5/3) = 4/5.
-  assert se.f1_score("new new york", "New York") == pytest.approx(0.8)
-  assert se.f1_score("Paris", "London") == 0.0
+  assert squad_metrics.f1_score("new new york", "New York") == pytest.approx(0.8)
+  assert squad_metrics.f1_score("Paris", "London") == 0.0
 
 
 def test_several_ground_truths_take_the_max():
   truths = ["Denver Broncos", "the Broncos", "Broncos team of Denver"]
-  assert se.metric_max_over_ground_truths(se.exact_match_score, "Broncos",
+  assert squad_metrics.metric_max_over_ground_truths(squad_metrics.exact_match_score, "Broncos",
                                           truths)
   # "denver" vs "denver broncos": P 1, R 1/2 -> 2/3; vs "broncos": 0;
   # vs "broncos team of denver": P 1, R 1/4 -> 2/5. Max 2/3.
-  assert se.metric_max_over_ground_truths(se.f1_score, "Denver", truths) == (
+  assert squad_metrics.metric_max_over_ground_truths(squad_metrics.f1_score, "Denver", truths) == (
       pytest.approx(2 / 3))
 
 
 def test_empty_answers_v1_versus_v2():
-  assert se.f1_score("", "") == 0.0          # v1.1: no tokens, no overlap
-  assert se.compute_f1("", "") == 1.0        # v2.0: both say "no answer"
-  assert se.compute_f1("", "Paris") == 0.0
-  assert se.compute_f1("Paris", "") == 0.0
-  assert se.compute_f1("the", "") == 1.0     # normalizes to no tokens
-  assert se.compute_exact("", "") == 1
+  assert squad_metrics.f1_score("", "") == 0.0          # v1.1: no tokens, no overlap
+  assert squad_metrics.compute_f1("", "") == 1.0        # v2.0: both say "no answer"
+  assert squad_metrics.compute_f1("", "Paris") == 0.0
+  assert squad_metrics.compute_f1("Paris", "") == 0.0
+  assert squad_metrics.compute_f1("the", "") == 1.0     # normalizes to no tokens
+  assert squad_metrics.compute_exact("", "") == 1
 
 
 # ------------------------------------------------------------------ v1.1 --
@@ -85,7 +86,7 @@ def test_evaluate_v1_counts_unanswered_as_zero(capsys):
                    ("q2", ["a quick red fox jumps"]),
                    ("q3", ["Santa Clara"])])
   preds = {"q1": "the denver broncos", "q2": "the quick brown fox"}
-  result = se.evaluate(data, preds)
+  result = squad_metrics.evaluate(data, preds)
   # q1 exact (1, 1), q2 partial (0, 4/7), q3 missing (0, 0).
   assert result["exact_match"] == pytest.approx(100.0 / 3)
   assert result["f1"] == pytest.approx(100.0 * (1 + 4 / 7) / 3)
@@ -95,7 +96,7 @@ def test_evaluate_v1_counts_unanswered_as_zero(capsys):
 def test_evaluate_v1_refuses_question_without_answers():
   data = _dataset([("q1", [])])
   with pytest.raises(ValueError, match="q1.*2.0"):
-    se.evaluate(data, {"q1": ""})
+    squad_metrics.evaluate(data, {"q1": ""})
 
 
 # ------------------------------------------------------------------ v2.0 --
@@ -107,7 +108,7 @@ _V2_NA = {"q1": 0.1, "q2": 0.2, "q3": 0.9, "q4": 0.3}
 
 
 def test_evaluate_v2_splits_and_best_thresholds():
-  result = se.evaluate_v2(_dataset(_V2_QUESTIONS), _V2_PREDS, _V2_NA)
+  result = squad_metrics.evaluate_v2(_dataset(_V2_QUESTIONS), _V2_PREDS, _V2_NA)
   # Raw (no na_prob above 1.0): exact q1 1, q2 0, q3 1, q4 0;
   # f1 q1 1, q2 2/3 (P 1, R 1/2), q3 1 (both empty), q4 0.
   assert list(result) == [
@@ -133,7 +134,7 @@ def test_evaluate_v2_splits_and_best_thresholds():
 
 
 def test_evaluate_v2_applies_na_prob_threshold():
-  result = se.evaluate_v2(_dataset(_V2_QUESTIONS), _V2_PREDS, _V2_NA,
+  result = squad_metrics.evaluate_v2(_dataset(_V2_QUESTIONS), _V2_PREDS, _V2_NA,
                           na_prob_thresh=0.25)
   # q3 (.9) and q4 (.3) become "no answer", right for both: exact 1, 0, 1, 1
   # and f1 1, 2/3, 1, 1.
@@ -143,20 +144,20 @@ def test_evaluate_v2_applies_na_prob_threshold():
 
 
 def test_evaluate_v2_without_na_probs_has_no_threshold_search():
-  result = se.evaluate_v2(_dataset(_V2_QUESTIONS), _V2_PREDS)
+  result = squad_metrics.evaluate_v2(_dataset(_V2_QUESTIONS), _V2_PREDS)
   assert "best_f1" not in result
   assert result["exact"] == pytest.approx(50.0)
 
 
 def test_evaluate_v2_refuses_na_probs_missing_a_prediction():
   with pytest.raises(ValueError, match="q4"):
-    se.evaluate_v2(_dataset(_V2_QUESTIONS), _V2_PREDS,
+    squad_metrics.evaluate_v2(_dataset(_V2_QUESTIONS), _V2_PREDS,
                    {"q1": 0.1, "q2": 0.2, "q3": 0.9})
 
 
 def test_find_best_thresh_keeps_zero_when_answering_never_helps():
   qid_to_has_ans = {"a": False, "b": False}
-  best, thresh = se.find_best_thresh({"a": "x", "b": "y"}, {"a": 0, "b": 0},
+  best, thresh = squad_metrics.find_best_thresh({"a": "x", "b": "y"}, {"a": 0, "b": 0},
                                      {"a": 0.4, "b": 0.7}, qid_to_has_ans)
   assert (best, thresh) == (100.0, 0.0)
 

@@ -1,0 +1,161 @@
+# coding=utf-8
+"""The one driver of every training command.
+
+A training command (run_classifier.py, run_squad.py, run_ner.py,
+run_swag.py, run_pretraining.py) is its flags and a task
+(tasks/task.py). `run` does what all of them do alike, in this order:
+
+  1. refuses a command line that asks for nothing;
+  2. starts: logging, the shared flags, the config and the vocabulary
+     checked (startup/run_setup.py), then the task's own checks;
+  3. refuses an --output_dir of another run, reads every requested set of
+     data and checks it, and counts the training steps, all before anything
+     slow starts;
+  4. sets the run up: the output folder made and locked, the checkpoints
+     checked, the memory settings, the RunConfig;
+  5. trains, then (on the chief of a cluster only) evaluates, predicts and
+     exports, each as the flags ask, writing the metrics the task computed
+     to their file and to TensorBoard;
+  6. ends with a line saying how long the run took and where its outputs
+     are.
+"""
+
+import datetime
+import os
+import time
+
+from absl import logging
+
+from checkpoints import run_info
+from runner import estimator as estimator_lib
+from runner import summaries
+from runner import training_graph
+from startup import run_setup
+from tasks import task as task_lib
+from userio import cli
+from userio import output_files
+
+# The flags that ask a training command for something, in the order a
+# message lists them; a command defines some of them.
+_ACTION_FLAGS = ("do_train", "do_eval", "do_predict", "export_dir")
+
+
+def run(task, flags):
+  """Runs the actions `flags` ask for on `task`.
+
+  Args:
+    task: a tasks/task.Task, made from the command's own flags.
+    flags: the command line's startup/shared_flags.SharedFlags.
+
+  Raises:
+    cli.UserError for bad input, named in one line, before anything slow.
+  """
+  began = time.monotonic()
+  _check_actions(flags)
+  start = run_setup.start(flags, do_train=bool(flags.do_train),
+                          min_seq_length=task.min_seq_length,
+                          vocab_required=task.reads_text)
+  flags = start.flags
+  task.start(flags, start.bert_config, start.tokenizer)
+  record = task.record()
+  run_setup.check_output_dir(flags.output_dir, record,
+                             do_train=flags.do_train)
+  task.read_data()
+  num_train_steps = num_warmup_steps = None
+  if flags.do_train:
+    num_train_steps, num_warmup_steps = task.train_steps()
+  setup = run_setup.set_up(flags, start.bert_config, do_train=flags.do_train,
+                           record=record, step_memory=task.step_memory(),
+                           heads=task.head_shapes())
+  estimator = estimator_lib.Estimator(
+      model_fn=training_graph.model_fn_builder(task.head, _model_settings(
+          flags, start.bert_config, setup, num_train_steps,
+          num_warmup_steps)),
+      config=setup.run_config, train_batch_size=flags.train_batch_size,
+      eval_batch_size=flags.eval_batch_size,
+      predict_batch_size=flags.predict_batch_size)
+  if flags.do_train:
+    _train(task, estimator, flags.train_batch_size, num_train_steps)
+  if not estimator.config.is_chief:
+    # Evaluation, prediction and export run on one device, the chief's.
+    logging.info("This worker's training is done; the chief writes the "
+                 "other outputs.")
+    return
+  if flags.do_eval:
+    _report(task.evaluate(estimator), flags.output_dir)
+  if flags.do_predict:
+    _report(task.predict(estimator), flags.output_dir)
+  export = None
+  if flags.export_dir:
+    export = estimator.export_saved_model(
+        flags.export_dir, task.serving_input_receiver_fn(),
+        assets=run_info.assets(flags.output_dir))
+  _log_end(began, flags.output_dir, export)
+
+
+def _check_actions(flags):
+  """Refuses a command line that sets none of the action flags its
+  command defines."""
+  defined = [name for name in _ACTION_FLAGS if name in flags.defined]
+  if not any(getattr(flags, name) for name in defined):
+    raise cli.UserError("Nothing to do: pass at least one of %s." %
+                        _listed(["--" + name for name in defined]))
+
+
+def _listed(names):
+  """"a, b and c"."""
+  return (", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1
+          else names[0])
+
+
+def _model_settings(flags, bert_config, setup, num_train_steps,
+                    num_warmup_steps):
+  """The training_graph.ModelSettings of the run."""
+  return training_graph.ModelSettings(
+      bert_config=bert_config, init_checkpoint=flags.init_checkpoint,
+      learning_rate=flags.learning_rate, num_train_steps=num_train_steps,
+      num_warmup_steps=num_warmup_steps, use_tpu=flags.use_tpu,
+      use_one_hot_embeddings=flags.use_tpu, optimizer=flags.optimizer,
+      gradient_checkpointing=setup.gradient_checkpointing,
+      compute_dtype=setup.compute_dtype,
+      skip_padding=run_setup.skip_padding(bool(flags.skip_padding),
+                                          flags.use_xla))
+
+
+def _train(task, estimator, train_batch_size, num_train_steps):
+  """Writes (or reuses) the training features and trains to
+  `num_train_steps` updates."""
+  input_fn, lines = task.train_input_fn()
+  task_lib.log_block("Running training", lines + [
+      "Batch size = %d" % train_batch_size,
+      "Num steps = %d" % num_train_steps])
+  estimator.train(input_fn=input_fn, max_steps=num_train_steps)
+
+
+def _report(metrics, output_dir):
+  """Logs the task's Metrics (None: nothing to report), writes them to
+  their file and, at their global step, to TensorBoard."""
+  if metrics is None:
+    return
+  if metrics.report is None:
+    task_lib.log_block("Eval results", [
+        "%s = %s" % (key, metrics.values[key])
+        for key in sorted(metrics.values)])
+  else:
+    logging.info("%s", metrics.report)
+  if metrics.file_name:
+    output_files.write_eval_results(
+        os.path.join(output_dir, metrics.file_name), metrics.values,
+        flag="--output_dir")
+  if metrics.summaries and "global_step" in metrics.values:
+    summaries.write_metrics(output_dir, metrics.summaries, metrics.values,
+                            metrics.values["global_step"])
+
+
+def _log_end(began, output_dir, export):
+  """The run's last line: its time, and where its outputs are."""
+  elapsed = datetime.timedelta(seconds=round(time.monotonic() - began))
+  where = "outputs in %s" % output_dir
+  if export:
+    where += ", SavedModel in %s" % export
+  logging.info("Done in %s: %s.", elapsed, where)
