@@ -27,7 +27,7 @@ each --num_workers over that with the fewest. A run whose tree RSS passes
 is cut to its first documents of at most that many megabytes (a temporary
 copy), so one command measures a given size from any built corpus.
 
-    python -m bench.build_pretraining_corpus   # bench/out/pretraining_corpus
+    python -m tools.build_pretraining_corpus   # bench/out/pretraining_corpus
     python -m bench.pretraining_data --dupe_factor=5
     python -m bench.pretraining_data --cut_mb=20 \
         --corpora=bench/out/pretraining_corpus/corpus_1x.txt
@@ -59,7 +59,7 @@ flags.DEFINE_list(
     "corpora", [os.path.join(CORPUS_DIR, "corpus_1x.txt"),
                 os.path.join(CORPUS_DIR, "corpus_4x.txt")],
     "Corpus files, smallest first (python -m "
-    "bench.build_pretraining_corpus).")
+    "tools.build_pretraining_corpus).")
 flags.DEFINE_multi_enum("modes", ["faithful", "scalable"],
                         ["faithful", "scalable"], "Modes to run.")
 flags.DEFINE_list("num_workers", ["1", "2"],
@@ -330,7 +330,7 @@ def main(argv):
   for corpus in FLAGS.corpora:
     if not os.path.exists(corpus):
       raise app.UsageError("%s not found; build it with python -m "
-                           "bench.build_pretraining_corpus." % corpus)
+                           "tools.build_pretraining_corpus." % corpus)
   os.makedirs(os.path.dirname(FLAGS.output_prefix), exist_ok=True)
   workers = sorted(int(n) for n in FLAGS.num_workers)
   records = []

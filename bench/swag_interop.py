@@ -11,7 +11,7 @@ The model is a run_swag.py output folder (its latest checkpoint, config,
 vocabulary and run_info.json), or by default MiniLM from ../shared/assets
 with a multiple-choice head of random values. It is converted with
 checkpoints/conversion.py to Hugging Face's layout, and on questions built
-from SQuAD's paragraphs (bench/next_sentence_choices.py, laid out by
+from SQuAD's paragraphs (tools/next_sentence_choices.py, laid out by
 tasks/swag.py) it compares:
   1. BertForMultipleChoice's logits [questions, 4] with
      multiple_choice.create_model's, to --tolerance;
@@ -36,7 +36,7 @@ from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-impor
 import tensorflow as tf
 
 import bench
-from bench import next_sentence_choices
+from tools import next_sentence_choices
 from checkpoints import checkpoint_checks
 from checkpoints import conversion
 from checkpoints import hf_mapping

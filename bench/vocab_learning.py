@@ -2,7 +2,7 @@
 """create_vocab.py at corpus scale: time, peak memory and held-out quality,
 against Google's uncased vocabulary and TensorFlow Text's learner.
 
-The corpus is bench/build_pretraining_corpus.py's (run it first with
+The corpus is tools/build_pretraining_corpus.py's (run it first with
 --extended for a 400 MB corpus_4x.txt without repeats). Its last
 --heldout_mb megabytes (whole documents) are the held-out text; the
 training text of a size is the first that many megabytes of corpus_4x.txt
@@ -48,7 +48,7 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string(
     "corpus", os.path.join(bench.REPO_ROOT, "bench", "out",
                            "pretraining_corpus", "corpus_4x.txt"),
-    "The corpus (bench/build_pretraining_corpus.py --extended).")
+    "The corpus (tools/build_pretraining_corpus.py --extended).")
 flags.DEFINE_string(
     "work_dir", os.path.join(bench.REPO_ROOT, "bench", "out",
                              "vocab_learning"),

@@ -1,4 +1,4 @@
-"""Tests for bench/corpus_vocab.py (a vocabulary cut to a corpus)."""
+"""Tests for tools/corpus_vocab.py (a vocabulary cut to a corpus)."""
 import tokenization
 
 _CHARACTERS = ["a", "c", "d", "e", "g", "h", "o", "s", "t",
@@ -15,7 +15,7 @@ def _run(run_script, tmp_path, size,
   # Under the source vocabulary: the x3, cat x2, ##s x1, dog x1, hat x0.
   corpus.write_bytes(corpus_bytes)
   output = tmp_path / "out.txt"
-  result = run_script("bench/corpus_vocab.py", [
+  result = run_script("tools/corpus_vocab.py", [
       "--vocab_file=%s" % vocab, "--input_file=%s" % corpus,
       "--output_file=%s" % output, "--size=%d" % size], 120)
   return result, output

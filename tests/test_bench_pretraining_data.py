@@ -1,5 +1,5 @@
-"""The pieces of bench/pretraining_data.py, bench/build_pretraining_corpus.py
-and bench/build_pretraining_run_corpus.py.
+"""The pieces of bench/pretraining_data.py, tools/build_pretraining_corpus.py
+and tools/build_pretraining_run_corpus.py.
 
 The corpus builder's text extraction and sentence splitting run on
 hand-made snippets of each format; the benchmark's process-tree memory
@@ -13,8 +13,8 @@ import subprocess
 import sys
 import time
 
-from bench import build_pretraining_corpus as corpus
 from bench import pretraining_data
+from tools import build_pretraining_corpus as corpus
 
 
 def test_sentences_split_at_ends_but_not_abbreviations():
@@ -120,7 +120,7 @@ def test_tree_memory_counts_the_children(tmp_path):
 
 
 def test_run_corpus_takes_articles_and_whole_documents(tmp_path, run_script):
-  """bench/build_pretraining_run_corpus.py on a hand-made SQuAD file (an
+  """tools/build_pretraining_run_corpus.py on a hand-made SQuAD file (an
   article of one sentence is dropped) and documentation corpus (cut before
   the document that would pass --docs_mb); every second document of each
   source is held out."""
@@ -136,7 +136,7 @@ def test_run_corpus_takes_articles_and_whole_documents(tmp_path, run_script):
   docs_file = tmp_path / "docs.txt"
   docs_file.write_text("".join(docs))
   train, heldout = tmp_path / "train.txt", tmp_path / "heldout.txt"
-  result = run_script("bench/build_pretraining_run_corpus.py", [
+  result = run_script("tools/build_pretraining_run_corpus.py", [
       "--squad_file=%s" % squad_file, "--docs_corpus=%s" % docs_file,
       "--docs_mb=%r" % (3.5 * len(docs[0]) / 2**20),
       "--output_file=%s" % train, "--heldout_file=%s" % heldout,
@@ -168,7 +168,7 @@ def test_run_corpus_takes_glue_training_text(tmp_path, run_script):
     (glue / task).mkdir(parents=True)
     (glue / task / "train.tsv").write_text(text)
   train, heldout = tmp_path / "train.txt", tmp_path / "heldout.txt"
-  result = run_script("bench/build_pretraining_run_corpus.py", [
+  result = run_script("tools/build_pretraining_run_corpus.py", [
       "--squad_file=%s" % squad_file,
       "--docs_corpus=%s" % (tmp_path / "absent.txt"), "--docs_mb=0",
       "--glue_dir=%s" % glue, "--glue_sentences_per_document=2",
@@ -195,7 +195,7 @@ def test_run_corpus_names_a_malformed_glue_file(tmp_path, run_script):
   (glue / "SST-2" / "train.tsv").write_text("sentence\tlabel\nshort\n")
   (glue / "CoLA" / "train.tsv").write_text("x\t1\t\tc1\n")
   train = tmp_path / "train.txt"
-  result = run_script("bench/build_pretraining_run_corpus.py", [
+  result = run_script("tools/build_pretraining_run_corpus.py", [
       "--squad_file=%s" % squad_file, "--docs_mb=0", "--glue_dir=%s" % glue,
       "--output_file=%s" % train], 120)
   assert result.returncode == 2, result.stderr

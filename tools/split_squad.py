@@ -1,6 +1,6 @@
 """Splits a SQuAD file by article, for real runs when only a dev set is at hand.
 
-    python -m bench.split_squad --input=../shared/assets/squad/v1.1/dev-v1.1.json \
+    python -m tools.split_squad --input=../shared/assets/squad/v1.1/dev-v1.1.json \
       --num_train_articles=38 --output_dir=/tmp/squad_split
 
 writes `train.json` (the first N articles) and `eval.json` (the rest), each a

@@ -1,6 +1,6 @@
 """A learnable tagging task on real text, for run_ner.py without CoNLL-2003.
 
-    python -m bench.ner_learnable_task \
+    python -m tools.ner_learnable_task \
       --squad_file=../shared/assets/squad/v1.1/dev-v1.1.json \
       --output_dir=/tmp/ner_task
 

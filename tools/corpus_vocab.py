@@ -13,7 +13,7 @@ gradient. The new vocabulary keeps, in the source vocabulary's order (so
   * then the pieces the corpus uses most under the source vocabulary,
     until --size pieces.
 
-    python -m bench.corpus_vocab --vocab_file=.../uncased/vocab.txt \\
+    python -m tools.corpus_vocab --vocab_file=.../uncased/vocab.txt \\
       --input_file=/tmp/pt3/train.txt --output_file=/tmp/pt3/vocab8k.txt \\
       --size=8192
 

@@ -1,6 +1,6 @@
 """A learnable multiple-choice task in SWAG's file format, from real text.
 
-    python -m bench.next_sentence_choices \
+    python -m tools.next_sentence_choices \
       --input=../shared/assets/squad/v1.1/dev-v1.1.json \
       --output_dir=/tmp/next_sentence
 
@@ -33,8 +33,8 @@ FLAGS = flags.FLAGS
 
 
 def define_flags():
-  """The command's flags; defined when run, not on import (bench/
-  swag_interop.py imports the question builder)."""
+  """The command's flags; defined when run, not on import, so that a
+  module importing `article_questions` gets no flags of this command."""
   flags.DEFINE_string("input", None, "A SQuAD json file (its contexts are "
                       "the text).")
   flags.DEFINE_integer("num_train_articles", 38,

@@ -27,9 +27,9 @@ corpora mix all sources alike:
 
 The output depends only on the package versions (listed in MANIFEST.txt).
 
-    python -m bench.build_pretraining_corpus            # fetch and build
-    python -m bench.build_pretraining_corpus --size_mb=4   # a small pair
-    python -m bench.build_pretraining_corpus --extended    # 400 MB distinct
+    python -m tools.build_pretraining_corpus            # fetch and build
+    python -m tools.build_pretraining_corpus --size_mb=4   # a small pair
+    python -m tools.build_pretraining_corpus --extended    # 400 MB distinct
 """
 
 import collections
@@ -44,12 +44,17 @@ from absl import app
 from absl import flags
 from absl import logging
 
-import bench
+import tools
+
+# Where the corpora go unless --output_dir says otherwise; the benchmarks
+# bench/pretraining_data.py and bench/vocab_learning.py read them there by
+# default.
+OUTPUT_DIR = os.path.join(tools.REPO_ROOT, "bench", "out",
+                          "pretraining_corpus")
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string(
-    "output_dir", os.path.join(bench.REPO_ROOT, "bench", "out",
-                               "pretraining_corpus"),
+    "output_dir", OUTPUT_DIR,
     "Where the packages are unpacked and the corpora written.")
 flags.DEFINE_float("size_mb", 100.0,
                    "Size of corpus_1x.txt; corpus_4x.txt is four times it.")

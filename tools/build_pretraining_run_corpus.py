@@ -16,8 +16,8 @@ sentence per line, an empty line between documents):
     (their neighbours are unrelated, so these documents teach the masked
     LM only, not next-sentence prediction).
 
-    python -m bench.build_pretraining_corpus
-    python -m bench.build_pretraining_run_corpus --output_file=/tmp/pt/train.txt \
+    python -m tools.build_pretraining_corpus
+    python -m tools.build_pretraining_run_corpus --output_file=/tmp/pt/train.txt \
       --heldout_file=/tmp/pt/heldout.txt
 
 Every --heldout_every-th document (of either source) goes to --heldout_file
@@ -30,20 +30,20 @@ import sys
 
 from absl import flags
 
-import bench
-from bench import build_pretraining_corpus
 from tasks import glue
+import tools
+from tools import build_pretraining_corpus
 from userio import cli
 
-ASSETS = os.path.join(os.path.dirname(bench.REPO_ROOT), "shared", "assets")
+ASSETS = os.path.join(os.path.dirname(tools.REPO_ROOT), "shared", "assets")
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string(
     "squad_file", os.path.join(ASSETS, "squad", "v1.1", "dev-v1.1.json"),
     "SQuAD JSON whose articles become documents.")
 flags.DEFINE_string(
-    "docs_corpus", os.path.join(bench.REPO_ROOT, "bench", "out",
-                                "pretraining_corpus", "corpus_1x.txt"),
+    "docs_corpus", os.path.join(build_pretraining_corpus.OUTPUT_DIR,
+                                "corpus_1x.txt"),
     "build_pretraining_corpus.py's corpus_1x.txt.")
 flags.DEFINE_float("docs_mb", 12.0,
                    "Megabytes taken from the start of --docs_corpus.")
@@ -140,7 +140,7 @@ def main(argv):
   inputs = [("--squad_file", FLAGS.squad_file, "")]
   if FLAGS.docs_mb > 0:
     inputs.append(("--docs_corpus", FLAGS.docs_corpus,
-                   " (run python -m bench.build_pretraining_corpus first, or "
+                   " (run python -m tools.build_pretraining_corpus first, or "
                    "--docs_mb=0 for none)"))
   inputs += [("--glue_dir", os.path.join(FLAGS.glue_dir, task, "train.tsv"),
               "") for task in GLUE_TASKS if FLAGS.glue_dir]
