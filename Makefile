@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo clean
+.PHONY: test demo interop clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,14 @@ test: $(STAMP)
 
 demo: $(STAMP)
 	$(PY) demo.py
+
+# Converted models against Hugging Face transformers (tests/interop), in the
+# benchmark environment, which has torch and transformers. Their files are
+# named check_*.py so that `make test` (the project's venv, no torch) does not
+# collect them. One of them fine-tunes MiniLM for minutes.
+interop:
+	bash bench/setup_bench_env.sh
+	bench/.venv/bin/python -m pytest -q -o python_files='check_*.py' tests/interop
 
 clean:
 	rm -rf $(VENV) demo_output

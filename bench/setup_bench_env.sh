@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Creates bench/.venv, the benchmark's own environment (never the project's
 # requirements): TensorFlow as the project pins it, PyTorch (CPU) with Hugging
-# Face transformers, and tf-models-official for its BERT encoder.
+# Face transformers, tf-models-official for its BERT encoder, and pytest for
+# the checks against transformers (tests/interop, `make interop`).
 #
 # Idempotent: a stamp file holds a hash of this script; when it matches, the
 # script does nothing. Usage: bash bench/setup_bench_env.sh [PYTHON]
@@ -37,7 +38,9 @@ PIP=("${VENV}/bin/python" -m pip install --quiet)
   safetensors==0.8.0 \
   gin-config==0.5.0 \
   scipy==1.17.1 \
-  pyyaml==6.0.3
+  pyyaml==6.0.3 \
+  pytest==9.2.0 \
+  pytest-timeout==2.4.0
 
 # tf-models-official pins tensorflow~=2.20 and pulls in dozens of packages
 # (datasets, vision, TF Text) that its BERT encoder never imports; install it
@@ -50,6 +53,7 @@ import torch
 assert torch.__version__.startswith("2.13.0"), torch.__version__
 from official.nlp.modeling import networks  # noqa: F401  (tf-models import path)
 import transformers  # noqa: F401
+import pytest  # noqa: F401
 import tensorflow as tf
 print("bench env: tf", tf.__version__, "torch", torch.__version__,
       "transformers", transformers.__version__)
