@@ -386,15 +386,12 @@ def _ours_step_fn(spec):
 
 
 def _ours_session_config(spec):
-  """Session config: the run's threads (TensorFlow's default pools with
-  spec "default_thread_pools"), and XLA auto-clustering if asked."""
+  """Session config: the run's intra-op threads and 1 inter-op thread, and
+  XLA auto-clustering if asked."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  if spec.get("default_thread_pools"):
-    config = tf.compat.v1.ConfigProto()
-  else:
-    config = tf.compat.v1.ConfigProto(
-        intra_op_parallelism_threads=spec["threads"],
-        inter_op_parallelism_threads=1)
+  config = tf.compat.v1.ConfigProto(
+      intra_op_parallelism_threads=spec["threads"],
+      inter_op_parallelism_threads=1)
   if spec["xla"]:
     # On CPU, ON_1 clusters only with TF_XLA_FLAGS=--tf_xla_cpu_global_jit,
     # which the driver sets for XLA runs (see _worker_env).
