@@ -129,8 +129,10 @@ class BertConfig(object):
       json_object = json.loads(text)
     except ValueError as e:
       raise ValueError("%s is not valid JSON: %s" % (where, e)) from e
+    # A misspelt key is named as such before the key it hides is missed.
+    config = cls._from_dict(json_object, where)
     config_checks.check_complete(json_object, where)
-    return cls._from_dict(json_object, where)
+    return config
 
   def to_dict(self):
     """A deep copy of the fields as a dict."""

@@ -73,7 +73,7 @@ def define_flags(flag_values=flags.FLAGS):
   defaults."""
   flags.DEFINE_string(
       "export_dir", None,
-      "The folder --export_dir of run_classifier.py / run_squad.py wrote "
+      "The folder --export_dir of a fine-tuning script wrote "
       "(its newest <unix time> model is used) or one model folder in it.",
       flag_values=flag_values)
   flags.DEFINE_string(
@@ -160,8 +160,8 @@ def find_saved_model(export_dir):
   """
   if not tf.io.gfile.isdir(export_dir):
     raise cli.UserError("--export_dir=%s is not a folder; pass the folder "
-                        "that --export_dir of run_classifier.py or "
-                        "run_squad.py wrote." % export_dir)
+                        "that a fine-tuning script's --export_dir wrote." %
+                        export_dir)
   if tf.io.gfile.exists(os.path.join(export_dir, SAVED_MODEL_FILE)):
     return export_dir
   exports = sorted(
@@ -172,7 +172,7 @@ def find_saved_model(export_dir):
   if not exports:
     raise cli.UserError(
         "%s holds no %s, nor a <unix time> folder with one; pass the folder "
-        "that --export_dir of run_classifier.py or run_squad.py wrote." %
+        "that a fine-tuning script's --export_dir wrote." %
         (export_dir, SAVED_MODEL_FILE))
   return os.path.join(export_dir, exports[-1][1])
 
@@ -183,7 +183,7 @@ def _asset(path, name):
   if not tf.io.gfile.exists(asset):
     raise cli.UserError(
         "%s has no %s/%s; export the model again with this project's "
-        "run_classifier.py or run_squad.py (--export_dir), which writes it."
+        "fine-tuning script (--export_dir), which writes it."
         % (path, ASSETS_DIR, name))
   return asset
 
@@ -799,9 +799,9 @@ def load(export_dir, **options):
   """A predictor of the model exported in `export_dir`.
 
   Args:
-    export_dir: a SavedModel folder of run_classifier.py or run_squad.py,
-      or the --export_dir folder holding them (the newest is loaded).
-    **options: keyword arguments of ClassifierPredictor or SquadPredictor.
+    export_dir: a SavedModel folder a fine-tuning script exported, or the
+      --export_dir folder holding them (the newest is loaded).
+    **options: keyword arguments of the predictor's class.
 
   Returns:
     SquadPredictor for a run_squad.py model, MultipleChoicePredictor for a

@@ -33,8 +33,10 @@ def define_flags(flag_values=flags.FLAGS):
       "Task whose files --data_dir holds: CoLA, MNLI, MNLI-mm, MRPC, QNLI, "
       "QQP, RTE, SST-2, STS-B, WNLI or XNLI (any case).",
       flag_values=flag_values)
-  shared_flags.define_common_flags(max_seq_length_default=128,
-                                   flag_values=flag_values)
+  shared_flags.define_common_flags(
+      max_seq_length_default=128, flag_values=flag_values,
+      serving_outputs="probabilities [batch, labels] (for a regression "
+      "task, predictions [batch])")
   shared_flags.define_skip_padding_flag(flag_values)
   # --help lists the shared flags with the script's own.
   flags.adopt_module_key_flags(shared_flags, flag_values=flag_values)

@@ -55,8 +55,10 @@ def define_flags(flag_values=flags.FLAGS):
       "Folder with the CoNLL-2003 files: train.txt, valid.txt (or dev.txt) "
       "and test.txt, or the original eng.train, eng.testa, eng.testb.",
       flag_values=flag_values)
-  shared_flags.define_common_flags(max_seq_length_default=128,
-                                   flag_values=flag_values)
+  shared_flags.define_common_flags(
+      max_seq_length_default=128, flag_values=flag_values,
+      serving_outputs="tag_ids [batch, length] (the label list is in "
+      "run_info.json) and tag_probabilities [batch, length, labels]")
   shared_flags.define_skip_padding_flag(flag_values)
   flags.adopt_module_key_flags(shared_flags, flag_values=flag_values)
   flags.DEFINE_bool(

@@ -26,8 +26,9 @@ def define_flags(flag_values=flags.FLAGS):
   module next to run_classifier.py (which defines the shared flags too) does
   not define them twice.
   """
-  shared_flags.define_common_flags(max_seq_length_default=384,
-                                   flag_values=flag_values)
+  shared_flags.define_common_flags(
+      max_seq_length_default=384, flag_values=flag_values,
+      serving_outputs="start_logits and end_logits [batch, length]")
   # --help lists the shared flags with the script's own.
   flags.adopt_module_key_flags(shared_flags, flag_values=flag_values)
   flags.DEFINE_string(

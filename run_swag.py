@@ -35,8 +35,11 @@ def define_flags(flag_values=flags.FLAGS):
       "data_dir", None,
       "Folder with SWAG's files as released: train.csv, val.csv, test.csv.",
       flag_values=flag_values)
-  shared_flags.define_common_flags(max_seq_length_default=128,
-                                   flag_values=flag_values)
+  shared_flags.define_common_flags(
+      max_seq_length_default=128, flag_values=flag_values,
+      serving_inputs="int32 input_ids, input_mask and segment_ids [batch, "
+      "choices, length], any number of choices and any length up to "
+      "--max_seq_length", serving_outputs="probabilities [batch, choices]")
   for name, value in RECIPE_DEFAULTS.items():
     flag_values.set_default(name, value)
   shared_flags.define_skip_padding_flag(flag_values)

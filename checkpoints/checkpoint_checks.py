@@ -19,6 +19,7 @@ from absl import logging
 import tensorflow as tf
 
 from userio import cli
+from userio import verbosity
 
 # The runner's checkpoints in a run's folder: model.ckpt-<global step>.
 CHECKPOINT_BASENAME = "model.ckpt"
@@ -193,8 +194,7 @@ def check_matches_config(shapes, bert_config, prefix, bert_config_file,
     prefix, bert_config_file, flag: named in the message.
     heads: (name, shape) of the variables a script adds to BERT that a
       checkpoint may lack (e.g. `pretraining_head_shapes`): the missing ones
-      start from their initializers, which is logged; those present must
-      have the shape.
+      start from their initializers; those present must have the shape.
 
   Returns:
     The names of `heads` that the checkpoint lacks.
@@ -231,7 +231,7 @@ def check_matches_config(shapes, bert_config, prefix, bert_config_file,
 
 
 def _missing_heads(shapes, heads, prefix, flag):
-  """The names of `heads` absent from `shapes`, logged; UserError for one of
+  """The names of `heads` absent from `shapes`; UserError for one of
   another shape."""
   missing = []
   for name, shape in heads:
@@ -244,10 +244,6 @@ def _missing_heads(shapes, heads, prefix, flag):
           "checkpoint of this model (or one without that variable, which "
           "then starts fresh)." % (flag, prefix, name, list(found),
                                    list(shape)))
-  if missing:
-    logging.warning("%s=%s has no %s: initialized fresh (random weights, "
-                    "zero biases, LayerNorm at 1 and 0).", flag, prefix,
-                    ", ".join(missing))
   return missing
 
 
@@ -269,12 +265,14 @@ def check_init_checkpoint(init_checkpoint, bert_config, bert_config_file,
                           heads=()):
   """--init_checkpoint is a complete checkpoint with the config's shapes.
 
-  `heads`: see `check_matches_config` (those it lacks start fresh).
+  Returns:
+    The names of `heads` (see `check_matches_config`) it lacks: they start
+    from their initializers.
   """
   check_checkpoint_prefix(init_checkpoint)
   shapes = load_readable(init_checkpoint)
-  check_matches_config(shapes, bert_config, init_checkpoint, bert_config_file,
-                       heads=heads)
+  return check_matches_config(shapes, bert_config, init_checkpoint,
+                              bert_config_file, heads=heads)
 
 
 def _check_resume_checkpoint(resume, bert_config, bert_config_file, heads):
@@ -292,7 +290,8 @@ def _check_resume_checkpoint(resume, bert_config, bert_config_file, heads):
 
 
 def check_checkpoints(output_dir, init_checkpoint, bert_config,
-                      bert_config_file, *, do_train, heads=()):
+                      bert_config_file, *, do_train, heads=(),
+                      heads_are_new=True):
   """The checkpoints a run reads are complete and fit the config.
 
   The checkpoint of `output_dir` a run resumes from, else `init_checkpoint`
@@ -307,6 +306,9 @@ def check_checkpoints(output_dir, init_checkpoint, bert_config,
       worth a warning then).
     heads: (name, shape) of the variables the script adds to BERT, which
       `init_checkpoint` may lack (`check_matches_config`).
+    heads_are_new: whether a pre-trained checkpoint normally lacks `heads`
+      (a fine-tuning task's own head, said only with -v 1); False: a
+      checkpoint without them is worth a warning (pre-training's heads).
 
   Returns:
     The checkpoint of `output_dir` (or None).
@@ -315,8 +317,16 @@ def check_checkpoints(output_dir, init_checkpoint, bert_config,
   if resume:
     _check_resume_checkpoint(resume, bert_config, bert_config_file, heads)
   elif init_checkpoint:
-    check_init_checkpoint(init_checkpoint, bert_config, bert_config_file,
-                          heads)
+    missing = check_init_checkpoint(init_checkpoint, bert_config,
+                                    bert_config_file, heads)
+    if missing and not heads_are_new:
+      logging.warning("--init_checkpoint=%s has no %s: initialized fresh "
+                      "(random weights, zero biases, LayerNorm at 1 and 0).",
+                      init_checkpoint, ", ".join(missing))
+    elif missing and verbosity.details():
+      logging.info("--init_checkpoint=%s has no %s, the task's head: it "
+                   "starts from its initializers.", init_checkpoint,
+                   ", ".join(missing))
   if init_checkpoint and resume:
     logging.info("--output_dir holds %s: the run resumes from it, not from "
                  "--init_checkpoint.", resume)

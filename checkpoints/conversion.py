@@ -575,7 +575,7 @@ def write_google_model(model, folder):
 
 
 def convert(input_path, output_dir, layout=None, *, bert_config_file=None,
-            vocab_file=None, do_lower_case=None):
+            vocab_file=None, do_lower_case=None, shown_as=None):
   """Converts the model at `input_path` into the other layout.
 
   Args:
@@ -585,6 +585,8 @@ def convert(input_path, output_dir, layout=None, *, bert_config_file=None,
     layout: GOOGLE or HF, the layout of `input_path`; None recognizes it.
     bert_config_file, vocab_file, do_lower_case: for a Google input only
       (`read_google_model`).
+    shown_as: the folder the log line names (default `output_dir`): the
+      name a caller gives the folder once it is complete.
 
   Returns:
     The layout written (GOOGLE or HF).
@@ -612,8 +614,8 @@ def convert(input_path, output_dir, layout=None, *, bert_config_file=None,
       partial=lambda entry: entry.startswith(name) and (
           disk_space.is_partial(entry))), target as folder:
     (write_google_model if layout == HF else write_hf_model)(model, folder)
-  logging.info("Wrote %s (%s, %d tensors, %s layout) from %s.", output_dir,
-               model.architecture, len(model.tensors),
+  logging.info("Wrote %s (%s, %d tensors, %s layout) from %s.",
+               shown_as or output_dir, model.architecture, len(model.tensors),
                "Google's" if layout == HF else "Hugging Face's",
                model.source["path"])
   return GOOGLE if layout == HF else HF
@@ -686,7 +688,7 @@ def resolve_init_checkpoint(path, work_dir):
   # Another process may convert the same folder at the same time: each
   # writes its own, and the first to finish names it.
   staging = "%s.%d" % (folder, os.getpid())
-  convert(path, staging, HF)
+  convert(path, staging, HF, shown_as=folder)
   sidecars.write_folder(staging, source)
   try:
     os.rename(staging, folder)

@@ -1,9 +1,8 @@
 # coding=utf-8
 """The one driver of every training command.
 
-A training command (run_classifier.py, run_squad.py, run_ner.py,
-run_swag.py, run_pretraining.py) is its flags and a task
-(tasks/task.py). `run` does what all of them do alike, in this order:
+A training command is its flags and a task (tasks/task.py). `run` does
+what every one of them does alike, in this order:
 
   1. refuses a command line that asks for nothing;
   2. starts: logging, the shared flags, the config and the vocabulary
@@ -66,7 +65,8 @@ def run(task, flags):
     num_train_steps, num_warmup_steps = task.train_steps()
   setup = run_setup.set_up(flags, start.bert_config, do_train=flags.do_train,
                            record=record, step_memory=task.step_memory(),
-                           heads=task.head_shapes())
+                           heads=task.head_shapes(),
+                           heads_are_new=task.heads_are_new)
   estimator = estimator_lib.Estimator(
       model_fn=training_graph.model_fn_builder(task.head, _model_settings(
           flags, start.bert_config, setup, num_train_steps,

@@ -47,10 +47,9 @@ def check_values(values, where, defaults, check_activation):
   for key in sorted(values):
     if key not in FIELDS and key not in IGNORED_FIELDS:
       close = difflib.get_close_matches(key, sorted(FIELDS), n=1)
-      raise ValueError(
-          "%s has the unknown key %r%s; BERT configs have: %s." % (
-              where, key, " (did you mean %r?)" % close[0] if close else "",
-              ", ".join(sorted(FIELDS))))
+      raise ValueError("%s has the unknown key %r; %s" % (
+          where, key, "did you mean %r?" % close[0] if close else
+          "BERT configs have: %s." % ", ".join(sorted(FIELDS))))
   merged = dict(defaults)
   merged.update(values)
   for key in INT_FIELDS + FLOAT_FIELDS:

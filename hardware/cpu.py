@@ -12,10 +12,9 @@ inside `set_while_loading`.
 
 What `kernel_settings` decides, when the user has not set the variable:
 
-  * x86 CPU with AVX2 but without AVX-512, fp32: oneDNN. Measured on a
-    2-core AMD EPYC with AVX2/FMA, BERT-Base at 128 tokens: training 2.25 to
-    2.43 examples/s against 1.84 to 1.91 with Eigen, inference 7.00 against
-    6.06 (float32 matmul peak 170 against 131 GFLOP/s).
+  * x86 CPU with AVX2 but without AVX-512, fp32: oneDNN, which trains and
+    infers faster there than Eigen (docs/results.md, "CPU kernels on an
+    AVX2 CPU").
   * x86 CPU without AVX-512, bf16: Eigen. oneDNN has no bfloat16 kernels
     below AVX-512: TensorFlow then falls back to Eigen's op by op, logging
     an error, and where ONEDNN_MAX_CPU_ISA caps oneDNN below AVX-512 on an
@@ -33,8 +32,8 @@ oneDNN's own cap on the instructions it uses, ONEDNN_MAX_CPU_ISA, counts as
 the CPU: capped at an AVX2 level, oneDNN behaves as on a CPU without
 AVX-512.
 
-The thread pools keep TensorFlow's defaults: no other setting was measured
-to beat them.
+The thread pools keep TensorFlow's defaults (docs/performance.md says
+why).
 
 This module imports nothing but the standard library, and no TensorFlow.
 """

@@ -24,40 +24,10 @@ but the workspace, is at most the device's memory (`planned_bytes`).
 
 Among the plans that fit, `plan` takes the one with the lowest predicted
 time per update (`update_time`) on a kind of device, `GPU` (the default) or
-`CPU`. Planned, not measured on a GPU: the model and its constants are
-assumptions, stated here and in docs/memory.md.
-
-* A step's time is its FLOPs over the throughput the device reaches at
-  that micro-batch. Throughput saturates with the tokens n of a micro-batch
-  (micro-batch x sequences per example x sequence length) as
-  u(n) = n / (n + n_half), n_half = HALF_THROUGHPUT_TOKENS[device], so the
-  time per example is proportional to 1 / u(n) = 1 + n_half / n: on a GPU
-  a micro-batch of few tokens leaves most of the device idle.
-* HALF_THROUGHPUT_TOKENS[GPU] is assumed, not measured: a V100/A100-class
-  GPU is taken to reach 80% of its training throughput at a micro-batch of
-  8 examples of 512 tokens (4,096 tokens), u = 0.8, which gives
-  n_half = 4096 x 0.2 / 0.8 = 1,024 tokens.
-* HALF_THROUGHPUT_TOKENS[CPU] is 0: a CPU's few cores are kept busy by the
-  matmuls of a single example, so a micro-batch's size does not change the
-  time per example (u = 1), and no micro-batch is too small. On a CPU the
-  planner turns checkpointing on only when nothing fits without it.
-* A training step is a forward pass and a backward pass of about twice the
-  forward's FLOPs (one matmul for the activations' gradients and one for the
-  weights' for each forward matmul): 3 forward passes. Gradient
-  checkpointing computes the forward once more: 4 forward passes, 4/3 of
-  the step (CHECKPOINTING_TIME_FACTOR). This code recomputes a little less
-  (the last layer and each layer's output matmul are not recomputed), so
-  the factor errs against checkpointing.
-* Accumulation adds the gradients into their accumulators once per
-  micro-batch, a fixed cost per step that the saturating curve stands for;
-  the optimizer's update runs once per update whatever the plan.
-* Precision does not enter: fp16/bf16 matmuls run faster on GPUs with
-  tensor cores, which the model does not credit; between precisions it
-  weighs only their micro-batches.
-
-`update_time` is relative: the plan's time over that of the same examples
-on a fully busy device without recomputation (1.0, which on a GPU no plan
-reaches).
+`CPU`: (1 + n_half / n) x (CHECKPOINTING_TIME_FACTOR with checkpointing),
+n the tokens of a micro-batch and n_half = HALF_THROUGHPUT_TOKENS[device].
+The model, its constants and why they are what they are: docs/memory.md
+("How a plan is picked"). Planned, not measured on a GPU.
 
 `BertMemory` is one model's estimate and plan as a run's memory settings
 (memory/memory_settings.py) ask for them; this module calls nothing there.
@@ -94,12 +64,12 @@ GPU = "gpu"
 CPU = "cpu"
 
 # Tokens per micro-batch at which a device is assumed to reach half its
-# throughput, per kind (module docstring): a GPU 80% at 8 x 512 tokens; a
+# throughput, per kind (docs/memory.md): a GPU 80% at 8 x 512 tokens; a
 # CPU is busy at any micro-batch.
 HALF_THROUGHPUT_TOKENS = {GPU: 1024, CPU: 0}
 
 # Gradient checkpointing's step time over a plain step: a step is forward +
-# backward = 3 forward passes; recomputation adds one (module docstring).
+# backward = 3 forward passes; recomputation adds one (docs/memory.md).
 CHECKPOINTING_TIME_FACTOR = 4 / 3
 
 # Shapes of the activation tensors, per example.

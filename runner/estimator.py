@@ -215,7 +215,8 @@ class RunConfig(object):
                save_summary_steps=100, tf_random_seed=None,
                session_config=None, num_accumulation_steps=1,
                oom_message_fn=None, distribution=None, use_xla=False,
-               save_checkpoints_secs=None, log_step_count_secs=None):
+               save_checkpoints_secs=None, log_step_count_secs=None,
+               init_checkpoint=None):
     """Constructs a RunConfig.
 
     Args:
@@ -239,6 +240,9 @@ class RunConfig(object):
         this many seconds after the last checkpoint (None: steps only).
       log_step_count_secs: also log a progress line at the first update
         this many seconds after the last one (None: steps only).
+      init_checkpoint: the checkpoint the model_fn loads its weights from
+        when model_dir has none (None: its initializers'), for the lines
+        that say which weights a run uses.
     """
     if not model_dir:
       raise ValueError("RunConfig: model_dir is required (set --output_dir).")
@@ -266,6 +270,7 @@ class RunConfig(object):
     self.oom_message_fn = oom_message_fn
     self.distribution = distribution
     self.use_xla = bool(use_xla)
+    self.init_checkpoint = init_checkpoint or None
 
   @property
   def num_replicas(self):
@@ -1158,8 +1163,12 @@ class Estimator(object):
 
   def _weights_name(self, checkpoint_path):
     """What `_restore_or_initialize` will load, for a progress line."""
-    return (checkpoint_path or self.latest_checkpoint() or
-            "the initialized variables")
+    checkpoint = checkpoint_path or self.latest_checkpoint()
+    if checkpoint:
+      return checkpoint
+    if self._config.init_checkpoint:
+      return "the weights of %s" % self._config.init_checkpoint
+    return "the initialized variables"
 
   def _write_saved_model(self, graph, checkpoint, signature, folder,
                          assets):
@@ -1193,12 +1202,13 @@ class Estimator(object):
     if checkpoint:
       _restore(_saver(), sess, checkpoint)
       return checkpoint
-    logging.warning("%s: no checkpoint in %s; using the initialized "
-                    "variables (init_checkpoint, if the model_fn applies "
-                    "one).", what, self.model_dir)
+    if self._config.init_checkpoint is None:
+      logging.warning("%s: no checkpoint in %s and no init_checkpoint; "
+                      "using the variables' initial values.", what,
+                      self.model_dir)
     if scaffold is not None and scaffold.init_fn is not None:
       scaffold.init_fn(sess)
-    return "the initialized variables"
+    return self._weights_name(None)
 
 
 def _predict_signature(inputs, outputs):

@@ -2,9 +2,8 @@
 """Feature files (TFRecord): written whole or not at all, and verified
 before a later run reuses them.
 
-run_classifier.py writes the features of each set to train/eval/
-predict.tf_record in --output_dir and reuses them in later runs over the
-same data; run_squad.py writes its files anew each run. Both write through
+A task writes the features of a set to a file in --output_dir (e.g.
+train.tf_record), which a later run over the same data may reuse, through
 `FeatureFile`:
 
   * the records go to `<file>.tmp`, renamed when complete;
@@ -18,8 +17,8 @@ same data; run_squad.py writes its files anew each run. Both write through
 
 `prepare` reuses a file only when its sidecar vouches for it (same inputs,
 size and checksum): a file cut short by a full disk or an interrupted copy,
-or damaged, is written again, with a log line saying why. A new script does
-the same with:
+or damaged, is written again, with a log line saying why. A task does it
+with (tasks/task.py's `prepare_features` wraps the two):
 
     def write():
       with feature_cache.FeatureFile(path, len(examples),

@@ -1,9 +1,9 @@
 # coding=utf-8
-"""The serving input of the models the scripts export (`--export_dir`).
+"""The serving input of an exported model (`--export_dir`).
 
-A served request feeds what `convert_single_example` (run_classifier.py) or
-`convert_examples_to_features` (run_squad.py) makes of an example: int32
-input_ids, input_mask and segment_ids of [batch, length]. The length may be
+A served request feeds what a task's feature conversion makes of an
+example: int32 input_ids, input_mask and segment_ids of [batch, length]
+(or [batch, choices, length] for multiple choice). The length may be
 anything up to the --max_seq_length the model was trained with: a request
 need not pad to it (the padding a request leaves out changes nothing, as
 attention ignores padding), and a longer one is refused.

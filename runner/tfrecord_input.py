@@ -1,8 +1,8 @@
 # coding=utf-8
-"""The `input_fn` of the fine-tuning scripts: batches from a TFRecord file.
+"""The `input_fn` of a feature file: batches from a TFRecord file.
 
-Shared by run_classifier.py and run_squad.py (run_pretraining.py builds its
-record stream from several files and batches it with `parse_batches`).
+`tfrecord_input_fn` reads one file; a stream of records built otherwise
+(several files interleaved, say) is batched with `parse_batches`.
 Records are batched first and then parsed with one vectorized
 `tf.io.parse_example` per batch, several batches in parallel with their
 order kept, so the input pipeline costs a few ops per step rather than

@@ -199,11 +199,9 @@ def load_bert_config(bert_config_file):
   _check_file("bert_config_file", bert_config_file)
   try:
     return modeling.BertConfig.from_json_file(bert_config_file)
-  except cli.UserError:
-    raise
-  except (ValueError, TypeError, KeyError, AttributeError) as e:
-    raise cli.UserError("--bert_config_file=%s is not a valid BERT config: "
-                        "%s" % (bert_config_file, e)) from None
+  except ValueError as e:
+    # BertConfig's messages name the file and the key.
+    raise cli.UserError(str(e)) from None
 
 
 def _vocabulary_flag(vocab_file, spm_model_file):

@@ -110,8 +110,6 @@ def use_hf_init_checkpoint(shared, work_dir):
   if ("do_lower_case" in shared.defined and
       "do_lower_case" not in shared.given):
     changes["do_lower_case"] = run_info.read(folder)["do_lower_case"]
-  logging.info("--init_checkpoint=%s is a Hugging Face model: using its "
-               "conversion %s.", path, prefix)
   return dataclasses.replace(shared, **changes)
 
 
@@ -237,7 +235,8 @@ def make_run_config(shared, memory, distribution=None, oom_message_fn=None):
       num_accumulation_steps=memory.num_accumulation_steps,
       oom_message_fn=oom_message_fn,
       distribution=distribution,
-      use_xla=shared.use_xla)
+      use_xla=shared.use_xla,
+      init_checkpoint=shared.init_checkpoint)
 
 
 def skip_padding(requested, use_xla):
@@ -264,7 +263,7 @@ def skip_padding(requested, use_xla):
 
 
 def set_up(shared, bert_config, *, do_train, record=None, step_memory=None,
-           heads=()):
+           heads=(), heads_are_new=True):
   """Locks output_dir (the chief of a multi-worker cluster alone: the
   workers share it), checks the checkpoints, then makes the run's settings.
 
@@ -280,10 +279,10 @@ def set_up(shared, bert_config, *, do_train, record=None, step_memory=None,
       memory_model.BertMemory of the config); a script whose model adds
       heads passes its own.
     heads: (name, shape) of the variables the script's model adds to BERT
-      that --init_checkpoint may lack (they then start fresh, which is
-      logged), e.g. checkpoint_checks.pretraining_head_shapes; a present one
-      must have the shape, and a checkpoint a run resumes from must hold
-      them all.
+      that --init_checkpoint may lack (they then start fresh), e.g.
+      checkpoint_checks.pretraining_head_shapes; a present one must have
+      the shape, and a checkpoint a run resumes from must hold them all.
+    heads_are_new: see checkpoint_checks.check_checkpoints.
 
   Returns:
     RunSetup.
@@ -297,7 +296,8 @@ def set_up(shared, bert_config, *, do_train, record=None, step_memory=None,
           else None)
   checkpoint_checks.check_checkpoints(
       output_dir, shared.init_checkpoint, bert_config,
-      shared.bert_config_file, do_train=do_train, heads=heads)
+      shared.bert_config_file, do_train=do_train, heads=heads,
+      heads_are_new=heads_are_new)
   model = _step_memory(shared, bert_config, step_memory)
   memory = resolve_memory(shared, bert_config, do_train, distribution, model)
   oom_message_fn = out_of_memory.training_advice_fn(model, memory,

@@ -3,8 +3,8 @@
 place their parsed values are read.
 
 The original scripts each defined these flags; here they are defined once,
-in groups a script picks from (run_classifier.py and run_squad.py take all
-of them through `define_common_flags`). Nothing is parsed at import time.
+in groups a script picks from (a fine-tuning script takes all of them
+through `define_common_flags`). Nothing is parsed at import time.
 A script's `main` hands its parsed flags to `read`, which returns a
 `SharedFlags`: the values of exactly these flags, field by field, which the
 script passes on to startup/run_setup.py (what the values make of a run:
@@ -30,9 +30,8 @@ DISTRIBUTIONS = ("none", "mirrored", "multi_worker")
 # Accepted for compatibility with Google's commands, without effect here.
 COMPATIBILITY_FLAGS = ("master", "tpu_zone", "gcp_project", "num_tpu_cores",
                        "iterations_per_loop")
-# Values of --train_example_order (run_classifier.py, run_swag.py): the
-# training set permuted with --seed before its features are written, or in
-# its file's order.
+# Values of a script's --train_example_order: the training set permuted
+# with --seed before its features are written, or in its file's order.
 TRAIN_EXAMPLE_ORDERS = ("shuffled", "file")
 
 
@@ -116,8 +115,20 @@ def define_training_flags(fv=flags.FLAGS):
       "--output_dir every this many updates.", flag_values=fv)
 
 
-def define_fine_tuning_flags(fv=flags.FLAGS):
-  """Epochs, warm-up, prediction and export of the fine-tuning scripts."""
+# What the export's serving_default signature reads, as the --export_dir
+# help says it for a model of one text or pair per example.
+SEQUENCE_INPUTS = ("int32 input_ids, input_mask and segment_ids [batch, "
+                   "length], any length up to --max_seq_length")
+
+
+def define_fine_tuning_flags(fv=flags.FLAGS, *,
+                             serving_inputs=SEQUENCE_INPUTS,
+                             serving_outputs="the predictions"):
+  """Epochs, warm-up, prediction and export of the fine-tuning scripts.
+
+  `serving_inputs` and `serving_outputs` say, in --export_dir's help, what
+  the script's exported signature takes and returns.
+  """
   flags.DEFINE_bool("do_predict", False,
                     "Whether to predict on the test/predict set.",
                     flag_values=fv)
@@ -136,11 +147,8 @@ def define_fine_tuning_flags(fv=flags.FLAGS):
       "checkpoint in --output_dir) as a SavedModel for serving into "
       "<export_dir>/<unix time>, with bert_config.json, the vocabulary and "
       "run_info.json (casing, labels, max_seq_length) in its assets.extra. "
-      "Its serving_default signature takes int32 input_ids, input_mask and "
-      "segment_ids [batch, length], any length up to --max_seq_length, and "
-      "returns the predictions (classifier: probabilities, or predictions "
-      "for regression; SQuAD: start_logits and end_logits).",
-      flag_values=fv)
+      "Its serving_default signature takes %s and returns %s." % (
+          serving_inputs, serving_outputs), flag_values=fv)
 
 
 def define_tpu_flags(fv=flags.FLAGS):
@@ -234,18 +242,21 @@ def define_skip_padding_flag(fv=flags.FLAGS):
       flag_values=fv)
 
 
-def define_common_flags(max_seq_length_default, flag_values=flags.FLAGS):
-  """Defines every flag above: those of run_classifier.py and run_squad.py.
+def define_common_flags(max_seq_length_default, flag_values=flags.FLAGS,
+                        **serving):
+  """Defines every flag above: those of a fine-tuning script.
 
   Args:
     max_seq_length_default: the script's default --max_seq_length (128 for
       run_classifier.py, 384 for run_squad.py, as in the original).
     flag_values: where to define them (absl's global FLAGS by default).
+    **serving: `define_fine_tuning_flags`' serving_inputs and
+      serving_outputs.
   """
   define_model_flags(max_seq_length_default, flag_values)
   define_vocab_flags(flag_values)
   define_training_flags(flag_values)
-  define_fine_tuning_flags(flag_values)
+  define_fine_tuning_flags(flag_values, **serving)
   define_tpu_flags(flag_values)
   define_memory_flags(flag_values)
   define_scale_flags(flag_values)

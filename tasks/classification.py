@@ -253,6 +253,13 @@ def file_based_input_fn_builder(input_file, seq_length, is_training,
                                           is_training, drop_remainder, seed)
 
 
+def head_shapes(bert_config, num_labels):
+  """(name, shape) of the variables the classifier adds to BERT (one
+  output for regression)."""
+  return (("output_weights", [num_labels, bert_config.hidden_size]),
+          ("output_bias", [num_labels]))
+
+
 def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
                  labels, num_labels, use_one_hot_embeddings, *,
                  gradient_checkpointing=False, compute_dtype=tf.float32,
@@ -451,6 +458,9 @@ class ClassificationTask(task.Task):
 
   def num_train_examples(self):
     return len(self.examples[task.TRAIN]), self._data_file(task.TRAIN)
+
+  def head_shapes(self):
+    return head_shapes(self.bert_config, len(self.labels))
 
   def head(self, features, mode, settings):
     return classifier_head(

@@ -1,5 +1,5 @@
 # coding=utf-8
-"""Metrics for run_classifier.py: the official GLUE metrics.
+"""The official GLUE metrics of a classifier or regressor.
 
 Two forms of each metric:
   * plain NumPy functions (`accuracy`, `f1_score`, `matthews_corrcoef`,

@@ -460,6 +460,7 @@ class PretrainingTask(task.Task):
   name = TASK_NAME
   min_seq_length = text_pair.MIN_SEQ_LENGTH_PAIR
   reads_text = False
+  heads_are_new = False
 
   def __init__(self, input_file, *, max_predictions_per_seq=20,
                num_train_steps=100000, num_warmup_steps=10000,

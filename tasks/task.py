@@ -156,6 +156,8 @@ class Task(object):
     min_seq_length: the shortest --max_seq_length its input fits in.
     reads_text: False for a task that reads token ids, not text (no
       vocabulary needed).
+    heads_are_new: whether a pre-trained checkpoint normally lacks the
+      variables of `head_shapes` (a fine-tuning task's own head).
 
   After `start`, `flags`, `bert_config` and `tokenizer` hold the run's
   SharedFlags, modeling.BertConfig and tokenization.FullTokenizer (None
@@ -165,6 +167,7 @@ class Task(object):
   name = None
   min_seq_length = text_pair.MIN_SEQ_LENGTH_ONE_TEXT
   reads_text = True
+  heads_are_new = True
 
   def __init__(self):
     self.flags = None

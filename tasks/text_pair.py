@@ -2,10 +2,8 @@
 """One text or a pair of texts laid out as BERT reads them.
 
 A single text becomes [CLS] a [SEP]; a pair becomes [CLS] a [SEP] b [SEP],
-segment 0 up to and including the first [SEP] and segment 1 after it. The
-classifier (run_classifier.py, predictor.py) and the feature extractor
-(extract_features.py) lay their examples out this way; Google's scripts
-each carried their own copy of the same steps.
+segment 0 up to and including the first [SEP] and segment 1 after it.
+Google's scripts each carried their own copy of these steps.
 """
 
 # [CLS] a [SEP]: the special tokens and one token of text.

@@ -6,9 +6,8 @@ of at most `max_tokens` tokens whose starts are `stride` tokens apart, the
 last one reaching the text's end. Where windows overlap, a token belongs
 to the window that gives it the most context: its score in a window is
 min(tokens to its left, tokens to its right) + 0.01 * the window's length,
-and the first window with the highest score wins. This is Google's rule in
-run_squad.py; here it serves SQuAD (run_squad.py), named-entity recognition
-(run_ner.py) and the long texts of run_classifier.py (--long_text=windows).
+and the first window with the highest score wins: Google's rule in
+run_squad.py, for any text read in windows.
 
 The windows of a long classified text are also combined here: the example's
 class scores are the mean over its windows of their log-probabilities.

@@ -22,6 +22,15 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 Result = collections.namedtuple("Result", ["returncode", "stdout", "stderr"])
 
+# A warning (or worse) of a script's progress report: the time of day, the
+# level, the message (userio/verbosity.ProgressFormatter).
+WARNING_LINE = re.compile(r"\d\d:\d\d:\d\d (?:Warning|Error|Critical): ")
+
+
+def warning_lines(text):
+  """The lines of a script's output that are warnings or errors."""
+  return [line for line in text.splitlines() if WARNING_LINE.match(line)]
+
 _HELPER = r'''
 import json, os, runpy, signal, sys, tempfile, time, traceback
 from userio import quiet_tensorflow  # Imports TensorFlow, as the scripts do first.

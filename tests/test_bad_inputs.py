@@ -317,6 +317,12 @@ CASES = {
         "--bert_config_file=",
         prepare=lambda tmp: _write(os.path.join(tmp, "bert_config.json"),
                                    "{\"hidden_size\": 64,")),
+    "config_with_misspelt_key": case(
+        "run_classifier.py",
+        TRAIN + ["--bert_config_file={tmp}/bert_config.json"],
+        "bert_config.json has the unknown key 'hiden_size'; did you mean "
+        "'hidden_size'?",
+        prepare=lambda tmp: _config(tmp, hiden_size=384)),
     "missing_config": case(
         "run_classifier.py", TRAIN + ["--bert_config_file={tmp}/none.json"],
         "--bert_config_file=", "not found"),

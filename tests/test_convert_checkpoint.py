@@ -6,6 +6,7 @@ NumPy transpose of Google's kernels for Hugging Face's [out, in] weights,
 and fine-tuned checkpoints made here with the scripts' own create_model.
 """
 import json
+import logging
 import os
 import shutil
 
@@ -143,9 +144,15 @@ def _minilm_outputs(init_checkpoint, bert_config):
                        model.get_pooled_output()])
 
 
-def test_hf_folder_as_init_checkpoint_gives_the_google_outputs(tmp_path):
+def test_hf_folder_as_init_checkpoint_gives_the_google_outputs(tmp_path,
+                                                              caplog):
+  caplog.set_level(logging.INFO)
   work_dir = str(tmp_path / "work")
   prefix = conversion.resolve_init_checkpoint(HF_MINILM_DIR, work_dir)
+  # The log names the folder the conversion ends in, not its temporary one.
+  (wrote,) = [r.getMessage() for r in caplog.records
+              if r.getMessage().startswith("Wrote ")]
+  assert wrote.startswith("Wrote %s (" % os.path.dirname(prefix)), wrote
   config_file = conversion.bert_config_file_of(prefix)
   bert_config = modeling.BertConfig.from_json_file(config_file)
   assert bert_config.hidden_act == "gelu_exact"

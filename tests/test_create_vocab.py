@@ -24,6 +24,7 @@ import pytest
 from corpus import text_files
 import create_pretraining_data
 import create_vocab
+import script_runner
 import tokenization
 from userio import cli
 from userio import folder_lock
@@ -401,15 +402,15 @@ def test_two_machines_give_the_single_machine_result(corpus, tmp_path,
 
 
 _SHORT_WARNING = re.compile(
-    r"W\d{4} [^\]]*\] Only (\d+) of the (\d+) lines of the vocabulary are "
-    r"learned pieces and characters; \[unusedN\] slots fill (\d+)% of it\. "
+    r"\d\d:\d\d:\d\d Warning: Only (\d+) of the (\d+) lines of the vocabulary "
+    r"are learned pieces and characters; \[unusedN\] slots fill (\d+)% of it\. "
     r"Learn from a larger corpus, or pass a smaller --vocab_size \(this "
     r"corpus fills (\d+) lines\) and give bert_config.json the same "
     r"vocab_size\.$")
 
 
 def _warnings(stderr):
-  return [line for line in stderr.splitlines() if re.match(r"W\d{4} ", line)]
+  return script_runner.warning_lines(stderr)
 
 
 @pytest.mark.slow
@@ -440,7 +441,7 @@ def test_a_corpus_too_small_for_the_size_is_one_warning_naming_the_fix(
   with open(MRPC_TRAIN, encoding="utf-8") as f:
     words = collections.Counter(
         word for line in f for word in basic.tokenize(line.strip()))
-  assert "] Counting words: 1 shard, {:,} distinct words, {:,} words in " \
+  assert " Counting words: 1 shard, {:,} distinct words, {:,} words in " \
       "all.\n".format(len(words), sum(words.values())) in result.stderr
 
   result = _run_ok(run_script, ["--input_file=" + MRPC_TRAIN,

@@ -1075,6 +1075,20 @@ def test_config_errors_name_file_and_flag(tmp_path):
   assert str(bad) in str(info.value)
 
 
+def test_config_with_a_misspelt_key_names_it_and_the_key_meant(tmp_path):
+  """A misspelt key is named (with the key it hides) rather than reported
+  as that key missing, and the file is named once."""
+  path = tmp_path / "bert_config.json"
+  config = modeling.BertConfig(vocab_size=10).to_dict()
+  config["hiden_size"] = config.pop("hidden_size")
+  path.write_text(json.dumps(config))
+  with pytest.raises(ValueError) as info:
+    modeling.BertConfig.from_json_file(str(path))
+  assert str(info.value) == (
+      "--bert_config_file=%s has the unknown key 'hiden_size'; did you mean "
+      "'hidden_size'?" % path)
+
+
 def test_shape_helpers():
   with tf.Graph().as_default():
     x = tf.compat.v1.placeholder(tf.float32, [None, 5, 7])

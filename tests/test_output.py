@@ -9,6 +9,7 @@ set) on the repository's MRPC sample with a tiny model.
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from tensorflow.core.protobuf import saved_model_pb2  # pylint: disable=g-direct
 import conftest
 from engine import graph_keys
 import predictor
+import script_runner
 from reproduction import plan
 from runner import estimator
 from startup import precision as startup_precision
@@ -83,11 +85,18 @@ def default_run(shared_dir):
 
 @pytest.mark.slow
 def test_default_run_is_a_short_progress_report(default_run):
-  lines, _, _ = default_run
+  lines, out, export = default_run
   # Settings, a progress line per phase, results: a few dozen lines (Google's
   # log of the same run has hundreds: every variable three times, the first
   # examples' ids, masks and segments three times).
   assert 15 <= len(lines) <= 50, "\n".join(lines)
+  # Each line is the time of day and the message, without absl's prefix
+  # (level, date, thread, file and line).
+  for line in lines:
+    assert re.match(r"\d\d:\d\d:\d\d ", line), line
+  assert re.match(r"\d\d:\d\d:\d\d Done in \d+:\d\d:\d\d: outputs in "
+                  r"%s, SavedModel in %s/\d+\.$" % (
+                      re.escape(out), re.escape(export)), lines[-1]), lines[-1]
   text = "\n".join(lines)
   for phase in ("Running training", "step 6/6 (100.0%)", "Eval results",
                 "eval_accuracy = ", "Predicting: 5 batches",
@@ -105,10 +114,11 @@ def test_default_run_warns_only_about_the_run(default_run):
   """The one warning is about the user's run (no --init_checkpoint); no
   error, and nothing from TensorFlow's start-up (W0000, E0000, ...)."""
   lines, _, _ = default_run
-  warnings = [line for line in lines if line[:1] in "WEF"]
+  warnings = script_runner.warning_lines("\n".join(lines))
   assert len(warnings) == 1, warnings
-  assert "checkpoint_checks.py" in warnings[0]
-  assert "No --init_checkpoint" in warnings[0]
+  assert warnings[0].endswith(" Warning: No --init_checkpoint: training "
+                              "starts from random weights, not from a "
+                              "pre-trained model."), warnings
 
 
 @pytest.mark.slow
@@ -149,6 +159,21 @@ def test_verbose_flag_logs_googles_details(default_run, tmp_path, run_script):
   assert text.count("*** Example ***") == 5
   assert "guid: dev-1\n" in text
   assert "input_ids: 101 " in text  # [CLS] first
+
+
+@pytest.mark.slow
+def test_predicting_from_init_checkpoint_names_its_weights(
+    default_run, tmp_path, run_script):
+  """A run that only predicts, from --init_checkpoint, says it predicts
+  with those weights, without a warning that it has no checkpoint."""
+  _, trained_dir, _ = default_run
+  init = os.path.join(trained_dir, "model.ckpt-6")
+  result = run_script("run_classifier.py", _mrpc_args(
+      str(tmp_path / "out"), "--do_predict", "--init_checkpoint=" + init),
+                      timeout=600)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert "Predicting with the weights of %s ..." % init in result.stderr
+  assert "Warning" not in result.stderr, result.stderr
 
 
 def _event_steps(folder, tag):
@@ -226,6 +251,27 @@ def test_help_lists_the_script_flags_and_the_verbose_flag():
   status, out, loaded = _help_in_subprocess("run_squad.py", "--helpfull")
   assert (status, loaded) == (0, False)
   assert "--verbosity" in out and "--doc_stride" in out
+
+
+@pytest.mark.parametrize("script, inputs, outputs", [
+    ("run_classifier.py", "[batch, length]", "returns probabilities [batch, "
+     "labels] (for a regression task, predictions [batch])"),
+    ("run_squad.py", "[batch, length]",
+     "returns start_logits and end_logits [batch, length]"),
+    ("run_ner.py", "[batch, length]", "returns tag_ids [batch, length]"),
+    ("run_swag.py", "[batch, choices, length]",
+     "returns probabilities [batch, choices]")])
+def test_export_help_describes_the_scripts_own_signature(script, inputs,
+                                                         outputs):
+  """Each script's --export_dir help names what its export takes and
+  returns (the signatures runner/serving_input.py and the task heads
+  make), not another script's."""
+  status, out, _ = _help_in_subprocess(script, "--help")
+  assert status == 0
+  start = out.index("--export_dir")
+  text = " ".join(out[start:out.index("\n  --", start)].split())
+  assert "segment_ids %s" % inputs in text, text
+  assert outputs in text, text
 
 
 # ------------------------------------------------------- precision note

@@ -392,8 +392,7 @@ def test_export_folder_or_its_newest_model(mrpc_dir, tmp_path):
     predictor.find_saved_model(str(tmp_path))
   assert str(error.value) == (
       "%s holds no saved_model.pb, nor a <unix time> folder with one; pass "
-      "the folder that --export_dir of run_classifier.py or run_squad.py "
-      "wrote." % tmp_path)
+      "the folder that a fine-tuning script's --export_dir wrote." % tmp_path)
   with pytest.raises(cli.UserError, match="is not a folder"):
     predictor.find_saved_model(str(tmp_path / "nowhere"))
 

@@ -8,7 +8,6 @@ import json
 import logging
 import os
 import random
-import re
 import signal
 
 from absl import flags
@@ -20,6 +19,7 @@ import conftest
 import modeling
 import predictor
 import run_ner
+import script_runner
 from runner import estimator
 from tasks import feature_modes
 from tasks import ner
@@ -433,7 +433,7 @@ def test_default_run_is_a_short_progress_report(ner_run):
   with open(os.path.join(ner_run, "run.log")) as f:
     lines = f.read().splitlines()
   assert len(lines) <= 50, "\n".join(lines)
-  warnings = [line for line in lines if re.match(r"[WEF]\d{4} ", line)]
+  warnings = script_runner.warning_lines("\n".join(lines))
   assert len(warnings) == 1 and "No --init_checkpoint" in warnings[0], (
       warnings)
   text = "\n".join(lines)

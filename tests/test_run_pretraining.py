@@ -322,17 +322,14 @@ def test_next_sentence_loss_matches_numpy():
   np.testing.assert_allclose(loss, want_per_example.mean(), rtol=1e-5)
 
 
-def test_heads_may_be_missing_from_a_checkpoint_but_not_misshapen(caplog):
+def test_heads_may_be_missing_from_a_checkpoint_but_not_misshapen():
   config = _config()
   shapes = dict(checkpoint_checks.bert_variable_shapes(config))
   heads = checkpoint_checks.pretraining_head_shapes(config)
-  with caplog.at_level(std_logging.WARNING):
-    missing = checkpoint_checks.check_matches_config(
-        shapes, config, "minilm/bert_model.ckpt", "bert_config.json",
-        heads=heads)
+  missing = checkpoint_checks.check_matches_config(
+      shapes, config, "minilm/bert_model.ckpt", "bert_config.json",
+      heads=heads)
   assert sorted(missing) == sorted(_googles_heads(config))
-  assert "cls/predictions/output_bias" in caplog.text
-  assert "initialized fresh" in caplog.text
   shapes.update(heads)
   assert checkpoint_checks.check_matches_config(
       shapes, config, "ckpt", "bert_config.json", heads=heads) == []
@@ -347,6 +344,24 @@ def test_heads_may_be_missing_from_a_checkpoint_but_not_misshapen(caplog):
   with pytest.raises(cli.UserError, match="layer_1/output/dense/kernel"):
     checkpoint_checks.check_matches_config(
         shapes, config, "ckpt", "bert_config.json", heads=heads)
+
+
+@pytest.mark.parametrize("heads_are_new", [False, True])
+def test_missing_heads_are_warned_about_unless_new(heads_are_new, minilm_dir,
+                                                   tmp_path, caplog):
+  """MiniLM has no cls/ heads: pre-training from it warns that they start
+  fresh; a fine-tuning task's own head, which no pre-trained checkpoint
+  has, is no news (said with -v 1 only)."""
+  config = modeling.BertConfig.from_json_file(
+      os.path.join(minilm_dir, "bert_config.json"))
+  with caplog.at_level(std_logging.INFO):
+    checkpoint_checks.check_checkpoints(
+        str(tmp_path), os.path.join(minilm_dir, "bert_model.ckpt"), config,
+        "bert_config.json", do_train=True,
+        heads=checkpoint_checks.pretraining_head_shapes(config),
+        heads_are_new=heads_are_new)
+  assert ("cls/predictions/output_bias" in caplog.text) != heads_are_new
+  assert ("initialized fresh" in caplog.text) != heads_are_new
 
 
 def test_memory_model_counts_the_masked_lm_head():

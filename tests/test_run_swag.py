@@ -15,7 +15,6 @@ import json
 import logging
 import os
 import random
-import re
 import signal
 
 from absl import flags
@@ -34,6 +33,7 @@ from reproduction import report
 from memory import memory_model
 from runner import estimator
 import run_swag
+import script_runner
 from tasks import multiple_choice
 from tasks import swag
 import test_convert_checkpoint
@@ -407,7 +407,7 @@ def test_default_run_is_a_short_progress_report(swag_run):
   with open(os.path.join(swag_run, "run.log")) as f:
     lines = f.read().splitlines()
   assert len(lines) <= 45, "\n".join(lines)
-  warnings = [line for line in lines if re.match(r"[WEF]\d{4} ", line)]
+  warnings = script_runner.warning_lines("\n".join(lines))
   assert len(warnings) == 1 and "No --init_checkpoint" in warnings[0], (
       warnings)
   text = "\n".join(lines)

@@ -9,12 +9,11 @@
 
 logs at most one line every `interval` seconds, e.g.
 "Writing features to train.tf_record: 1200/3668 (32.7%), 850.2 examples/s,
-3 s left", and one line at the end with the total time. The feature writers
-of run_classifier.py, run_squad.py and extract_features.py use it, and
-create_pretraining_data.py, which counts bytes shown as MB (`scale`) and
-reports the documents and instances made on the way as rates too
-(`advance(..., documents=n)`). Amounts that are no rate, such as the
-distinct words found so far, are shown as they are
+3 s left", and one line at the end with the total time. Work counted in
+another measure than its unit, such as bytes shown as MB, gives a `scale`;
+other things made on the way are shown as rates too
+(`advance(..., documents=n)`), and amounts that are no rate, such as the
+distinct words found so far, as they are
 (`advance(..., sizes={"distinct words": n})`).
 """
 
@@ -101,5 +100,15 @@ class Progress(object):
     """Logs the total count and time."""
     elapsed = self._clock() - self._start
     amount = "%d" if self.scale == 1 else "%.1f"
+    unit = (_singular(self.unit) if self.scale == 1 and self.done == 1
+            else self.unit)
     self._log("%s: " + amount + " %s in %s.", self.what,
-              self.done / self.scale, self.unit, format_seconds(elapsed))
+              self.done / self.scale, unit, format_seconds(elapsed))
+
+
+def _singular(unit):
+  """One of `unit`, a plural noun: "batches" -> "batch", "examples" ->
+  "example"."""
+  if unit.endswith(("ches", "shes", "sses")):
+    return unit[:-2]
+  return unit[:-1] if unit.endswith("s") else unit

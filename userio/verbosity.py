@@ -1,16 +1,20 @@
 # coding=utf-8
 """How much a run prints: a progress report, or with `-v 1` Google's log.
 
-By default a script prints its settings, progress lines and results.
-absl's own flag `--verbosity=1` (short `-v 1`) adds what Google's scripts
-logged on top of that, unchanged: the features of the first examples
-(`details`), every trainable variable and the model's input shapes, and
-TensorFlow's own INFO lines (restoring and writing files) and its notices
-about deprecated functions that it calls. Nothing here imports TensorFlow.
+By default a script prints its settings, progress lines and results, each
+line the time of day and the message ("10:28:56 step 5/5 (100.0%), ..."),
+a warning or an error marked as such. absl's own flag `--verbosity=1`
+(short `-v 1`) adds what Google's scripts logged on top of that, unchanged
+and in absl's format (level, date, time, thread, file and line): the
+features of the first examples (`details`), every trainable variable and
+the model's input shapes, and TensorFlow's own INFO lines (restoring and
+writing files) and its notices about deprecated functions that it calls.
+Nothing here imports TensorFlow.
 """
 
 import logging as python_logging
 import os
+import time
 
 from absl import logging
 
@@ -44,11 +48,26 @@ def quiet_deprecation_notices():
     logger.addFilter(DeprecationNoticeFilter())
 
 
+class ProgressFormatter(python_logging.Formatter):
+  """A log line as a person reads it: "HH:MM:SS message", with "Warning: "
+  or "Error: " before the message of those levels."""
+
+  def format(self, record):
+    message = record.getMessage()
+    if record.levelno >= python_logging.WARNING:
+      message = "%s: %s" % (record.levelname.capitalize(), message)
+    return "%s %s" % (time.strftime("%H:%M:%S",
+                                    time.localtime(record.created)), message)
+
+
 def start_logging():
   """INFO lines on (absl shows only warnings by default), unless the
-  command line asked for more; TensorFlow's INFO lines only with
-  `details()`: they name the files it reads and writes, which the scripts'
-  own lines already say."""
+  command line asked for more, in the progress report's format (absl's
+  own with `details()`); TensorFlow's INFO lines only with `details()`:
+  they name the files it reads and writes, which the scripts' own lines
+  already say."""
   logging.set_verbosity(max(logging.get_verbosity(), logging.INFO))
+  if not details():
+    logging.get_absl_handler().setFormatter(ProgressFormatter())
   python_logging.getLogger(TENSORFLOW_LOGGER).setLevel(
       python_logging.NOTSET if details() else python_logging.WARNING)
