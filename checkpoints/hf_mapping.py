@@ -429,16 +429,10 @@ def head_tensor_names(architecture):
 
 def expected_shapes(bert_config, architecture, num_labels=None):
   """{Google name: shape} of a model with `architecture`'s head."""
-  h, v = bert_config.hidden_size, bert_config.vocab_size
+  h = bert_config.hidden_size
   shapes = dict(checkpoint_checks.bert_variable_shapes(bert_config))
-  heads = {
-      "cls/predictions/transform/dense/kernel": [h, h],
-      "cls/predictions/transform/dense/bias": [h],
-      "cls/predictions/transform/LayerNorm/gamma": [h],
-      "cls/predictions/transform/LayerNorm/beta": [h],
-      "cls/predictions/output_bias": [v],
-      "cls/seq_relationship/output_weights": [2, h],
-      "cls/seq_relationship/output_bias": [2],
+  heads = dict(checkpoint_checks.pretraining_head_shapes(bert_config))
+  heads.update({
       "output_weights": [num_labels, h],
       "output_bias": [num_labels],
       "cls/squad/output_weights": [2, h],
@@ -447,7 +441,7 @@ def expected_shapes(bert_config, architecture, num_labels=None):
       "cls/multiple_choice/output_bias": [1],
       "cls/ner/output_weights": [num_labels, h],
       "cls/ner/output_bias": [num_labels],
-  }
+  })
   shapes.update({name: heads[name]
                  for name in head_tensor_names(architecture)})
   return shapes

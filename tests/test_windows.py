@@ -92,6 +92,7 @@ def test_mean_log_probabilities_worked_example():
 # ------------------------------------------- run_classifier --long_text
 
 
+import glob  # pylint: disable=g-import-not-at-top,wrong-import-position
 import json  # pylint: disable=g-import-not-at-top,wrong-import-position
 import os  # pylint: disable=g-import-not-at-top,wrong-import-position
 
@@ -248,3 +249,12 @@ def test_classifier_long_texts_end_to_end(tmp_path, run_script, vocab_file):
       np.mean(probabilities.argmax(axis=1) == labels))
   assert float(results["eval_loss"]) == pytest.approx(
       -np.mean(np.log(probabilities[np.arange(8), labels])), rel=1e-4)
+  # The metrics reach TensorBoard (output_dir/eval) at the trained step, as
+  # the runner's own evaluation writes them.
+  events = [event for path in glob.glob(os.path.join(out, "eval", "events.*"))
+            for event in tf.compat.v1.train.summary_iterator(path)
+            if event.summary.value]
+  assert [event.step for event in events] == [int(results["global_step"])]
+  assert {value.tag: value.simple_value
+          for value in events[0].summary.value}["eval_accuracy"] == (
+              pytest.approx(float(results["eval_accuracy"])))
