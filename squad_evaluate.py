@@ -1,25 +1,8 @@
 # coding=utf-8
 """The official SQuAD v1.1 and v2.0 metrics as a command.
 
-The metrics themselves are tasks/squad_metrics.py's, which run_squad.py
-calls too. Written from the published definitions of the official
-evaluation scripts:
-
-  * `normalize_answer`: lower case, drop punctuation (`string.punctuation`),
-    drop the articles a/an/the as whole words, collapse whitespace.
-  * exact match: normalized prediction equals a normalized ground truth; the
-    best over all ground truths of a question counts.
-  * F1: harmonic mean of precision and recall of the normalized tokens (a
-    bag of tokens, so repeated tokens count as often as both sides hold
-    them); the best over all ground truths counts.
-  * v1.1 `evaluate` reports percentages `exact_match` and `f1`; a question
-    without a prediction scores 0 (with a message on stderr).
-  * v2.0 `evaluate_v2`: questions without answers have the single gold answer
-    "" and an empty prediction scores 1 against it (F1 of two empty token
-    lists is 1, of one empty list 0). A no-answer probability above
-    `na_prob_thresh` turns a prediction into "no answer". Results are split
-    into HasAns_/NoAns_ and, with no-answer probabilities, the threshold that
-    maximizes exact / F1 is searched (`find_best_thresh`).
+The metrics are tasks/squad_metrics.py's, written from the published
+definitions of the official evaluation scripts (that module says how).
 
 Command line (prints JSON as the official scripts do):
 

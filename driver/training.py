@@ -60,37 +60,20 @@ def run(task, flags):
   run_setup.check_output_dir(flags.output_dir, record,
                              do_train=flags.do_train)
   task.read_data()
-  num_train_steps = num_warmup_steps = None
-  if flags.do_train:
-    num_train_steps, num_warmup_steps = task.train_steps()
+  steps = task.train_steps() if flags.do_train else (None, None)
   setup = run_setup.set_up(flags, start.bert_config, do_train=flags.do_train,
                            record=record, step_memory=task.step_memory(),
                            heads=task.head_shapes(),
                            heads_are_new=task.heads_are_new)
-  estimator = estimator_lib.Estimator(
-      model_fn=training_graph.model_fn_builder(task.head, _model_settings(
-          flags, start.bert_config, setup, num_train_steps,
-          num_warmup_steps)),
-      config=setup.run_config, train_batch_size=flags.train_batch_size,
-      eval_batch_size=flags.eval_batch_size,
-      predict_batch_size=flags.predict_batch_size)
+  estimator = _estimator(task, flags, start.bert_config, setup, steps)
   if flags.do_train:
-    _train(task, estimator, flags.train_batch_size, num_train_steps)
-  if not estimator.config.is_chief:
+    _train(task, estimator, flags.train_batch_size, steps[0])
+  if estimator.config.is_chief:
+    _finish(task, estimator, flags, began)
+  else:
     # Evaluation, prediction and export run on one device, the chief's.
     logging.info("This worker's training is done; the chief writes the "
                  "other outputs.")
-    return
-  if flags.do_eval:
-    _report(task.evaluate(estimator), flags.output_dir)
-  if flags.do_predict:
-    _report(task.predict(estimator), flags.output_dir)
-  export = None
-  if flags.export_dir:
-    export = estimator.export_saved_model(
-        flags.export_dir, task.serving_input_receiver_fn(),
-        assets=run_info.assets(flags.output_dir))
-  _log_end(began, flags.output_dir, export)
 
 
 def _check_actions(flags):
@@ -108,10 +91,12 @@ def _listed(names):
           else names[0])
 
 
-def _model_settings(flags, bert_config, setup, num_train_steps,
-                    num_warmup_steps):
-  """The training_graph.ModelSettings of the run."""
-  return training_graph.ModelSettings(
+def _estimator(task, flags, bert_config, setup, steps):
+  """The Estimator of the task's head with the run's settings; `steps`:
+  (num_train_steps, num_warmup_steps), Nones for a run that does not
+  train."""
+  num_train_steps, num_warmup_steps = steps
+  settings = training_graph.ModelSettings(
       bert_config=bert_config, init_checkpoint=flags.init_checkpoint,
       learning_rate=flags.learning_rate, num_train_steps=num_train_steps,
       num_warmup_steps=num_warmup_steps, use_tpu=flags.use_tpu,
@@ -120,6 +105,11 @@ def _model_settings(flags, bert_config, setup, num_train_steps,
       compute_dtype=setup.compute_dtype,
       skip_padding=run_setup.skip_padding(bool(flags.skip_padding),
                                           flags.use_xla))
+  return estimator_lib.Estimator(
+      model_fn=training_graph.model_fn_builder(task.head, settings),
+      config=setup.run_config, train_batch_size=flags.train_batch_size,
+      eval_batch_size=flags.eval_batch_size,
+      predict_batch_size=flags.predict_batch_size)
 
 
 def _train(task, estimator, train_batch_size, num_train_steps):
@@ -130,6 +120,20 @@ def _train(task, estimator, train_batch_size, num_train_steps):
       "Batch size = %d" % train_batch_size,
       "Num steps = %d" % num_train_steps])
   estimator.train(input_fn=input_fn, max_steps=num_train_steps)
+
+
+def _finish(task, estimator, flags, began):
+  """Evaluates, predicts and exports as the flags ask; the last line."""
+  if flags.do_eval:
+    _report(task.evaluate(estimator), flags.output_dir)
+  if flags.do_predict:
+    _report(task.predict(estimator), flags.output_dir)
+  export = None
+  if flags.export_dir:
+    export = estimator.export_saved_model(
+        flags.export_dir, task.serving_input_receiver_fn(),
+        assets=run_info.assets(flags.output_dir))
+  _log_end(began, flags.output_dir, export)
 
 
 def _report(metrics, output_dir):

@@ -29,7 +29,6 @@ from runner import distribution as distribution_lib
 from runner import estimator
 from startup import checks
 from startup import precision
-from userio import cli
 from userio import folder_lock
 from userio import verbosity
 
@@ -163,19 +162,6 @@ def check_output_dir(output_dir, record, *, do_train):
       do_train=do_train)
 
 
-def lock_output_dir(output_dir):
-  """Takes the lock of --output_dir (userio/folder_lock.py); the folder must
-  exist (checks.prepare_output_dir).
-
-  Returns:
-    The FolderLock, held while the caller keeps it.
-
-  Raises:
-    cli.UserError naming the run that holds it.
-  """
-  return folder_lock.hold(output_dir, flag="--output_dir")
-
-
 # ------------------------------------------------------------------ setup
 
 
@@ -292,8 +278,8 @@ def set_up(shared, bert_config, *, do_train, record=None, step_memory=None,
   distribution = distribution_lib.make_distribution(shared.distribution,
                                                     shared.devices)
   # Before the checkpoints are read: another run may be writing them.
-  lock = (lock_output_dir(output_dir) if estimator.is_chief(distribution)
-          else None)
+  lock = (folder_lock.hold(output_dir, flag="--output_dir")
+          if estimator.is_chief(distribution) else None)
   checkpoint_checks.check_checkpoints(
       output_dir, shared.init_checkpoint, bert_config,
       shared.bert_config_file, do_train=do_train, heads=heads,
@@ -344,29 +330,3 @@ def settings_lines(shared, bert_config, memory, *, do_train):
   lines.append(settings + ".")
   lines.append("Output: %s" % shared.output_dir)
   return lines
-
-
-def num_train_and_warmup_steps(num_examples, train_batch_size,
-                               num_train_epochs, warmup_proportion,
-                               data_file=None):
-  """(num_train_steps, num_warmup_steps) computed as the original does.
-
-  Args:
-    num_examples: training examples.
-    train_batch_size, num_train_epochs, warmup_proportion: the flags.
-    data_file: the file the examples came from, named in the message.
-
-  Raises:
-    cli.UserError when the flags and data give no training step.
-  """
-  num_train_steps = int(num_examples / train_batch_size * num_train_epochs)
-  if num_train_steps < 1:
-    raise cli.UserError(
-        "%d training examples%s / --train_batch_size=%d x "
-        "--num_train_epochs=%s gives no training step; raise "
-        "--num_train_epochs or lower --train_batch_size." % (
-            num_examples, " in %s" % data_file if data_file else "",
-            train_batch_size, num_train_epochs))
-  num_warmup_steps = int(num_train_steps * warmup_proportion)
-  return num_train_steps, num_warmup_steps
-

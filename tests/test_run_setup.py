@@ -15,6 +15,7 @@ import modeling
 from startup import checks
 from startup import run_setup
 from startup import shared_flags
+from tasks import task as task_lib
 from tasks import text_pair
 from engine import tf_internals
 from userio import units
@@ -85,9 +86,9 @@ def test_check_tpu_flags(fv):
 
 def test_num_train_and_warmup_steps():
   # MRPC: 3668 training examples, batch 32, 3 epochs -> 343 steps, 34 warmup.
-  assert run_setup.num_train_and_warmup_steps(3668, 32, 3.0, 0.1) == (343, 34)
+  assert task_lib.num_train_and_warmup_steps(3668, 32, 3.0, 0.1) == (343, 34)
   # int(100 / 24 * 2) = int(8.33) = 8; int(8 * 0.25) = 2.
-  assert run_setup.num_train_and_warmup_steps(100, 24, 2.0, 0.25) == (8, 2)
+  assert task_lib.num_train_and_warmup_steps(100, 24, 2.0, 0.25) == (8, 2)
 
 
 def test_make_run_config(fv, tmp_path):
