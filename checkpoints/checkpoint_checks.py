@@ -71,6 +71,27 @@ def checkpoints_in(model_dir, include_unlisted=False):
   return prefixes
 
 
+def remove_unfinished_saves(model_dir):
+  """Removes what a save that never finished left in local `model_dir`:
+  TensorFlow writes a checkpoint's files under temporary names
+  (`model.ckpt-<step>.data-...tempstate<digits>`) and the `checkpoint`
+  state file as `checkpoint.tmp<hex>`, and a run killed while saving
+  leaves them. The caller must hold the folder (no other run saves there).
+
+  Returns:
+    The names removed.
+  """
+  if not model_dir or "://" in model_dir or not os.path.isdir(model_dir):
+    return []
+  removed = sorted(
+      name for name in os.listdir(model_dir)
+      if (name.startswith(CHECKPOINT_BASENAME + "-") and
+          ".tempstate" in name) or re.fullmatch(r"checkpoint\.tmp\w+", name))
+  for name in removed:
+    os.remove(os.path.join(model_dir, name))
+  return removed
+
+
 def latest_checkpoint(model_dir):
   """The newest checkpoint stored in `model_dir` (see `checkpoints_in`), or
   None."""

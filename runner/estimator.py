@@ -740,6 +740,10 @@ class Estimator(object):
     Returns:
       self.
     """
+    if self._config.is_chief:
+      for name in checkpoint_checks.remove_unfinished_saves(self.model_dir):
+        logging.info("Removed %s, left by a run stopped while it saved a "
+                     "checkpoint.", name)
     checkpoint = self.latest_checkpoint()
     start_step, skip = (self._checkpoint_counters(checkpoint)
                         if checkpoint else (0, 0))

@@ -447,6 +447,31 @@ def test_resume_sees_the_same_data(tmp_path, k):
   assert not np.allclose(full["w"], w_unshuffled, rtol=1e-3)
 
 
+def test_resume_removes_what_a_killed_save_left(tmp_path, caplog):
+  """A run killed while TensorFlow saved a checkpoint leaves the save's
+  temporary files; the next run removes those, and nothing else."""
+  x, y = make_data(24)
+  input_fn = make_input_fn(x, y, True)
+  model_dir = str(tmp_path)
+  make_estimator(model_dir).train(input_fn, max_steps=3)
+  kept = sorted(os.listdir(model_dir)) + ["notes.tempstate.txt"]
+  left = ["model.ckpt-5.data-00000-of-00001.tempstate7389869690266341530",
+          "model.ckpt-5.index.tempstate12", "checkpoint.tmp4f2a9c"]
+  for name in left + ["notes.tempstate.txt"]:
+    with open(os.path.join(model_dir, name), "w") as f:
+      f.write("half")
+  caplog.set_level(logging.INFO)
+  make_estimator(model_dir).train(input_fn, max_steps=6)
+  names = set(os.listdir(model_dir))
+  assert not names & set(left), names
+  assert set(kept) <= names | {"model.ckpt-0.index",
+                               "model.ckpt-0.data-00000-of-00001"}
+  assert "Removed model.ckpt-5.index.tempstate12, left by a run stopped" in (
+      caplog.text)
+  assert ckpt_values(tf.train.latest_checkpoint(model_dir))[
+      "global_step"] == 6
+
+
 def test_runner_sessions_place_only_the_ops_they_run(tmp_path):
   """place_pruned_graph: an op that no run needs is never placed, so one
   pinned to a device that does not exist stops a plain session's first run
