@@ -112,6 +112,11 @@ def define_flags(flag_values=flags.FLAGS):
                      "SQuAD 2.0: answer \"\" when the null score minus the "
                      "best non-null score exceeds this.",
                      flag_values=flag_values)
+  flags.DEFINE_float(
+      "threshold", None,
+      "A multi-label classifier: predict the labels whose probability is "
+      "above this; default: the threshold its training run recorded, else "
+      "0.5.", flag_values=flag_values)
   flags.DEFINE_bool(
       "pad_to_max_seq_length", False,
       "SQuAD: pad every window to the export's max_seq_length, as "
@@ -128,6 +133,7 @@ cli.answer_help(__name__, define_flags)
 from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
 import tensorflow as tf
 
+from checkpoints import problem_types
 from checkpoints import run_info
 from runner import serving_input
 from tasks import classification
@@ -322,11 +328,13 @@ def _shown(value):
   return json.dumps(value, ensure_ascii=False, default=repr)
 
 
-def check_example(task, values):
+def check_example(task, values, text_pairs=None):
   """Checks the two texts of one example for a model of `task`.
 
   SQuAD needs both; a classifier needs the first, and the second exactly
-  when its task (one of run_classifier's) classifies sentence pairs.
+  when it classifies sentence pairs: when its task (one of run_classifier's)
+  does, or as `text_pairs` (the run_info.json of a model trained on your own
+  files) says.
 
   Raises:
     cli.UserError saying which text is missing or wrong.
@@ -341,6 +349,8 @@ def check_example(task, values):
                         "text line holds no tab)")
   if task == SQUAD_TASK:
     wants_second = True
+  elif text_pairs is not None:
+    wants_second = text_pairs
   elif processor is not None:
     wants_second = processor.text_pairs
   else:  # A task of the user's own: either form.
@@ -398,26 +408,39 @@ class ClassifierPredictor(object):
   same windows and combines their outputs as that script does; others
   truncate it as Google's script does.
 
+  A multi-label model (run_classifier.py on your own files) predicts the
+  labels whose probability is above its threshold: the `threshold` given,
+  else the one its training run recorded, else 0.5.
+
   Attributes:
     model: the ExportedModel.
     labels: the label list in the model's order (None for regression).
+    problem_type: single_label, multi_label or regression.
+    threshold: the multi-label threshold.
     windows: whether long texts are read in windows.
   """
 
-  def __init__(self, model, *, batch_size=32):
+  def __init__(self, model, *, batch_size=32, threshold=None):
     self.model = model
     self.batch_size = _check_batch_size(batch_size)
     self.windows = model.record.get("long_text") == "windows"
     self._doc_stride = model.record.get("doc_stride")
     if REGRESSION_OUTPUT in model.output_names:
       self.labels = None
+      self.problem_type = problem_types.REGRESSION
     elif CLASSIFIER_OUTPUT in model.output_names:
       self.labels = list(model.record["labels"])
+      self.problem_type = model.record.get("problem_type",
+                                           problem_types.SINGLE_LABEL)
     else:
       raise cli.UserError(
           "%s serves %s, not a classifier's %r or a regression's %r." % (
               model.path, ", ".join(model.output_names), CLASSIFIER_OUTPUT,
               REGRESSION_OUTPUT))
+    if threshold is None:
+      threshold = model.record.get("threshold")
+    self.threshold = (classification.ClassificationTask.threshold
+                      if threshold is None else threshold)
 
   def row(self, text_a, text_b=None):
     """The model inputs of one example: (input_ids, segment_ids), unpadded.
@@ -425,7 +448,8 @@ class ClassifierPredictor(object):
     Raises:
       cli.UserError when the texts do not suit the task (check_example).
     """
-    check_example(self.model.record["task"], (text_a, text_b))
+    check_example(self.model.record["task"], (text_a, text_b),
+                  self.model.record.get("text_pairs"))
     example = glue.InputExample(guid=None, text_a=text_a,
                                           text_b=text_b)
     tokens, segment_ids = classification.example_tokens(
@@ -435,7 +459,8 @@ class ClassifierPredictor(object):
   def window_rows(self, text_a, text_b=None):
     """The model inputs of each window of one example (one row when it
     fits), as run_classifier.py --long_text=windows lays them out."""
-    check_example(self.model.record["task"], (text_a, text_b))
+    check_example(self.model.record["task"], (text_a, text_b),
+                  self.model.record.get("text_pairs"))
     example = glue.InputExample(guid=None, text_a=text_a,
                                           text_b=text_b)
     convert = self.model.tokenizer.convert_tokens_to_ids
@@ -445,12 +470,9 @@ class ClassifierPredictor(object):
                 self._doc_stride)]
 
   def _result(self, outputs):
-    if self.labels is None:
-      return {"score": float(outputs[REGRESSION_OUTPUT])}
-    probabilities = [float(p) for p in outputs[CLASSIFIER_OUTPUT]]
-    best = int(np.argmax(probabilities))
-    return {"label": self.labels[best],
-            "probabilities": dict(zip(self.labels, probabilities))}
+    name = CLASSIFIER_OUTPUT if self.labels else REGRESSION_OUTPUT
+    return classification.answer(outputs[name], self.labels or [None],
+                                 self.problem_type, self.threshold)
 
   def predict_batch(self, examples):
     """Predicts a list of examples.
@@ -460,8 +482,9 @@ class ClassifierPredictor(object):
 
     Returns:
       list of dicts, one per example: {"label": the most probable label,
-      "probabilities": {label: probability}}, or {"score": float} for a
-      regression model.
+      "probabilities": {label: probability}}; for a multi-label model
+      {"labels": those above the threshold, "probabilities": ...}; or
+      {"score": float} for a regression model.
     """
     pairs = [_example_texts(example) for example in examples]
     if not self.windows:
@@ -475,7 +498,8 @@ class ClassifierPredictor(object):
     name = CLASSIFIER_OUTPUT if self.labels else REGRESSION_OUTPUT
     combined = classification.combine_windows(
         [outputs[name] for outputs in self.model.run_rows(
-            rows, self.batch_size)], counts, is_regression=not self.labels)
+            rows, self.batch_size)], counts, is_regression=not self.labels,
+        multi_label=self.problem_type == problem_types.MULTI_LABEL)
     return [self._result({name: value}) for value in combined]
 
   def predict(self, text_a, text_b=None):
@@ -721,10 +745,10 @@ class NerPredictor(object):
   """The entities of raw texts, with run_ner.py's windows.
 
   A text is cut into words at whitespace and punctuation
-  (tokenization.split_words_with_offsets), read in windows of the export's max_seq_length as
-  run_ner.py reads a document, each word tagged from the window where its
-  first sub-token has the most context; entities are the tags' chunks by
-  conlleval's rules (tasks/conll.py).
+  (tokenization.split_words_with_offsets), read in windows of the export's
+  max_seq_length as run_ner.py reads a document, each word tagged from the
+  window where its first sub-token has the most context; entities are the
+  tags' chunks by conlleval's rules (tasks/conll.py).
   """
 
   def __init__(self, model, *, doc_stride=None, batch_size=32):
@@ -875,9 +899,10 @@ class LineSource(object):
   and a bad line stops it after the batches before that line.
   """
 
-  def __init__(self, path, task, input_format, batch_size):
+  def __init__(self, path, task, input_format, batch_size, text_pairs=None):
     self.name = "stdin" if path == "-" else path
     self.task = task
+    self.text_pairs = text_pairs
     self.input_format = input_format
     # A person typing lines wants each answer at once.
     self.batch_size = (1 if path == "-" and sys.stdin.isatty() else
@@ -899,7 +924,7 @@ class LineSource(object):
         try:
           text = line.decode("utf-8").rstrip("\r\n")
           line_id, values = parse_line(text, fields, self.input_format)
-          check_example(self.task, values)
+          check_example(self.task, values, self.text_pairs)
         except UnicodeDecodeError as e:
           raise LineError("%s; save the input as UTF-8." % utf8.finding(
               self.name, line, e.start, first_line=number)) from None
@@ -929,9 +954,10 @@ def main(_):
     raise cli.UserError("--batch_size=%d must be at least 1." %
                         FLAGS.batch_size)
   path = find_saved_model(FLAGS.export_dir)
-  task = read_record(path)["task"]
+  record = read_record(path)
+  task = record["task"]
   source = LineSource(FLAGS.input, task, FLAGS.input_format,
-                      FLAGS.batch_size)
+                      FLAGS.batch_size, record.get("text_pairs"))
   options = {"batch_size": FLAGS.batch_size}
   if task == SQUAD_TASK:
     options.update(
@@ -942,6 +968,11 @@ def main(_):
         pad_to_max_seq_length=FLAGS.pad_to_max_seq_length)
   if task == NER_TASK and FLAGS["doc_stride"].present:
     options["doc_stride"] = FLAGS.doc_stride
+  if FLAGS.threshold is not None:
+    if record.get("problem_type") != problem_types.MULTI_LABEL:
+      raise cli.UserError("--threshold applies to a multi-label classifier; "
+                          "%s is a %s model." % (path, task))
+    options["threshold"] = FLAGS.threshold
   model = load(path, **options)
   logging.info("Predicting with %s (task %s).", path, task)
   meter = progress.Progress("Predicting %s" % source.name, source.total,

@@ -417,13 +417,14 @@ class _NewFolder(object):
 
 Model = collections.namedtuple(
     "Model", "tensors bert_config architecture labels task do_lower_case "
-    "vocab vocab_file source")
+    "vocab vocab_file source problem_type")
 Model.__doc__ = """A model read from either layout, in Google's terms.
 
   tensors: {Google name: float32 np.ndarray}, no training state.
   bert_config: dict of bert_config.json's fields.
   architecture: Hugging Face's name of the model's head.
   labels: the classifier's labels ([None] for regression) or None.
+  problem_type: a classifier's checkpoints/problem_types name, or None.
   task: the fine-tuning task's name or None.
   do_lower_case: the tokenizer's casing.
   vocab: the WordPiece tokens in id order.
@@ -454,10 +455,11 @@ def read_hf_model(folder):
       tensors, modeling.BertConfig.from_dict(bert_config), architecture,
       where, config_path, outputs, display=lambda name: origins.get(
           name, hf_mapping.google_to_hf_name(name, architecture)))
-  labels = None
+  labels = problem_type = None
   if outputs is not None:
     labels = _checked_labels(hf_mapping.hf_labels(hf_config, config_path),
                              outputs, "%s's id2label" % config_path)
+    problem_type = hf_mapping.hf_problem_type(hf_config, labels)
   vocab, vocab_file = hf_vocab(folder)
   task = hf_config.get("finetuning_task") or (
       "squad" if architecture == "BertForQuestionAnswering" else None)
@@ -466,7 +468,8 @@ def read_hf_model(folder):
   return Model(tensors, bert_config, architecture, labels, task,
                hf_do_lower_case(folder, vocab), vocab, vocab_file,
                {"layout": HF, "path": os.path.abspath(folder),
-                "sha256": _files_sha256(weight_files + [config_path])})
+                "sha256": _files_sha256(weight_files + [config_path])},
+               problem_type)
 
 
 def _checked_labels(labels, outputs, where):
@@ -540,7 +543,8 @@ def read_google_model(path, bert_config_file=None, vocab_file=None,
                                      "pass --do_lower_case")
   return Model(tensors, config.to_dict(), architecture, labels,
                record.get("task"), bool(do_lower_case), vocab, vocab_file,
-               {"layout": GOOGLE, "path": os.path.abspath(prefix)})
+               {"layout": GOOGLE, "path": os.path.abspath(prefix)},
+               record.get("problem_type") if labels is not None else None)
 
 
 def write_hf_model(model, folder):
@@ -548,7 +552,8 @@ def write_hf_model(model, folder):
   tensors = hf_mapping.google_to_hf_tensors(model.tensors, model.architecture)
   pad_token_id = model.vocab.index("[PAD]") if "[PAD]" in model.vocab else 0
   config = hf_mapping.hf_config_dict(model.bert_config, model.architecture,
-                          model.labels, model.task, pad_token_id)
+                                     model.labels, model.task, pad_token_id,
+                                     model.problem_type)
   write_safetensors(tensors, os.path.join(folder, HF_WEIGHTS_FILE))
   output_files.write_text(os.path.join(folder, HF_CONFIG_FILE),
                           _json_text(config))
@@ -570,6 +575,8 @@ def write_google_model(model, folder):
   record = {"task": model.task, "labels": model.labels,
             "do_lower_case": model.do_lower_case,
             "converted_from": model.source}
+  if model.problem_type is not None:
+    record["problem_type"] = model.problem_type
   output_files.write_text(os.path.join(folder, run_info.RECORD_FILE),
                           _json_text(record))
 

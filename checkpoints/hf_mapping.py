@@ -18,6 +18,7 @@ from absl import logging
 import numpy as np
 
 from checkpoints import checkpoint_checks
+from checkpoints import problem_types
 from userio import cli
 import modeling
 
@@ -312,7 +313,8 @@ def bert_config_dict_from_hf(hf_config, where):
   return dict(sorted(values.items()))
 
 
-def hf_config_dict(bert_config, architecture, labels, task, pad_token_id):
+def hf_config_dict(bert_config, architecture, labels, task, pad_token_id,
+                   problem_type=None):
   """Hugging Face's config.json for `bert_config` (a dict of
   bert_config.json) and the model's head.
 
@@ -322,6 +324,8 @@ def hf_config_dict(bert_config, architecture, labels, task, pad_token_id):
       or None.
     task: the fine-tuning task's name or None.
     pad_token_id: the id of [PAD].
+    problem_type: a classifier's checkpoints/problem_types name; None:
+      regression for [None], else single-label.
   """
   config = {"architectures": [architecture], "model_type": "bert"}
   config.update({field: bert_config[field]
@@ -335,8 +339,10 @@ def hf_config_dict(bert_config, architecture, labels, task, pad_token_id):
     names = ["LABEL_0"] if regression else [str(label) for label in labels]
     config["id2label"] = {str(i): name for i, name in enumerate(names)}
     config["label2id"] = {name: i for i, name in enumerate(names)}
-    config["problem_type"] = ("regression" if regression else
-                              "single_label_classification")
+    if problem_type is None:
+      problem_type = (problem_types.REGRESSION if regression else
+                      problem_types.SINGLE_LABEL)
+    config["problem_type"] = problem_types.HF_NAMES[problem_type]
   if task:
     config["finetuning_task"] = task
   return config
@@ -363,6 +369,17 @@ def hf_labels(hf_config, where):
       labels is not None and len(labels) == 1):
     return [None]
   return labels
+
+
+def hf_problem_type(hf_config, labels):
+  """The checkpoints/problem_types name of a classifier's Hugging Face
+  config: its "problem_type", else regression for one output ([None]
+  labels) and single-label for more, as transformers decides."""
+  by_hf_name = {hf: ours for ours, hf in problem_types.HF_NAMES.items()}
+  if hf_config.get("problem_type") in by_hf_name:
+    return by_hf_name[hf_config["problem_type"]]
+  return (problem_types.REGRESSION if list(labels) == [None] else
+          problem_types.SINGLE_LABEL)
 
 
 def hf_tokenizer_config(do_lower_case, max_length):

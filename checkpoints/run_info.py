@@ -52,8 +52,9 @@ _WHAT = (
 _TRAINING_ONLY = ("max_seq_length", "version_2_with_negative",
                   "max_predictions_per_seq", "doc_stride", "max_query_length",
                   "long_text")
-# Names of copies, not properties of the model.
-_NOT_COMPARED = ("vocab_file",)
+# Names of copies, and settings an evaluation may tune after training, not
+# properties of the model.
+_NOT_COMPARED = ("vocab_file", "threshold")
 
 
 def file_sha256(path):
@@ -168,6 +169,16 @@ def write(output_dir, record, bert_config_file, vocab_file,
     output_files.copy(spm_model_file or vocab_file,
                       os.path.join(output_dir, record["vocab_file"]),
                       flag="--output_dir")
+  _write_record(output_dir, record)
+
+
+def add_fields(output_dir, **fields):
+  """Adds (or replaces) `fields` in output_dir's run_info.json: what an
+  evaluation learns about the trained model (a multi-label threshold)."""
+  _write_record(output_dir, dict(read(output_dir) or {}, **fields))
+
+
+def _write_record(output_dir, record):
   output_files.write_text(os.path.join(output_dir, RECORD_FILE),
                           json.dumps(record, indent=2, sort_keys=True) + "\n",
                           flag="--output_dir")

@@ -18,11 +18,15 @@ mean of their scores.
 """
 
 import functools
+import json
+import os
 
 from absl import logging
 import numpy as np
 import tensorflow as tf
 
+from checkpoints import problem_types
+from checkpoints import run_info
 import modeling
 from runner import estimator as estimator_lib
 from runner import feature_cache
@@ -31,9 +35,11 @@ from runner import tfrecord_input
 from runner import training_graph
 from tasks import classifier_metrics
 from tasks import glue
+from tasks import labeled_files
 from tasks import task
 from tasks import text_pair
 from tasks import windows
+from userio import cli
 from userio import progress
 from userio import verbosity
 
@@ -76,19 +82,25 @@ def _is_regression(label_list):
 
 
 def convert_single_example(ex_index, example, label_list, max_seq_length,
-                           tokenizer):
+                           tokenizer, *, multi_label=False):
   """Tokenizes one example into fixed-length model inputs.
 
   Returns:
     InputFeatures with int lists of length max_seq_length; label_id is the
-    label's index in `label_list`, or the float score for regression.
+    label's index in `label_list`, the float score for regression, or with
+    `multi_label` (the example's label a tuple of labels) a list of
+    len(label_list) floats, 1.0 for each of its labels.
   """
   if isinstance(example, PaddingInputExample):
+    if multi_label:
+      label_id = [0.0] * len(label_list)
+    else:
+      label_id = 0.0 if _is_regression(label_list) else 0
     return InputFeatures(
         input_ids=[0] * max_seq_length,
         input_mask=[0] * max_seq_length,
         segment_ids=[0] * max_seq_length,
-        label_id=0.0 if _is_regression(label_list) else 0,
+        label_id=label_id,
         is_real_example=False)
 
   tokens, segment_ids = example_tokens(example, max_seq_length, tokenizer)
@@ -175,9 +187,11 @@ def expand_windows(examples, max_seq_length, tokenizer, doc_stride=None):
   return expanded, counts
 
 
-def combine_windows(outputs, counts, is_regression):
+def combine_windows(outputs, counts, is_regression, multi_label=False):
   """Each example's output from its windows' (in order): the mean of the
-  regression scores, or the probabilities of the mean log-probabilities
+  regression scores; with `multi_label`, each label's highest probability
+  (a label an example has shows in one window of it at least); else the
+  probabilities of the mean log-probabilities
   (tasks/windows.mean_log_probabilities)."""
   combined, start = [], 0
   for count in counts:
@@ -185,6 +199,8 @@ def combine_windows(outputs, counts, is_regression):
     start += count
     if is_regression:
       combined.append(float(part.mean()))
+    elif multi_label:
+      combined.append(part.max(axis=0))
     else:
       # float32 probabilities: a floor keeps log() finite.
       combined.append(np.exp(windows.mean_log_probabilities(
@@ -193,41 +209,51 @@ def combine_windows(outputs, counts, is_regression):
 
 
 def _label_id(example, label_list):
-  """The class index of `example.label`, or its float value (regression)."""
+  """The class index of `example.label`, its float value (regression), or
+  for a tuple of labels (multi-label) their multi-hot floats."""
   if _is_regression(label_list):
     return float(example.label)
-  if example.label not in label_list:
-    raise ValueError("Example %s has label %r, which is not in the task's "
-                     "labels %s." % (example.guid, example.label, label_list))
+  names = (example.label if isinstance(example.label, tuple)
+           else (example.label,))
+  for name in names:
+    if name not in label_list:
+      raise ValueError("Example %s has label %r, which is not in the task's "
+                       "labels %s." % (example.guid, name, label_list))
+  if isinstance(example.label, tuple):
+    return [1.0 if label in names else 0.0 for label in label_list]
   return label_list.index(example.label)
 
 
 def file_based_convert_examples_to_features(examples, label_list,
                                             max_seq_length, tokenizer,
-                                            output_file, *, fingerprint=None):
+                                            output_file, *, fingerprint=None,
+                                            multi_label=False):
   """Writes the features of `examples` to a TFRecord file.
 
   Features: input_ids, input_mask, segment_ids (int64 [max_seq_length]),
-  label_ids (int64 [1], float [1] for regression), is_real_example (int64
-  [1]). The file is written whole or not at all, and `fingerprint` (what
-  the records are made from) goes to its sidecar, which vouches for the
-  file to a later run (runner/feature_cache.py). Progress is logged every
-  10 seconds.
+  label_ids (int64 [1]; float [1] for regression; with `multi_label` float
+  [len(label_list)]), is_real_example (int64 [1]). The file is written
+  whole or not at all, and `fingerprint` (what the records are made from)
+  goes to its sidecar, which vouches for the file to a later run
+  (runner/feature_cache.py). Progress is logged every 10 seconds.
   """
   meter = progress.Progress("Writing features to %s" % output_file,
                             len(examples))
-  label_feature = (feature_cache.float_feature if _is_regression(label_list)
+  label_feature = (feature_cache.float_feature
+                   if multi_label or _is_regression(label_list)
                    else feature_cache.int64_feature)
   with feature_cache.FeatureFile(output_file, len(examples),
                                  depends_on=fingerprint) as writer:
     for (ex_index, example) in enumerate(examples):
       feature = convert_single_example(ex_index, example, label_list,
-                                       max_seq_length, tokenizer)
+                                       max_seq_length, tokenizer,
+                                       multi_label=multi_label)
+      label_ids = (feature.label_id if multi_label else [feature.label_id])
       writer.write(feature_cache.serialized_example({
           "input_ids": feature_cache.int64_feature(feature.input_ids),
           "input_mask": feature_cache.int64_feature(feature.input_mask),
           "segment_ids": feature_cache.int64_feature(feature.segment_ids),
-          "label_ids": label_feature([feature.label_id]),
+          "label_ids": label_feature(label_ids),
           "is_real_example": feature_cache.int64_feature(
               [int(feature.is_real_example)])}))
       meter.advance()
@@ -236,17 +262,23 @@ def file_based_convert_examples_to_features(examples, label_list,
 
 def file_based_input_fn_builder(input_file, seq_length, is_training,
                                 drop_remainder, *, seed=None,
-                                is_regression=False):
+                                is_regression=False, num_multi_labels=None):
   """Returns input_fn(params): the records of `input_file` in batches.
 
   Training repeats the file forever and shuffles it with `seed`.
+  `num_multi_labels`: the labels of a multi-label file (label_ids float
+  [batch, num_multi_labels]); None: one label per example.
   """
+  if num_multi_labels:
+    label_ids = tf.io.FixedLenFeature([num_multi_labels], tf.float32)
+  else:
+    label_ids = tf.io.FixedLenFeature(
+        [], tf.float32 if is_regression else tf.int64)
   name_to_features = {
       "input_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
       "input_mask": tf.io.FixedLenFeature([seq_length], tf.int64),
       "segment_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
-      "label_ids": tf.io.FixedLenFeature(
-          [], tf.float32 if is_regression else tf.int64),
+      "label_ids": label_ids,
       "is_real_example": tf.io.FixedLenFeature([], tf.int64),
   }
   return tfrecord_input.tfrecord_input_fn(input_file, name_to_features,
@@ -263,7 +295,7 @@ def head_shapes(bert_config, num_labels):
 def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
                  labels, num_labels, use_one_hot_embeddings, *,
                  gradient_checkpointing=False, compute_dtype=tf.float32,
-                 skip_padding=False):
+                 skip_padding=False, multi_label=False, pos_weight=None):
   """A classifier (or regressor) head on BertModel's pooled [CLS] vector.
 
   With `skip_padding`, the encoder's feed-forward layers run on the
@@ -273,13 +305,19 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
   Args:
     input_ids, input_mask, segment_ids: int32 Tensors [batch, seq_length].
     labels: int32 Tensor [batch] of class ids, or float32 [batch] scores
-      when num_labels == 1 (regression).
+      when num_labels == 1 (regression), or with `multi_label` float32
+      [batch, num_labels], 1 for each label an example has.
     num_labels: number of classes; 1 means regression.
+    multi_label: one sigmoid per label instead of a softmax over them; the
+      loss is the binary cross-entropy, averaged over labels and examples.
+    pos_weight: with `multi_label`, a number (or one per label) that
+      weighs the loss of a label's positive examples; None: 1.
 
   Returns:
     (loss, per_example_loss [batch], logits [batch, num_labels] float32,
-     outputs): outputs are the probabilities [batch, num_labels], or the
-     predicted scores [batch] for regression.
+     outputs): outputs are the probabilities [batch, num_labels] (each
+     label's own with `multi_label`), or the predicted scores [batch] for
+     regression.
   """
   model = modeling.BertModel(
       config=bert_config,
@@ -308,6 +346,8 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
       output_layer = modeling.dropout(output_layer, 0.1)
     logits = tf.matmul(output_layer, output_weights, transpose_b=True)
     logits = tf.nn.bias_add(logits, output_bias)
+    if multi_label:
+      return _multi_label_loss(logits, labels, pos_weight)
     if num_labels == 1:
       predictions = tf.squeeze(logits, axis=-1)
       per_example_loss = tf.square(predictions - tf.cast(labels, tf.float32))
@@ -321,25 +361,50 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
     return (loss, per_example_loss, logits, probabilities)
 
 
+def _multi_label_loss(logits, labels, pos_weight):
+  """create_model's outputs for float32 `logits` and multi-hot `labels`
+  [batch, labels]: the mean binary cross-entropy (as Hugging Face's
+  BCEWithLogitsLoss, `pos_weight` included) and the sigmoids."""
+  labels = tf.cast(labels, tf.float32)
+  if pos_weight is None:
+    per_label = tf.nn.sigmoid_cross_entropy_with_logits(labels=labels,
+                                                        logits=logits)
+  else:
+    per_label = tf.nn.weighted_cross_entropy_with_logits(
+        labels=labels, logits=logits,
+        pos_weight=tf.constant(pos_weight, tf.float32))
+  per_example_loss = tf.reduce_mean(per_label, axis=-1)
+  return (tf.reduce_mean(per_example_loss), per_example_loss, logits,
+          tf.sigmoid(logits))
+
+
 def classifier_head(features, mode, settings, *, num_labels, is_regression,
-                    official_metrics):
+                    official_metrics, multi_label=False, pos_weight=None):
   """`create_model` on a batch of `file_based_input_fn_builder`'s features,
   as runner/training_graph.model_fn_builder calls a head: EVAL's metrics
-  are accuracy and loss with `official_metrics` ("f1", "mcc"), or for
-  regression the mean squared error, Pearson and Spearman; PREDICT gives
-  "probabilities" [batch, num_labels] or, for regression, "predictions"
-  [batch]."""
-  label_ids = features["label_ids"]
+  are accuracy and loss with `official_metrics` ("f1", "mcc"), for
+  regression the mean squared error, Pearson and Spearman, for
+  `multi_label` the loss alone (its metrics need every prediction:
+  `multi_label_metrics`); PREDICT gives "probabilities" [batch,
+  num_labels] or, for regression, "predictions" [batch]. A served
+  multi-label request has no labels: they stand in as zeros."""
+  label_ids = features.get("label_ids")
+  if label_ids is None:
+    label_ids = tf.zeros([tf.shape(features["input_ids"])[0], num_labels])
   (total_loss, per_example_loss, logits, outputs) = create_model(
       settings.bert_config, mode == estimator_lib.ModeKeys.TRAIN,
       features["input_ids"], features["input_mask"], features["segment_ids"],
       label_ids, 1 if is_regression else num_labels,
+      multi_label=multi_label, pos_weight=pos_weight,
       **settings.encoder_options())
   if mode != estimator_lib.ModeKeys.EVAL:
     key = "predictions" if is_regression else "probabilities"
     return training_graph.ModelOutputs(total_loss, predictions={key: outputs})
   is_real_example = tf.cast(features["is_real_example"], tf.float32)
-  if is_regression:
+  if multi_label:
+    metric_ops = {"eval_loss": tf.compat.v1.metrics.mean(
+        per_example_loss, weights=is_real_example)}
+  elif is_regression:
     metric_ops = classifier_metrics.regression_metric_ops(
         label_ids, outputs, per_example_loss, is_real_example)
   else:
@@ -349,15 +414,17 @@ def classifier_head(features, mode, settings, *, num_labels, is_regression,
   return training_graph.ModelOutputs(total_loss, eval_metric_ops=metric_ops)
 
 
-def serving_input_receiver_fn_builder(seq_length, is_regression=False):
+def serving_input_receiver_fn_builder(seq_length, is_regression=False,
+                                      multi_label=False):
   """The serving input of an exported classifier (runner/serving_input.py).
 
   A request feeds int32 "input_ids", "input_mask" and "segment_ids" of shape
   [batch, seq_length], as `convert_single_example` makes them.
   """
-  return serving_input.receiver_fn_builder(seq_length, {
-      "label_ids": tf.float32 if is_regression else tf.int32,
-      "is_real_example": tf.int32})
+  stand_ins = {"is_real_example": tf.int32}
+  if not multi_label:  # classifier_head makes a multi-label model's own.
+    stand_ins["label_ids"] = tf.float32 if is_regression else tf.int32
+  return serving_input.receiver_fn_builder(seq_length, stand_ins)
 
 
 def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
@@ -379,19 +446,19 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
           gradient_checkpointing, compute_dtype, skip_padding))
 
 
-def prediction_lines(results, label_list, is_regression):
-  """(test_results.tsv lines, GLUE submission lines) of the predictions
-  `results` (dicts of "probabilities" or, for regression, "predictions"),
-  one per real example in order."""
+def prediction_lines(outputs, label_list, is_regression):
+  """(test_results.tsv lines, GLUE submission lines) of the examples'
+  `outputs` in order: probability vectors (softmax, or a multi-label
+  model's sigmoids), or a regression's scores."""
   result_lines = []
   submission_lines = ["index\tprediction\n"]
-  for (i, prediction) in enumerate(results):
+  for (i, output) in enumerate(outputs):
     if is_regression:
-      score = float(prediction["predictions"])
+      score = float(output)
       result_lines.append("%s\n" % score)
       submission_lines.append("%d\t%.3f\n" % (i, score))
     else:
-      probabilities = [float(p) for p in prediction["probabilities"]]
+      probabilities = [float(p) for p in output]
       result_lines.append("\t".join(str(p) for p in probabilities) + "\n")
       best = max(range(len(probabilities)), key=probabilities.__getitem__)
       submission_lines.append("%d\t%s\n" % (i, label_list[best]))
@@ -403,9 +470,12 @@ class ClassificationTask(task.Task):
   glue.DataProcessor reads from `data_dir`, the classifier head, GLUE's
   metrics and prediction files."""
 
+  # A multi-label model predicts the labels whose probability is above it.
+  threshold = 0.5
+
   def __init__(self, processor, data_dir, task_name, *,
                long_text=windows.TRUNCATE, doc_stride=None,
-               train_example_order=feature_cache.SHUFFLED):
+               train_example_order=feature_cache.SHUFFLED, pos_weight=None):
     """Args:
       processor: the glue.DataProcessor of the task's files.
       data_dir: the folder of its files (--data_dir).
@@ -415,6 +485,8 @@ class ClassificationTask(task.Task):
         a window's room).
       train_example_order: "shuffled" (the training set permuted with
         --seed before its features are written) or "file" (Google's).
+      pos_weight: a multi-label task's weight of positive labels in the
+        loss (create_model), or None.
     """
     super().__init__()
     self.name = task_name.lower()
@@ -423,15 +495,24 @@ class ClassificationTask(task.Task):
     self.long_text = long_text
     self.doc_stride = doc_stride
     self.train_example_order = train_example_order
-    self.labels = processor.get_labels()
+    self.pos_weight = pos_weight
+    self.labels = None
     self.min_seq_length = (text_pair.MIN_SEQ_LENGTH_PAIR
                            if processor.text_pairs else
                            text_pair.MIN_SEQ_LENGTH_ONE_TEXT)
     self.examples = {}
     self.window_counts = {}
 
+  @property
+  def multi_label(self):
+    return self.processor.multi_label
+
+  def start(self, flags, bert_config, tokenizer):
+    super().start(flags, bert_config, tokenizer)
+    self.labels = self.processor.get_labels()
+
   def read_data(self):
-    task.check_data_dir(self.data_dir, "point it at the task's data folder.")
+    self._check_sources()
     readers = {task.TRAIN: self.processor.get_train_examples,
                task.DEV: self.processor.get_dev_examples,
                task.TEST: self.processor.get_test_examples}
@@ -439,9 +520,7 @@ class ClassificationTask(task.Task):
       examples = readers[set_type](self.data_dir)
       if not examples:
         raise task.no_examples_error(self._data_file(set_type), set_type,
-                                     "Download the task's files again, or "
-                                     "point --data_dir at the folder that "
-                                     "holds them.")
+                                     self._no_examples_fix)
       if self.long_text == windows.WINDOWS:
         examples, self.window_counts[set_type] = expand_windows(
             examples, self.flags.max_seq_length, self.tokenizer,
@@ -466,7 +545,8 @@ class ClassificationTask(task.Task):
     return classifier_head(
         features, mode, settings, num_labels=len(self.labels),
         is_regression=self.processor.is_regression,
-        official_metrics=self.processor.official_metrics)
+        official_metrics=self.processor.official_metrics,
+        multi_label=self.multi_label, pos_weight=self.pos_weight)
 
   def train_input_fn(self):
     examples, order = self.training_order(self.examples[task.TRAIN],
@@ -477,32 +557,37 @@ class ClassificationTask(task.Task):
             ["Num examples = %d" % len(examples)])
 
   def evaluate(self, estimator):
-    """Accuracy, loss and the official metrics on the dev set. With
-    windows, the metrics of the examples' combined outputs (eval_loss is
-    then their mean cross-entropy, or squared error)."""
+    """Accuracy, loss and the official metrics on the dev set (a
+    multi-label task's: `multi_label_metrics`). With windows, the metrics
+    of the examples' combined outputs (eval_loss is then their mean
+    cross-entropy, or squared error)."""
     counts = self.window_counts.get(task.DEV)
     examples, path = self._padded_features(
         task.DEV, "eval.tf_record", self.flags.eval_batch_size,
         "Running evaluation")
+    scored_here = counts is not None or self.multi_label
     input_fn = self._input_fn(path, is_training=False,
-                              drop_remainder=counts is None)
-    if counts is None:
+                              drop_remainder=not scored_here)
+    if not scored_here:
       return task.Metrics(estimator.evaluate(
           input_fn=input_fn, steps=None,
           num_batches=len(examples) // self.flags.eval_batch_size),
                           task.EVAL_RESULTS_FILE, summaries=None)
-    outputs = self._combined(estimator.predict(input_fn,
-                                               for_evaluation=True), counts)
-    first_windows = np.cumsum([0] + list(counts[:-1]))
-    values = self.window_metrics(
-        [examples[i].label for i in first_windows], outputs)
+    outputs = self._outputs(estimator.predict(input_fn, for_evaluation=True),
+                            task.DEV)
+    values = self.outputs_metrics(self._gold_labels(examples, counts),
+                                  outputs)
     values.update(task.checkpoint_step(estimator))
     return task.Metrics(values, task.EVAL_RESULTS_FILE, summaries="eval")
 
-  def window_metrics(self, labels, outputs):
-    """eval_results.txt's metrics of examples read in windows, from their
-    gold `labels` (strings) and combined `outputs`: probabilities, or the
-    scores of a regression."""
+  def outputs_metrics(self, labels, outputs):
+    """eval_results.txt's metrics of the examples' gold `labels` (label
+    strings, scores' texts, or tuples of labels) and their `outputs`:
+    probabilities, or the scores of a regression."""
+    if self.multi_label:
+      truth = [[label in names for label in self.labels] for names in labels]
+      return classifier_metrics.multi_label_metrics(
+          truth, outputs, self.threshold, self.labels)
     if self.processor.is_regression:
       scores = np.array(labels, np.float64)
       predictions = np.array(outputs)
@@ -527,25 +612,15 @@ class ClassificationTask(task.Task):
   def predict(self, estimator):
     """test_results.tsv (each example's probabilities, or score) and the
     GLUE submission file of the test set."""
-    counts = self.window_counts.get(task.TEST)
     examples, path = self._padded_features(
         task.TEST, "predict.tf_record", self.flags.predict_batch_size,
         "Running prediction")
-    results = list(estimator.predict(
+    outputs = self._outputs(estimator.predict(
         self._input_fn(path, is_training=False, drop_remainder=True),
-        num_batches=len(examples) // self.flags.predict_batch_size))
-    num_actual = len(self.examples[task.TEST])
-    if counts is None:
-      results = results[:num_actual]
-    else:
-      results = [{self._output_name: value}
-                 for value in self._combined(results, counts)]
-      num_actual = len(counts)
+        num_batches=len(examples) // self.flags.predict_batch_size),
+                            task.TEST)
     result_lines, submission_lines = prediction_lines(
-        results, self.labels, self.processor.is_regression)
-    if len(result_lines) != num_actual:
-      raise RuntimeError("Got %d predictions for %d test examples."
-                         % (len(result_lines), num_actual))
+        outputs, self.labels, self.processor.is_regression)
     self.write_output("test_results.tsv", "".join(result_lines))
     if self.processor.submission_name:
       self.write_output(self.processor.submission_name + ".tsv",
@@ -553,8 +628,16 @@ class ClassificationTask(task.Task):
     return None
 
   def serving_input_receiver_fn(self):
-    return serving_input_receiver_fn_builder(self.flags.max_seq_length,
-                                             self.processor.is_regression)
+    return serving_input_receiver_fn_builder(
+        self.flags.max_seq_length, self.processor.is_regression,
+        self.multi_label)
+
+  # What to do when a data file holds no examples.
+  _no_examples_fix = ("Download the task's files again, or point --data_dir "
+                      "at the folder that holds them.")
+
+  def _check_sources(self):
+    task.check_data_dir(self.data_dir, "point it at the task's data folder.")
 
   @property
   def _output_name(self):
@@ -573,7 +656,8 @@ class ClassificationTask(task.Task):
         len(examples),
         lambda path, fingerprint: file_based_convert_examples_to_features(
             examples, self.labels, self.flags.max_seq_length,
-            self.tokenizer, path, fingerprint=fingerprint),
+            self.tokenizer, path, fingerprint=fingerprint,
+            multi_label=self.multi_label),
         record_format=RECORD_FORMAT_VERSION, **order)
 
   def _padded_features(self, set_type, file_name, batch_size, title):
@@ -587,9 +671,323 @@ class ClassificationTask(task.Task):
         path, self.flags.max_seq_length, is_training=is_training,
         drop_remainder=drop_remainder,
         seed=self.flags.seed if is_training else None,
-        is_regression=self.processor.is_regression)
+        is_regression=self.processor.is_regression,
+        num_multi_labels=len(self.labels) if self.multi_label else None)
 
-  def _combined(self, results, counts):
-    """The outputs of windows, `results` in order, combined per example."""
-    outputs = [result[self._output_name] for result in results][:sum(counts)]
-    return combine_windows(outputs, counts, self.processor.is_regression)
+  def _outputs(self, results, set_type):
+    """Each example's output of the set's prediction `results` (one per
+    padded example, or window): its own, or its windows' combined."""
+    outputs = [result[self._output_name] for result in results]
+    counts = self.window_counts.get(set_type)
+    wanted = len(self.examples[set_type]) if counts is None else sum(counts)
+    if len(outputs) < wanted:
+      raise RuntimeError("Got %d predictions for %d rows of the %s set."
+                         % (len(outputs), wanted, set_type))
+    if counts is None:
+      return outputs[:wanted]
+    return combine_windows(outputs[:wanted], counts,
+                           self.processor.is_regression, self.multi_label)
+
+  def _gold_labels(self, examples, counts):
+    """The labels of the examples (padded, or their windows)."""
+    if counts is None:
+      return [example.label for example in examples
+              if not isinstance(example, PaddingInputExample)]
+    return [examples[i].label for i in np.cumsum([0] + list(counts[:-1]))]
+
+
+# ------------------------------------------------------- the user's files
+
+
+class FileProcessor(glue.DataProcessor):
+  """A user's CSV, TSV or JSON Lines files (tasks/labeled_files.py) as a
+  DataProcessor: their rows are the examples, and the training file tells
+  the problem's type and labels unless they are given (`settle`)."""
+
+  def __init__(self, files, columns, *, input_format=labeled_files.AUTO,
+               problem_type=None, labels=None, label_separator=","):
+    """Args:
+      files: {set type ("train", "dev", "test"): path or None}.
+      columns: labeled_files.Columns.
+      input_format: one of labeled_files.FORMATS, or AUTO.
+      problem_type: one of problem_types.PROBLEM_TYPES, or None (settled
+        from the training file or a trained run).
+      labels: the label list, or None (likewise).
+      label_separator: what cuts a multi-label cell into its labels.
+    """
+    self.files = dict(files)
+    self.columns = columns
+    self.input_format = input_format
+    self.problem_type = problem_type
+    self.labels = tuple(labels) if labels else None
+    self.label_separator = label_separator
+    self.text_pairs = columns.text_b is not None
+    # How the problem type and the labels were settled, for the log.
+    self.source = "given"
+    self._read = {}
+
+  @property
+  def is_regression(self):
+    return self.problem_type == problem_types.REGRESSION
+
+  @property
+  def multi_label(self):
+    return self.problem_type == problem_types.MULTI_LABEL
+
+  def settle(self, train, recorded):
+    """Fixes the problem type and the labels not given: from the training
+    file when the run trains (`train`), else from `recorded`, the
+    run_info.json of the trained run (None: none found).
+
+    Raises:
+      cli.UserError when nothing tells them, or the training file gives a
+      classifier fewer than two labels.
+    """
+    if train:
+      cells = [row.label for row in self._rows(task.TRAIN)]
+      if self.problem_type is None:
+        self.problem_type = labeled_files.problem_type_of(
+            cells, self.label_separator)
+        self.source = "inferred from %s" % self.files[task.TRAIN]
+      if self.labels is None and not self.is_regression:
+        self.labels = tuple(labeled_files.label_list(
+            cells, self.problem_type, self.label_separator))
+      self._check_labels()
+    elif self.problem_type is None or self.labels is None:
+      if not recorded or "problem_type" not in recorded:
+        raise cli.UserError(
+            "Cannot tell the model's labels: no --train_file, and no "
+            "run_info.json of a run_classifier.py run on files in "
+            "--output_dir or beside --init_checkpoint",
+            fix="Add --do_train with --train_file, or point --output_dir "
+            "(or --init_checkpoint) at the trained run.")
+      self.problem_type = self.problem_type or recorded["problem_type"]
+      self.labels = self.labels or tuple(recorded["labels"])
+      self.source = "the trained run's"
+    if self.is_regression:
+      self.labels = (None,)
+
+  def _check_labels(self):
+    if self.is_regression or len(self.labels) >= 2 or self.multi_label:
+      return
+    raise cli.UserError(
+        "%s has one label, %r; a classifier needs two or more" % (
+            self.files[task.TRAIN], self.labels[0] if self.labels else ""),
+        fix="Check --label_column, or pass --problem_type=regression for "
+        "scores.")
+
+  def get_labels(self):
+    return list(self.labels)
+
+  def get_data_files(self, data_dir, set_type):
+    del data_dir  # The files are named one by one.
+    return [self.files[set_type]]
+
+  def get_train_examples(self, data_dir):
+    return self._examples(task.TRAIN)
+
+  def get_dev_examples(self, data_dir):
+    return self._examples(task.DEV)
+
+  def get_test_examples(self, data_dir):
+    return self._examples(task.TEST)
+
+  def example_ids(self, set_type):
+    """The id of each example of a set (the id column's, else its line)."""
+    return [row.example_id for row in self._rows(set_type)]
+
+  def _rows(self, set_type):
+    """The rows of a set's file, read once."""
+    if set_type not in self._read:
+      self._read[set_type] = labeled_files.read_rows(
+          self.files[set_type], self.columns, self.input_format,
+          needs_label=set_type != task.TEST)
+    return self._read[set_type]
+
+  def _examples(self, set_type):
+    path = self.files[set_type]
+    examples = []
+    for row in self._rows(set_type):
+      label = None
+      if set_type != task.TEST:
+        label = labeled_files.example_label(path, row, self.problem_type,
+                                            self.labels, self.label_separator)
+      elif not self.is_regression:
+        # A test row's label stands in only for the features' uniform shape.
+        label = () if self.multi_label else self.labels[0]
+      else:
+        label = "0"
+      examples.append(glue.InputExample(
+          guid="%s-%d" % (set_type, row.line), text_a=row.text_a,
+          text_b=row.text_b, label=label))
+    return examples
+
+
+def answer(output, labels, problem_type, threshold=0.5):
+  """One example's prediction, from a classifier's model output.
+
+  Args:
+    output: its probabilities [labels] (softmax, or sigmoids for
+      multi-label), or its score (regression).
+    labels: the label list ([None] for regression).
+    problem_type: one of problem_types.PROBLEM_TYPES.
+    threshold: multi-label: a label is predicted above it.
+
+  Returns:
+    {"score"} (regression), {"label", "probabilities"} or, multi-label,
+    {"labels" (those above the threshold, in label order),
+    "probabilities"}; "probabilities" is a dict by label.
+  """
+  if problem_type == problem_types.REGRESSION:
+    return {"score": float(output)}
+  probabilities = dict(zip(labels, (float(p) for p in output)))
+  if problem_type == problem_types.MULTI_LABEL:
+    return {"labels": [label for label in labels
+                       if probabilities[label] > threshold],
+            "probabilities": probabilities}
+  return {"label": max(labels, key=probabilities.get),
+          "probabilities": probabilities}
+
+
+# The task name of run_classifier.py on a user's files.
+FILE_TASK = "file"
+# Where the predictions of a user's files go, one JSON object per example.
+PREDICTIONS_FILE = "predictions.jsonl"
+
+
+class FileClassificationTask(ClassificationTask):
+  """Classification, multi-label classification or regression on a user's
+  own files (FileProcessor): the problem type and the labels are recorded
+  in run_info.json, so that evaluation, prediction, the export and the
+  predictor need nothing else; predictions.jsonl gives each example's id
+  and prediction."""
+
+  def __init__(self, processor, *, threshold=None, tune_threshold=False,
+               **options):
+    """Args:
+      processor: the FileProcessor of the files.
+      threshold: a multi-label prediction's threshold; None: the one the
+        trained run recorded (tuned), else 0.5.
+      tune_threshold: evaluation picks the threshold with the best
+        micro-averaged F1 on the dev set, records and uses it.
+      **options: ClassificationTask's.
+    """
+    super().__init__(processor, None, FILE_TASK, **options)
+    self.threshold_given = threshold
+    self.tune_threshold = tune_threshold
+
+  def start(self, flags, bert_config, tokenizer):
+    """Every file the actions need is given; the problem type, the labels
+    and the threshold are settled."""
+    for set_type in self._needed_sets(flags):
+      if not self.processor.files.get(set_type):
+        raise cli.UserError("%s needs %s (a CSV, TSV or JSON Lines file)." % (
+            task.ACTION_FLAGS[set_type], _FILE_FLAGS[set_type]))
+    if self.tune_threshold and not flags.do_eval:
+      raise cli.UserError("--tune_threshold picks the threshold on the dev "
+                          "set: add --do_eval and --dev_file.")
+    recorded = None if flags.do_train else self._recorded(flags)
+    self.processor.settle(bool(flags.do_train), recorded)
+    weights = self.pos_weight
+    if isinstance(weights, list) and len(weights) != len(
+        self.processor.labels or ()):
+      raise cli.UserError("--pos_weight gives %d weights for %d labels; give "
+                          "one for all, or one per label." % (
+                              len(weights), len(self.processor.labels or ())))
+    if self.tune_threshold and not self.multi_label:
+      raise cli.UserError("--tune_threshold applies to a multi-label "
+                          "problem; this one is %s." %
+                          self.processor.problem_type)
+    super().start(flags, bert_config, tokenizer)
+    if self.threshold_given is not None:
+      self.threshold = self.threshold_given
+    elif recorded and recorded.get("threshold") is not None:
+      self.threshold = recorded["threshold"]
+    logging.info("Task: %s.", self.description())
+
+  def description(self):
+    """The problem type, where it came from, and the labels."""
+    problem = self.processor.problem_type
+    if self.processor.is_regression:
+      return "regression (%s)" % self.processor.source
+    text = "%s (%s), %d labels: %s" % (problem, self.processor.source,
+                                       len(self.labels),
+                                       ", ".join(self.labels))
+    if self.multi_label:
+      text += "; threshold %s" % ("tuned on the dev set" if
+                                  self.tune_threshold else self.threshold)
+    return text
+
+  def record(self):
+    """The problem type and whether examples are pairs, besides the
+    labels, for the predictor and a run that does not train."""
+    record = super().record()
+    record.update(problem_type=self.processor.problem_type,
+                  text_pairs=self.processor.text_pairs)
+    return record
+
+  def outputs_metrics(self, labels, outputs):
+    """ClassificationTask's; with --tune_threshold the dev set's outputs
+    first pick the multi-label threshold (classifier_metrics.
+    best_threshold), which run_info.json records and prediction uses."""
+    if self.multi_label and self.tune_threshold:
+      truth = [[label in names for label in self.labels] for names in labels]
+      self.threshold = classifier_metrics.best_threshold(truth, outputs)
+      run_info.add_fields(self.flags.output_dir, threshold=self.threshold)
+      logging.info("Threshold %s: the best micro-averaged F1 on %s; "
+                   "recorded in run_info.json.", self.threshold,
+                   self.processor.files[task.DEV])
+    return super().outputs_metrics(labels, outputs)
+
+  def predict(self, estimator):
+    """test_results.tsv and predictions.jsonl: per example {"id", and
+    "label" with "probabilities" (a dict by label), or "labels" (those
+    above the threshold) with "probabilities", or "score"}."""
+    examples, path = self._padded_features(
+        task.TEST, "predict.tf_record", self.flags.predict_batch_size,
+        "Running prediction")
+    outputs = self._outputs(estimator.predict(
+        self._input_fn(path, is_training=False, drop_remainder=True),
+        num_batches=len(examples) // self.flags.predict_batch_size),
+                            task.TEST)
+    result_lines, _ = prediction_lines(outputs, self.labels,
+                                       self.processor.is_regression)
+    self.write_output("test_results.tsv", "".join(result_lines))
+    ids = self.processor.example_ids(task.TEST)
+    self.write_output(PREDICTIONS_FILE, "".join(
+        json.dumps(dict(id=example_id, **self.answer(output)),
+                   ensure_ascii=False) + "\n"
+        for example_id, output in zip(ids, outputs)))
+    return None
+
+  def answer(self, output):
+    """One example's prediction from its model output (`answer`)."""
+    return answer(output, self.labels, self.processor.problem_type,
+                  self.threshold)
+
+  _no_examples_fix = "Pass a file with examples."
+
+  def _check_sources(self):
+    """The files exist (labeled_files reads them)."""
+
+  def _needed_sets(self, flags):
+    return [set_type for set_type, action in (
+        (task.TRAIN, flags.do_train), (task.DEV, flags.do_eval),
+        (task.TEST, flags.do_predict)) if action]
+
+  def _recorded(self, flags):
+    """The run_info.json of the trained run: --output_dir's, else the one
+    beside --init_checkpoint (None: neither has one)."""
+    folders = [flags.output_dir]
+    if flags.init_checkpoint:
+      folders.append(os.path.dirname(flags.init_checkpoint))
+    for folder in folders:
+      record = run_info.read(folder)
+      if record and record.get("task") == FILE_TASK:
+        return record
+    return None
+
+
+# The flag of each set's file.
+_FILE_FLAGS = {task.TRAIN: "--train_file", task.DEV: "--dev_file",
+               task.TEST: "--predict_file"}

@@ -119,6 +119,107 @@ def spearman(x, y):
   return pearson(rank_average(x), rank_average(y))
 
 
+# ------------------------------------------------------------ multi-label --
+
+
+# The smallest probability the multi-label loss takes the log of.
+_MIN_PROBABILITY = 1e-7
+
+
+def _ratio(numerator, denominator):
+  """numerator / denominator, 0.0 when the denominator is 0 (scikit-learn's
+  zero_division=0)."""
+  return float(numerator) / denominator if denominator else 0.0
+
+
+def _precision_recall_f1(true_positives, predicted, actual):
+  precision = _ratio(true_positives, predicted)
+  recall = _ratio(true_positives, actual)
+  return precision, recall, _ratio(2 * precision * recall,
+                                   precision + recall)
+
+
+def label_ranking_average_precision(labels, scores):
+  """Label ranking average precision, as scikit-learn defines it: for each
+  example, the mean over its true labels j of (its true labels scored at
+  least as high as j) / (all labels scored at least as high as j); an
+  example with no true label, or with every label true, scores 1; the
+  mean over examples.
+
+  Args:
+    labels: 0/1 [examples, labels].
+    scores: [examples, labels], higher means more likely.
+  """
+  labels = np.asarray(labels, dtype=bool)
+  scores = np.asarray(scores, dtype=np.float64)
+  total = 0.0
+  for truth, score in zip(labels, scores):
+    if not truth.any() or truth.all():
+      total += 1.0
+      continue
+    at_least = score[None, :] >= score[truth][:, None]
+    total += np.mean(np.sum(at_least & truth[None, :], axis=1) /
+                     np.sum(at_least, axis=1))
+  return _ratio(total, len(labels))
+
+
+def multi_label_metrics(labels, probabilities, threshold, names,
+                        prefix="eval_"):
+  """The metrics of a multi-label evaluation.
+
+  Args:
+    labels: 0/1 [examples, labels], the true labels.
+    probabilities: [examples, labels], each label's sigmoid.
+    threshold: a label is predicted when its probability is above it.
+    names: the labels' names, for the per-label metrics.
+    prefix: put before every metric's name.
+
+  Returns:
+    dict: loss (the mean binary cross-entropy, probabilities clipped to
+    [1e-7, 1 - 1e-7]); precision, recall and F1 micro-averaged (counted over
+    all labels and examples) and macro-averaged (the mean over labels);
+    exact_match (the share of examples whose predicted set is their true
+    one); lrap (label_ranking_average_precision); threshold; and each
+    label's precision, recall and F1 ("<prefix>f1_<name>", ...).
+  """
+  labels = np.asarray(labels, dtype=bool)
+  probabilities = np.asarray(probabilities, dtype=np.float64)
+  predicted = probabilities > threshold
+  clipped = np.clip(probabilities, _MIN_PROBABILITY, 1 - _MIN_PROBABILITY)
+  values = {"loss": float(-np.mean(np.where(labels, np.log(clipped),
+                                            np.log(1 - clipped)))),
+            "exact_match": float(np.mean(np.all(predicted == labels,
+                                                axis=1))),
+            "lrap": label_ranking_average_precision(labels, probabilities),
+            "threshold": float(threshold)}
+  hits = predicted & labels
+  micro = _precision_recall_f1(hits.sum(), predicted.sum(), labels.sum())
+  per_label = [_precision_recall_f1(hits[:, j].sum(), predicted[:, j].sum(),
+                                    labels[:, j].sum())
+               for j in range(labels.shape[1])]
+  for i, kind in enumerate(("precision", "recall", "f1")):
+    values["micro_" + kind] = micro[i]
+    values["macro_" + kind] = float(np.mean([p[i] for p in per_label]))
+    for name, scores in zip(names, per_label):
+      values["%s_%s" % (kind, name)] = scores[i]
+  return {prefix + key: value for key, value in values.items()}
+
+
+# The thresholds `best_threshold` tries.
+THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(1, 20))
+
+
+def best_threshold(labels, probabilities):
+  """Of THRESHOLDS, the one with the highest micro-averaged F1 on
+  (`labels`, `probabilities`); ties go to the one nearest 0.5."""
+  def micro_f1(threshold):
+    predicted = np.asarray(probabilities) > threshold
+    truth = np.asarray(labels, dtype=bool)
+    return _precision_recall_f1((predicted & truth).sum(), predicted.sum(),
+                                truth.sum())[2]
+  return max(THRESHOLDS, key=lambda t: (micro_f1(t), -abs(t - 0.5)))
+
+
 # -------------------------------------------------------------- Streaming --
 
 

@@ -53,6 +53,8 @@ class DataProcessor(object):
   labels = None
   # Regression tasks (STS-B) predict one float instead of a class.
   is_regression = False
+  # Multi-label tasks give an example any number of the labels (a tuple).
+  multi_label = False
   # Whether an example is a pair of texts (min. --max_seq_length 5, else 3).
   text_pairs = True
   # Official GLUE metrics beside accuracy: names in classifier_metrics.

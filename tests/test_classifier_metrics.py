@@ -180,3 +180,72 @@ def test_unknown_metric_name_is_refused():
       cm.classification_metric_ops(tf.constant([1]), tf.constant([1]),
                                    tf.constant([0.5]), tf.constant([1.0]),
                                    ("auc",))
+
+
+# ------------------------------------------------------------ multi-label
+
+# Four examples, three labels. At threshold 0.5 (strictly above) the
+# predictions are [1,0,1], [0,1,0], [1,0,0], [0,0,0]: the first two exact,
+# the third misses label 1, the fourth misses label 2.
+MULTI_TRUTH = [[1, 0, 1], [0, 1, 0], [1, 1, 0], [0, 0, 1]]
+MULTI_PROBS = [[0.9, 0.2, 0.6], [0.4, 0.7, 0.1], [0.8, 0.3, 0.2],
+               [0.1, 0.5, 0.3]]
+
+
+def test_label_ranking_average_precision_published_example():
+  # scikit-learn's documented example of label_ranking_average_precision_score
+  # gives 0.416... (= (1/2 + 1/3) / 2).
+  assert cm.label_ranking_average_precision(
+      [[1, 0, 0], [0, 0, 1]], [[0.75, 0.5, 1], [1, 0.2, 0.1]]) == (
+          pytest.approx(0.41666666666666663))
+
+
+def test_multi_label_metrics_worked_example():
+  """By hand, from the definitions (scikit-learn's precision, recall and F1
+  with average="micro" / "macro", accuracy_score of label sets, label
+  ranking average precision):
+    label 0: predicted {0, 2}, true {0, 2}: P 1, R 1, F1 1;
+    label 1: predicted {1}, true {1, 2}: P 1, R 1/2, F1 2/3;
+    label 2: predicted {0}, true {0, 3}: P 1, R 1/2, F1 2/3;
+    micro: 4 hits, 4 predicted, 6 true: P 1, R 2/3, F1 0.8;
+    macro: P 1, R 2/3, F1 7/9; exact match 2/4;
+    LRAP: examples 1-3 rank their true labels first (1 each); example 4's
+    true label 2 (0.3) is below label 1 (0.5): 1/2; mean 3.5/4."""
+  values = cm.multi_label_metrics(MULTI_TRUTH, MULTI_PROBS, 0.5,
+                                  ["a", "b", "c"])
+  want = {"eval_precision_a": 1.0, "eval_recall_a": 1.0, "eval_f1_a": 1.0,
+          "eval_precision_b": 1.0, "eval_recall_b": 0.5,
+          "eval_f1_b": 2 / 3, "eval_precision_c": 1.0, "eval_recall_c": 0.5,
+          "eval_f1_c": 2 / 3, "eval_micro_precision": 1.0,
+          "eval_micro_recall": 2 / 3, "eval_micro_f1": 0.8,
+          "eval_macro_precision": 1.0, "eval_macro_recall": 2 / 3,
+          "eval_macro_f1": 7 / 9, "eval_exact_match": 0.5,
+          "eval_lrap": 3.5 / 4, "eval_threshold": 0.5}
+  # The mean binary cross-entropy over the 12 (example, label) entries.
+  entries = [math.log(p) if t else math.log(1 - p)
+             for truth, probs in zip(MULTI_TRUTH, MULTI_PROBS)
+             for t, p in zip(truth, probs)]
+  want["eval_loss"] = -sum(entries) / len(entries)
+  assert values == pytest.approx(want)
+
+
+def test_multi_label_metrics_count_an_undefined_ratio_as_zero():
+  """A label never predicted and never true has precision, recall and F1 0
+  (scikit-learn's zero_division=0); an example with no true label and none
+  predicted is an exact match and ranks perfectly (LRAP 1)."""
+  values = cm.multi_label_metrics([[0, 1], [0, 0]], [[0.1, 0.9], [0.2, 0.1]],
+                                  0.5, ["x", "y"])
+  assert (values["eval_precision_x"], values["eval_recall_x"],
+          values["eval_f1_x"]) == (0.0, 0.0, 0.0)
+  assert values["eval_macro_f1"] == pytest.approx(0.5)
+  assert values["eval_exact_match"] == 1.0
+  assert values["eval_lrap"] == 1.0
+
+
+def test_best_threshold_takes_the_best_micro_f1_nearest_one_half():
+  # 0.15, 0.20 and 0.25 all separate the two true labels from the false one
+  # (F1 1); 0.25 is the nearest to 0.5.
+  assert cm.best_threshold([[1], [1], [0]], [[0.3], [0.35], [0.1]]) == 0.25
+  # The worked example's micro F1 is 0.8 at 0.5, 2/3 at 0.3, and 6/7 at
+  # both 0.2 and 0.25 (all 6 true labels among 8 predicted): 0.25 wins.
+  assert cm.best_threshold(MULTI_TRUTH, MULTI_PROBS) == 0.25

@@ -261,6 +261,60 @@ def test_classifier_head_matches_numpy(built_models, num_labels, is_training):
   assert np.abs(bias).min() > 1e-3
 
 
+def np_multi_label(pooled, weights, bias, labels, pos_weight=None):
+  """The multi-label classifier head (no dropout) as Hugging Face's
+  BCEWithLogitsLoss defines it: each label's logit, its sigmoid, and
+  -(w y log sigmoid(x) + (1 - y) log(1 - sigmoid(x))), w the positive
+  weight (1 without one), averaged over labels (per example) and then over
+  examples.
+
+  Returns:
+    (loss, per-example loss [batch], logits, sigmoids [batch, labels]).
+  """
+  logits = _np_dense_head(pooled, weights, bias)
+  sigmoid = 1.0 / (1.0 + np.exp(-logits))
+  weight = 1.0 if pos_weight is None else np.asarray(pos_weight, np.float64)
+  per_label = -(weight * labels * np.log(sigmoid) +
+                (1.0 - labels) * np.log(1.0 - sigmoid))
+  per_example = per_label.mean(axis=1)
+  return per_example.mean(), per_example, logits, sigmoid
+
+
+@pytest.mark.parametrize("pos_weight", [None, 2.5, [1.0, 3.0, 0.5]],
+                         ids=["unweighted", "one_weight", "per_label"])
+def test_multi_label_head_matches_numpy(built_models, pos_weight):
+  """create_model(multi_label=True): one sigmoid per label and the mean
+  binary cross-entropy with the positive weights, against NumPy on the
+  pooled output the head read (evaluation mode: no dropout)."""
+  ids, mask, types = _inputs()
+  labels = np.array([[1, 0, 1], [0, 0, 0], [0, 1, 1], [1, 1, 1]],
+                    np.float32)
+  config = _config()
+  with tf.Graph().as_default():
+    _start_graph()
+    head = run_classifier.create_model(
+        config, False, tf.constant(ids), tf.constant(mask),
+        tf.constant(types), tf.constant(labels), 3, False, multi_label=True,
+        pos_weight=pos_weight)
+    (model,) = built_models
+    arrays = _head_arrays(_head_shapes(), seed=7)
+    arrays.update(test_modeling._random_weights(config, seed=1))
+    (loss, per_example, logits, outputs), pooled = _run(
+        (head, model.get_pooled_output()), arrays)
+  want = np_multi_label(pooled, arrays["output_weights"],
+                        arrays["output_bias"], labels, pos_weight)
+  np.testing.assert_allclose(logits, want[2], **TOLERANCE)
+  np.testing.assert_allclose(outputs, want[3], **TOLERANCE)
+  np.testing.assert_allclose(per_example, want[1], **TOLERANCE)
+  np.testing.assert_allclose(loss, want[0], **TOLERANCE)
+  # Each label has its own probability: the rows do not sum to 1.
+  assert np.abs(outputs.sum(axis=1) - 1.0).max() > 0.05
+  if pos_weight is not None:
+    unweighted = np_multi_label(pooled, arrays["output_weights"],
+                                arrays["output_bias"], labels)
+    assert abs(unweighted[0] - want[0]) > 1e-3
+
+
 def test_classifier_head_mask_of_a_micro_batch(built_models):
   """With 2 accumulation steps recorded (as the runner does), micro_step 5
   is the second micro-batch of update 2: the head's mask is the one the
