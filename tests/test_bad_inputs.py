@@ -51,6 +51,12 @@ EXTRACT = ["--input_file={tmp}/input.txt", "--output_file={out}/out.jsonl",
            "--init_checkpoint={MINILM}/bert_model.ckpt",
            "--max_seq_length=16"]
 
+# run_classifier.py on your own files in tmp (written by `_own_files`).
+OWN_FLAGS = ["--vocab_file={UNCASED}", "--bert_config_file={TINY_CONFIG}",
+             "--max_seq_length=32", "--train_batch_size=2",
+             "--output_dir={out}"]
+OWN = OWN_FLAGS + ["--train_file={tmp}/train.csv", "--do_train"]
+
 # run_pretraining.py on records of 32 tokens and 5 predictions in
 # tmp/records (written by `_records`).
 PRETRAIN = ["--input_file={tmp}/records/*.tfrecord",
@@ -85,6 +91,21 @@ def _mrpc_copy(tmp, train=None):
     _write(os.path.join(data, "train.tsv"), train,
            "wb" if isinstance(train, bytes) else "w")
   return data
+
+
+def _own_files(tmp, dev_label=None, empty_text=False, only_yes=False):
+  """tmp/train.csv (and dev.csv) of texts labeled yes / no; the dev file's
+  second example labeled `dev_label`."""
+  train = ["text,label", "A good day.,yes", "A bad day.,no",
+           "Rain again.,no", "Sun at last.,yes"]
+  if only_yes:
+    train = [row.replace(",no", ",yes") for row in train]
+  if empty_text:
+    train[3] = '"  ",no'
+  _write(os.path.join(tmp, "train.csv"), "\n".join(train) + "\n")
+  if dev_label:
+    _write(os.path.join(tmp, "dev.csv"), "text,label\nFine.,yes\nOdd.,%s\n"
+           % dev_label)
 
 
 def _lines(name):
@@ -237,6 +258,50 @@ CASES = {
         prepare=lambda tmp: _config(tmp, hidden_size=256,
                                     intermediate_size=1024,
                                     num_attention_heads=8)),
+    # Your own files (tasks/labeled_files.py): refused before training.
+    "own_dev_label_not_in_training": case(
+        "run_classifier.py", OWN + ["--do_eval", "--dev_file={tmp}/dev.csv"],
+        "dev.csv:3: label 'spam' is not one of the model's labels (no, "
+        "yes). Train with a file that has it, or add it to --labels.",
+        prepare=lambda tmp: _own_files(tmp, dev_label="spam")),
+    "own_regression_label_not_a_number": case(
+        "run_classifier.py", OWN + ["--problem_type=regression"],
+        "train.csv:2: label \"yes\" is not a number.",
+        prepare=_own_files),
+    "own_missing_column": case(
+        "run_classifier.py", OWN + ["--text_a_column=sentence"],
+        "train.csv:1: the header has no column 'sentence' (it has 'text', "
+        "'label'). Pass --text_a_column with one of them.",
+        prepare=_own_files),
+    "own_empty_text": case(
+        "run_classifier.py", OWN, "train.csv:4: text_a 'text' is empty.",
+        prepare=lambda tmp: _own_files(tmp, empty_text=True)),
+    "own_eval_without_dev_file": case(
+        "run_classifier.py", OWN + ["--do_eval"],
+        "--do_eval needs --dev_file", prepare=_own_files),
+    "own_one_label": case(
+        "run_classifier.py", OWN, "train.csv has one label, 'yes'; a "
+        "classifier needs two or more.",
+        prepare=lambda tmp: _own_files(tmp, only_yes=True)),
+    "own_tune_threshold_of_one_label_per_example": case(
+        "run_classifier.py", OWN + ["--tune_threshold", "--do_eval",
+                                    "--dev_file={tmp}/train.csv"],
+        "--tune_threshold applies to a multi-label problem; this one is "
+        "single_label.", prepare=_own_files),
+    "own_files_with_data_dir": case(
+        "run_classifier.py", OWN + ["--data_dir={MRPC}"],
+        "--data_dir reads GLUE's files", prepare=_own_files),
+    "own_predict_without_a_trained_run": case(
+        "run_classifier.py", [
+            "--vocab_file={MINILM}/vocab.txt", "--do_predict",
+            "--bert_config_file={MINILM}/bert_config.json",
+            "--init_checkpoint={MINILM}/bert_model.ckpt",
+            "--output_dir={out}", "--predict_file={tmp}/train.csv"],
+        "Cannot tell the model's labels", "--train_file",
+        prepare=_own_files),
+    "own_pos_weight_per_label_count": case(
+        "run_classifier.py", OWN + ["--pos_weight=1,2,3"],
+        "--pos_weight gives 3 weights for 2 labels", prepare=_own_files),
     "fp16_on_cpu": case(
         "run_classifier.py", TRAIN + ["--precision=fp16"],
         "--precision=fp16", "--precision=bf16"),

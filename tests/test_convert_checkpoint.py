@@ -227,9 +227,10 @@ def _randomize_and_save(folder, extra_state=True):
                                     global_step=7)
 
 
-def _fine_tuned_folder(folder, task, labels, build_head):
+def _fine_tuned_folder(folder, task, labels, build_head, **extra):
   """A fine-tuning output folder: checkpoint, bert_config.json, vocab.txt,
-  run_info.json; the head made by `build_head(bert_config, ids)`."""
+  run_info.json (with `extra` fields); the head made by
+  `build_head(bert_config, ids)`."""
   os.makedirs(folder)
   bert_config = modeling.BertConfig.from_json_file(TINY_CONFIG)
   with tf.Graph().as_default():
@@ -237,7 +238,7 @@ def _fine_tuned_folder(folder, task, labels, build_head):
     build_head(bert_config, ids)
     _randomize_and_save(folder)
   record = run_info.make_record(task, labels, True, 64, TINY_CONFIG,
-                                  UNCASED_VOCAB)
+                                  UNCASED_VOCAB, **extra)
   run_info.write(folder, record, TINY_CONFIG, UNCASED_VOCAB)
   return folder
 
@@ -322,6 +323,23 @@ def test_regression_classifier_keeps_one_output(tmp_path):
   assert hf["classifier.weight"].shape == (1, 64)
   assert config["problem_type"] == "regression"
   assert record["labels"] == [None]
+  _assert_same_tensors(back, _model_tensors(folder))
+
+
+def test_multi_label_classifier_keeps_its_problem_type(tmp_path):
+  """A multi-label classifier (run_classifier.py on your own files) is
+  transformers' BertForSequenceClassification with problem_type
+  multi_label_classification (so that it scores with sigmoids), and comes
+  back as one."""
+  labels = ["food", "sport", "weather"]
+  folder = _fine_tuned_folder(
+      str(tmp_path / "topics"), "file", labels, _classifier,
+      problem_type="multi_label", text_pairs=False)
+  _, config, back, record = _round_trip(folder, tmp_path)
+  assert config["problem_type"] == "multi_label_classification"
+  assert config["id2label"] == {"0": "food", "1": "sport", "2": "weather"}
+  assert (record["task"], record["labels"], record["problem_type"]) == (
+      "file", labels, "multi_label")
   _assert_same_tensors(back, _model_tensors(folder))
 
 

@@ -171,6 +171,17 @@ def test_classifier_combination_is_the_mean_of_log_probabilities():
       1.5, 4.5]
 
 
+def test_multi_label_combination_is_each_labels_highest_probability():
+  # A label of a long text shows in some window of it: its probability is
+  # the highest over the windows, label by label (not a distribution).
+  combined = classification.combine_windows(
+      [np.array([0.1, 0.8, 0.3]), np.array([0.6, 0.2, 0.4]),
+       np.array([0.5, 0.5, 0.5])], [2, 1], is_regression=False,
+      multi_label=True)
+  np.testing.assert_allclose(combined[0], [0.6, 0.8, 0.4])
+  np.testing.assert_allclose(combined[1], [0.5, 0.5, 0.5])
+
+
 def _write(path, rows):
   with open(path, "w") as f:
     f.write("".join("\t".join(row) + "\n" for row in rows))

@@ -56,3 +56,43 @@ def test_fine_tuned_classifier_in_bert_for_sequence_classification(
       side_by_side.hf_outputs(model, *inputs).logits.numpy(),
       side_by_side.ours(prefix, build, inputs), rtol=0, atol=TOLERANCE)
   side_by_side.assert_round_trip(model, hf_dir, prefix, str(tmp_path))
+
+
+@pytest.mark.slow
+def test_multi_label_classifier_in_bert_for_sequence_classification(
+    assets_dir, minilm_dir, tmp_path):
+  """A multi-label head (run_classifier.py on your own files) of random
+  values on MiniLM: the conversion says problem_type
+  multi_label_classification, so that transformers scores it with
+  sigmoids; their values and its binary cross-entropy loss equal ours on
+  real MRPC dev texts and made-up label sets."""
+  config_file = side_by_side.minilm_config(minilm_dir, str(tmp_path),
+                                           "gelu_exact")
+  inputs = side_by_side.mrpc_inputs(assets_dir, minilm_dir)
+  bert_config = modeling.BertConfig.from_json_file(config_file)
+  labels = np.random.default_rng(3).integers(
+      0, 2, (inputs[0].shape[0], 4)).astype(np.float32)
+
+  def build(input_ids, input_mask, segment_ids):
+    loss, _, _, probabilities = classification.create_model(
+        bert_config, False, input_ids, input_mask, segment_ids,
+        tf.constant(labels), 4, False, multi_label=True)
+    return loss, probabilities
+
+  prefix, hf_dir = side_by_side.converted_random_head(
+      str(tmp_path / "work"), minilm_dir, config_file,
+      side_by_side.head_shapes(build, inputs), 0.5, 11, "file",
+      inputs[0].shape[1], labels=["w", "x", "y", "z"],
+      problem_type="multi_label", text_pairs=True)
+  model = side_by_side.hf_model("BertForSequenceClassification", hf_dir)
+  assert model.config.problem_type == "multi_label_classification"
+  ids, mask, segments = (side_by_side.torch.from_numpy(a.astype(np.int64))
+                         for a in inputs)
+  with side_by_side.torch.no_grad():
+    theirs = model(input_ids=ids, attention_mask=mask, token_type_ids=segments,
+                   labels=side_by_side.torch.from_numpy(labels))
+  loss, probabilities = side_by_side.ours(prefix, build, inputs)
+  np.testing.assert_allclose(
+      side_by_side.torch.sigmoid(theirs.logits).numpy(), probabilities,
+      rtol=0, atol=TOLERANCE)
+  np.testing.assert_allclose(theirs.loss.item(), loss, rtol=1e-5)
