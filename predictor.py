@@ -145,6 +145,7 @@ from tasks import squad
 from tasks import swag
 import tokenization
 from userio import progress
+from userio import verbosity
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 NER_TASK = ner.TASK_NAME
@@ -310,9 +311,13 @@ class ExportedModel(object):
     return outputs
 
 
-def example_fields(task):
+def example_fields(task, text_columns=None):
   """The names of the two texts of an example of `task` (the second is
-  optional for some tasks)."""
+  optional for some tasks); for a classifier trained on your own files,
+  `text_columns` (run_info.json's) names them as its files' header did."""
+  if text_columns and not any(str(name).isdigit()
+                              for name in text_columns if name):
+    return text_columns[0], text_columns[1] or "text_b"
   if task == SQUAD_TASK:
     return "question", "context"
   if task == SWAG_TASK:
@@ -328,8 +333,9 @@ def _shown(value):
   return json.dumps(value, ensure_ascii=False, default=repr)
 
 
-def check_example(task, values, text_pairs=None):
-  """Checks the two texts of one example for a model of `task`.
+def check_example(task, values, text_pairs=None, fields=None):
+  """Checks the two texts of one example for a model of `task`, named
+  `fields` (default: `example_fields(task)`).
 
   SQuAD needs both; a classifier needs the first, and the second exactly
   when it classifies sentence pairs: when its task (one of run_classifier's)
@@ -342,7 +348,9 @@ def check_example(task, values, text_pairs=None):
   if task == SWAG_TASK:
     check_choices(values)
     return
-  fields = example_fields(task)
+  fields = fields or example_fields(task)
+  model = ("this model" if task == classification.FILE_TASK else
+           "the %s model" % task.upper())
   processor = glue.PROCESSORS.get(task)
   if task == NER_TASK and values[1] is not None:
     raise cli.UserError("the NER model tags one text: give text alone (a "
@@ -358,11 +366,11 @@ def check_example(task, values, text_pairs=None):
   for name, value, wanted in zip(fields, values, (True, wants_second)):
     if value is None and wanted:
       raise cli.UserError(
-          "%s is missing: the %s model reads %s (in a text line: two texts "
-          "separated by a tab)" % (name, task.upper(), " and ".join(fields)))
+          "%s is missing: %s reads %s (in a text line: two texts "
+          "separated by a tab)" % (name, model, " and ".join(fields)))
     if value is not None and not wanted:
-      raise cli.UserError("the %s model classifies single sentences: give "
-                          "%s alone" % (task.upper(), fields[0]))
+      raise cli.UserError("%s classifies single texts: give %s alone" % (
+          model, fields[0]))
     if value is not None and (not isinstance(value, str) or
                               not value.strip()):
       raise cli.UserError("%s must be a non-empty string, not %s" % (
@@ -899,10 +907,12 @@ class LineSource(object):
   and a bad line stops it after the batches before that line.
   """
 
-  def __init__(self, path, task, input_format, batch_size, text_pairs=None):
+  def __init__(self, path, task, input_format, batch_size, text_pairs=None,
+               text_columns=None):
     self.name = "stdin" if path == "-" else path
     self.task = task
     self.text_pairs = text_pairs
+    self.fields = example_fields(task, text_columns)
     self.input_format = input_format
     # A person typing lines wants each answer at once.
     self.batch_size = (1 if path == "-" and sys.stdin.isatty() else
@@ -916,15 +926,14 @@ class LineSource(object):
 
   def _lines(self):
     """Yields (line number, id, field values); LineError for a bad line."""
-    fields = example_fields(self.task)
     reader = (sys.stdin.buffer if self._path == "-" else
               open(self._path, "rb"))
     try:
       for number, line in enumerate(reader, 1):
         try:
           text = line.decode("utf-8").rstrip("\r\n")
-          line_id, values = parse_line(text, fields, self.input_format)
-          check_example(self.task, values, self.text_pairs)
+          line_id, values = parse_line(text, self.fields, self.input_format)
+          check_example(self.task, values, self.text_pairs, self.fields)
         except UnicodeDecodeError as e:
           raise LineError("%s; save the input as UTF-8." % utf8.finding(
               self.name, line, e.start, first_line=number)) from None
@@ -950,6 +959,7 @@ class LineSource(object):
 
 
 def main(_):
+  verbosity.start_logging()
   if FLAGS.batch_size < 1:
     raise cli.UserError("--batch_size=%d must be at least 1." %
                         FLAGS.batch_size)
@@ -957,7 +967,8 @@ def main(_):
   record = read_record(path)
   task = record["task"]
   source = LineSource(FLAGS.input, task, FLAGS.input_format,
-                      FLAGS.batch_size, record.get("text_pairs"))
+                      FLAGS.batch_size, record.get("text_pairs"),
+                      record.get("text_columns"))
   options = {"batch_size": FLAGS.batch_size}
   if task == SQUAD_TASK:
     options.update(

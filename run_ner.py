@@ -3,8 +3,11 @@
 ran it (Devlin et al. 2019, Section 5.3 and Table 7).
 
   * The data are CoNLL-2003's files as distributed (train.txt, valid.txt,
-    test.txt, or eng.train, eng.testa, eng.testb) in --data_dir, with IOB1
-    tags (the original release) or IOB2 (--tag_scheme); see tasks/conll.py.
+    test.txt, or eng.train, eng.testa, eng.testb) in --data_dir, or files of
+    your own in the same format (--train_file, --dev_file, --predict_file:
+    a token per line, its tag last, fields split by spaces or tabs), with
+    any entity types, tagged IOB1 (CoNLL-2003's original release), IOB2 or
+    BIOES (--tag_scheme); see tasks/conll.py.
   * Each word is WordPiece tokenized; its first sub-token carries its label
     and is what the token-level softmax classifies (no CRF). The other
     sub-tokens, [CLS], [SEP] and padding take no part in the loss.
@@ -18,8 +21,9 @@ ran it (Devlin et al. 2019, Section 5.3 and Table 7).
   * The head: `cls/ner/output_weights` [num_labels, width] and
     `cls/ner/output_bias` [num_labels] on BERT's sequence output (what
     Hugging Face's BertForTokenClassification calls `classifier`); the loss
-    is each window's mean cross-entropy over its labeled words, averaged
-    over the windows of the batch.
+    averages the labeled words' cross-entropies per window and then over
+    the batch's windows, or over all the batch's labeled words
+    (--loss_average; tasks/token_loss.py).
   * --feature_mode: the paper's feature-based rows of Table 7. BERT is
     frozen (no BERT variable is trained or given optimizer slots) and one of
     its layer combinations feeds a randomly initialized two-layer BiLSTM
@@ -43,6 +47,7 @@ from absl import flags
 from startup import shared_flags
 from tasks import conll
 from tasks import feature_modes
+from tasks import token_loss
 from userio import cli
 
 FLAGS = flags.FLAGS
@@ -55,6 +60,11 @@ def define_flags(flag_values=flags.FLAGS):
       "Folder with the CoNLL-2003 files: train.txt, valid.txt (or dev.txt) "
       "and test.txt, or the original eng.train, eng.testa, eng.testb.",
       flag_values=flag_values)
+  for name, what in (("train_file", "training"), ("dev_file", "--do_eval's"),
+                     ("predict_file", "--do_predict's (tags optional)")):
+    flags.DEFINE_string(
+        name, None, "Your own %s file in CoNLL format, instead of "
+        "--data_dir." % what, flag_values=flag_values)
   shared_flags.define_common_flags(
       max_seq_length_default=128, flag_values=flag_values,
       serving_outputs="tag_ids [batch, length] (the label list is in "
@@ -71,7 +81,14 @@ def define_flags(flag_values=flags.FLAGS):
       "tag_scheme", "iob1", list(conll.TAG_SCHEMES),
       "iob1: CoNLL-2003's original release (entities are I-<type>, B- only "
       "between two entities of one type); iob2: BIO, every entity starts "
-      "with B-. The files are checked against it.", flag_values=flag_values)
+      "with B-; bioes: IOBES, S-<type> for one word, else B- ... E-. The "
+      "files are checked against it.", flag_values=flag_values)
+  flags.DEFINE_enum(
+      "loss_average", token_loss.WINDOW, list(token_loss.LOSS_AVERAGES),
+      "window: the loss is each window's mean cross-entropy over its "
+      "labeled words, averaged over the batch's windows; word: the mean "
+      "over all labeled words of the batch, as Hugging Face's "
+      "BertForTokenClassification.", flag_values=flag_values)
   flags.DEFINE_enum(
       "context", "document", list(conll.CONTEXTS),
       "document: a document's sentences are read together in overlapping "
@@ -107,20 +124,25 @@ from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-impor
 
 from driver import training
 from tasks import ner
+from tasks import task as task_lib
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 
 def main(_, flag_values=FLAGS):
   task = ner.NerTask(
-      flag_values.data_dir, tag_scheme=flag_values.tag_scheme,
-      context=flag_values.context, doc_stride=flag_values.doc_stride,
+      flag_values.data_dir,
+      data_files={task_lib.TRAIN: flag_values.train_file,
+                  task_lib.DEV: flag_values.dev_file,
+                  task_lib.TEST: flag_values.predict_file},
+      tag_scheme=flag_values.tag_scheme, context=flag_values.context,
+      doc_stride=flag_values.doc_stride,
       feature_mode=flag_values.feature_mode,
-      lstm_size=flag_values.lstm_size)
+      lstm_size=flag_values.lstm_size,
+      loss_average=flag_values.loss_average)
   training.run(task, shared_flags.read(flag_values))
 
 
 if __name__ == "__main__":
   define_flags()
-  flags.mark_flag_as_required("data_dir")
   flags.mark_flag_as_required("output_dir")
   cli.run(main)

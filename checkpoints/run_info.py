@@ -52,9 +52,9 @@ _WHAT = (
 _TRAINING_ONLY = ("max_seq_length", "version_2_with_negative",
                   "max_predictions_per_seq", "doc_stride", "max_query_length",
                   "long_text")
-# Names of copies, and settings an evaluation may tune after training, not
-# properties of the model.
-_NOT_COMPARED = ("vocab_file", "threshold")
+# Names of copies and of data columns, and settings an evaluation may tune
+# after training: not properties of the model.
+_NOT_COMPARED = ("vocab_file", "threshold", "text_columns")
 
 
 def file_sha256(path):

@@ -882,7 +882,7 @@ class FileClassificationTask(ClassificationTask):
     for set_type in self._needed_sets(flags):
       if not self.processor.files.get(set_type):
         raise cli.UserError("%s needs %s (a CSV, TSV or JSON Lines file)." % (
-            task.ACTION_FLAGS[set_type], _FILE_FLAGS[set_type]))
+            task.ACTION_FLAGS[set_type], task.FILE_FLAGS[set_type]))
     if self.tune_threshold and not flags.do_eval:
       raise cli.UserError("--tune_threshold picks the threshold on the dev "
                           "set: add --do_eval and --dev_file.")
@@ -919,11 +919,14 @@ class FileClassificationTask(ClassificationTask):
     return text
 
   def record(self):
-    """The problem type and whether examples are pairs, besides the
-    labels, for the predictor and a run that does not train."""
+    """The problem type, whether examples are pairs and the text columns'
+    names, besides the labels, for the predictor and a run that does not
+    train."""
     record = super().record()
+    columns = self.processor.columns
     record.update(problem_type=self.processor.problem_type,
-                  text_pairs=self.processor.text_pairs)
+                  text_pairs=self.processor.text_pairs,
+                  text_columns=[columns.text_a, columns.text_b])
     return record
 
   def outputs_metrics(self, labels, outputs):
@@ -987,7 +990,3 @@ class FileClassificationTask(ClassificationTask):
         return record
     return None
 
-
-# The flag of each set's file.
-_FILE_FLAGS = {task.TRAIN: "--train_file", task.DEV: "--dev_file",
-               task.TEST: "--predict_file"}

@@ -6,23 +6,31 @@ The files, as distributed: one token per line, its fields separated by
 spaces (token, part of speech, chunk, entity tag in the original release;
 the tests and other corpora may have only the token and the tag), blank
 lines between sentences, and a line whose token is "-DOCSTART-" before each
-document. The token is the first field and the entity tag the last. A tag
-is "O" or "B-<type>" / "I-<type>", read under one of two schemes:
+document. The token is the first field and the entity tag the last. A line
+with a tab is split at tabs only (so a token may hold a space), any other
+at runs of spaces. A tag is "O" or "<prefix>-<type>" with any type, read
+under one of three schemes:
 
   iob1  the original release: an entity's words are I-<type>; B-<type>
         marks only a word that starts an entity right after another entity
         of the same type.
   iob2  (BIO) every entity starts with B-<type>, its other words I-<type>.
+  bioes (IOBES) a one-word entity is S-<type>; a longer one is B-<type>,
+        I-<type> ..., E-<type>.
 
 Entity-level scores follow conlleval's definition: an entity (a chunk) is
 correct only when the prediction has a chunk of the same type with the
 same first and last word; a partial match counts as a wrong guess and a
 missed entity. Chunks begin and end by conlleval's rules, which read IOB1
 and IOB2 alike: a chunk begins at B-X, or at I-X after O or after a tag of
-another type; it ends before B, O or a change of type. Precision = correct
-/ predicted chunks, recall = correct / gold chunks, F1 their harmonic
-mean; token accuracy counts the tags predicted exactly. Sentence breaks
-close every chunk.
+another type; it ends before B, O or a change of type. conlleval does not
+know BIOES (it reads E- as the IOE schemes' end mark and has no S-, so two
+adjacent one-word entities of a type would merge), so S-X and E-X are read
+as B-X and I-X first: the same entities for well-formed tags, and
+conlleval's lenient reading of the rest. Precision = correct / predicted
+chunks, recall = correct / gold chunks, F1 their harmonic mean; token
+accuracy counts the tags predicted exactly. Sentence breaks close every
+chunk.
 """
 
 import collections
@@ -31,7 +39,12 @@ import os
 from userio import cli
 from userio import utf8
 
-TAG_SCHEMES = ("iob1", "iob2")
+TAG_SCHEMES = ("iob1", "iob2", "bioes")
+# The prefixes of the entity tags of each scheme, in the label list's order.
+SCHEME_PREFIXES = {"iob1": ("B", "I"), "iob2": ("B", "I"),
+                   "bioes": ("B", "I", "E", "S")}
+# How BIOES's prefixes read as IOB2's, for scoring.
+_AS_IOB2 = {"S": "B", "E": "I"}
 # The texts a document is read as: all its sentences together (the paper's
 # maximal document context), or each sentence alone.
 CONTEXTS = ("document", "sentence")
@@ -81,20 +94,28 @@ def split_tag(tag):
   return (prefix, entity_type) if hyphen else (tag, "")
 
 
-def _check_tag(tag, where):
-  """A tag must be O, B-<type> or I-<type>."""
+def _check_tag(tag, where, tag_scheme):
+  """A tag must be O or one of the scheme's prefixes, a hyphen and a
+  type."""
   prefix, entity_type = split_tag(tag)
-  if tag == OUTSIDE or (prefix in ("B", "I") and entity_type):
+  if tag == OUTSIDE or (prefix in SCHEME_PREFIXES[tag_scheme] and
+                        entity_type):
     return
-  raise cli.UserError(
-      "%s: tag %r is not O, B-<type> or I-<type>" % (where, tag),
-      fix="Entity tags must be IOB1 or IOB2 (BIO); other schemes (IOBES, "
-      "BILOU) need converting first.")
+  if entity_type and prefix in SCHEME_PREFIXES["bioes"]:
+    fix = "If the file is BIOES (IOBES), pass --tag_scheme=bioes."
+  else:
+    fix = ("Entity tags are O, B-<type> and I-<type> (IOB1, IOB2), and E- "
+           "and S- under BIOES; other schemes (BILOU) need converting first.")
+  allowed = [OUTSIDE] + [prefix + "-<type>"
+                         for prefix in SCHEME_PREFIXES[tag_scheme]]
+  raise cli.UserError("%s: tag %r is not %s or %s (--tag_scheme=%s)" % (
+      where, tag, ", ".join(allowed[:-1]), allowed[-1], tag_scheme), fix=fix)
 
 
 def _scheme_problem(previous, tag, tag_scheme):
-  """Why `tag` after `previous` ("O" at a sentence's start) contradicts
-  `tag_scheme`, or None."""
+  """Why `tag` after `previous` ("O" at a sentence's start; a sentence's
+  end is read as an "O" after its last tag) contradicts `tag_scheme`, or
+  None."""
   prefix, entity_type = split_tag(tag)
   before, before_type = split_tag(previous)
   continues = before != OUTSIDE and before_type == entity_type
@@ -106,23 +127,48 @@ def _scheme_problem(previous, tag, tag_scheme):
             "after another %s entity" % (
                 entity_type, previous if previous != OUTSIDE else
                 "O or a sentence start", entity_type))
+  if tag_scheme != "bioes":
+    return None
+  is_open = before in ("B", "I")
+  if prefix in ("I", "E") and not (is_open and continues):
+    return ("%s follows %s, but under BIOES an entity's I- and E- follow its "
+            "B- or I-" % (tag, previous if previous != OUTSIDE else
+                           "O or a sentence start"))
+  if is_open and not (prefix in ("I", "E") and continues):
+    return ("%s is followed by %s, but under BIOES an entity of several "
+            "words ends with E-%s" % (
+                previous, tag if tag != OUTSIDE else "O or a sentence end",
+                before_type))
+  return None
+
+
+def _first_problem(sentence, tag_scheme):
+  """(the word, the problem) of the first tag of `sentence` that
+  contradicts `tag_scheme`, or None."""
+  previous = OUTSIDE
+  for word in sentence + [Word(None, OUTSIDE, None)]:
+    problem = _scheme_problem(previous, word.tag, tag_scheme)
+    if problem:
+      return word if word.text is not None else sentence[-1], problem
+    previous = word.tag
   return None
 
 
 def check_scheme(sentence, tag_scheme, path):
   """Raises cli.UserError at the first tag of `sentence` (a list of Word)
-  that contradicts `tag_scheme`, saying which scheme the file may be in."""
-  previous = OUTSIDE
-  for word in sentence:
-    problem = _scheme_problem(previous, word.tag, tag_scheme)
-    if problem:
-      other = [s for s in TAG_SCHEMES if s != tag_scheme][0]
-      raise cli.UserError(
-          "%s:%d: %s (--tag_scheme=%s)" % (path, word.line, problem,
-                                           tag_scheme),
-          fix="If the file is %s, pass --tag_scheme=%s; else repair the "
-          "tag." % (other.upper(), other))
-    previous = word.tag
+  that contradicts `tag_scheme`, naming a scheme that reads the sentence
+  if there is one."""
+  found = _first_problem(sentence, tag_scheme)
+  if not found:
+    return
+  word, problem = found
+  others = [scheme for scheme in TAG_SCHEMES if scheme != tag_scheme and all(
+      split_tag(w.tag)[0] in SCHEME_PREFIXES[scheme] + (OUTSIDE,)
+      for w in sentence) and not _first_problem(sentence, scheme)]
+  fix = ("If the file is %s, pass --tag_scheme=%s; else repair the tag." % (
+      others[0].upper(), others[0]) if others else "Repair the tag.")
+  raise cli.UserError("%s:%d: %s (--tag_scheme=%s)" % (
+      path, word.line, problem, tag_scheme), fix=fix)
 
 
 def _decode(path):
@@ -165,12 +211,22 @@ class _Reader(object):
               self.path, number, len(fields), self.first_line,
               self.num_fields),
           fix="Every token line needs the same fields (token first, entity "
-          "tag last), separated by spaces; repair that line.")
+          "tag last), separated by spaces or tabs; repair that line.")
     tag = None
     if self.num_fields > 1:
       tag = fields[-1]
-      _check_tag(tag, "%s:%d" % (self.path, number))
+      _check_tag(tag, "%s:%d" % (self.path, number), self.tag_scheme)
     self.sentence.append(Word(fields[0], tag, number))
+
+
+def _fields(line):
+  """The fields of one line (its "\\r" removed): split at tabs when it has
+  one, else at runs of spaces; [] for a blank line."""
+  if not line.strip():
+    return []
+  separator = "\t" if "\t" in line else " "
+  return [field.strip(" ") for field in line.split(separator)
+          if field.strip(" ")]
 
 
 def read_file(path, tag_scheme):
@@ -186,13 +242,17 @@ def read_file(path, tag_scheme):
     False for a file whose lines hold a token only (their tags are None).
 
   Raises:
-    cli.UserError naming the file and line of the first problem: a line
-    with another number of fields than the first, a tag that is not O /
-    B-<type> / I-<type>, a tag sequence the scheme forbids, or no token.
+    cli.UserError naming the file and line of the first problem: a
+    missing file, a line with another number of fields than the first, a
+    tag that is not O or one of the scheme's prefixes and a type, a tag
+    sequence the scheme forbids, or no token.
   """
+  if not os.path.isfile(path):
+    raise cli.UserError("%s: file not found (or a folder)" % path,
+                        fix="Pass the path of the CoNLL file itself.")
   reader = _Reader(path, tag_scheme)
-  for number, line in enumerate(_decode(path).splitlines(), 1):
-    fields = line.split()
+  for number, line in enumerate(_decode(path).split("\n"), 1):
+    fields = _fields(line.rstrip("\r"))
     if fields:
       reader.add_line(number, fields)
     else:
@@ -227,12 +287,14 @@ def entity_types(documents):
                  for word in sentence if word.tag != OUTSIDE})
 
 
-def label_list(types):
-  """The labels of a model for entity `types`: O, then B- and I- of each
-  type in sorted order (both prefixes under either scheme)."""
+def label_list(types, tag_scheme="iob2"):
+  """The labels of a model for entity `types`: O, then each type's tags in
+  sorted order, with the scheme's prefixes (B- and I- under IOB1 and
+  IOB2, whichever a file happens to use; B-, I-, E-, S- under BIOES)."""
   labels = [OUTSIDE]
   for entity_type in sorted(types):
-    labels += ["B-" + entity_type, "I-" + entity_type]
+    labels += [prefix + "-" + entity_type
+               for prefix in SCHEME_PREFIXES[tag_scheme]]
   return labels
 
 
@@ -274,8 +336,16 @@ def _start_of_chunk(previous, tag, previous_type, entity_type):
   return tag in ("[", "]")
 
 
+def _scored(tag):
+  """(prefix, type) of a tag as the scores read it: BIOES's S- and E- as
+  B- and I-."""
+  prefix, entity_type = split_tag(tag)
+  return _AS_IOB2.get(prefix, prefix), entity_type
+
+
 def chunks(tags):
-  """The entities of one sentence's tags by conlleval's rules.
+  """The entities of one sentence's tags by conlleval's rules (BIOES read
+  as IOB2).
 
   Returns:
     list of Chunk(type, start, end), end exclusive, in order.
@@ -284,7 +354,7 @@ def chunks(tags):
   previous, previous_type = OUTSIDE, ""
   start = None
   for index, tag in enumerate(list(tags) + [OUTSIDE]):
-    prefix, entity_type = split_tag(tag)
+    prefix, entity_type = _scored(tag)
     if start is not None and _end_of_chunk(previous, prefix, previous_type,
                                            entity_type):
       found.append(Chunk(previous_type, start, index))
@@ -323,7 +393,8 @@ def count(sentences):
 
   The state machine is conlleval's: a chunk is correct when gold and
   prediction start a chunk of the same type on the same word and both end
-  it before the same word, with the types agreeing throughout.
+  it before the same word, with the types agreeing throughout. Chunks read
+  BIOES as IOB2; token accuracy compares the tags as written.
 
   Args:
     sentences: iterable of sentences, each a list of (gold tag, predicted
@@ -337,11 +408,11 @@ def count(sentences):
   last_gold, last_gold_type = OUTSIDE, ""
   last_guess, last_guess_type = OUTSIDE, ""
 
-  def step(gold, guess, is_break):
+  def step(gold_tag, guess_tag, is_break):
     nonlocal in_correct, last_gold, last_gold_type, last_guess
     nonlocal last_guess_type
-    gold, gold_type = split_tag(gold)
-    guess, guess_type = split_tag(guess)
+    gold, gold_type = _scored(gold_tag)
+    guess, guess_type = _scored(guess_tag)
     gold_ends = _end_of_chunk(last_gold, gold, last_gold_type, gold_type)
     guess_ends = _end_of_chunk(last_guess, guess, last_guess_type, guess_type)
     if in_correct:
@@ -360,7 +431,7 @@ def count(sentences):
     if guess_starts:
       counts.guessed[guess_type] += 1
     if not is_break:
-      if gold == guess and gold_type == guess_type:
+      if gold_tag == guess_tag:
         counts.correct_tags += 1
       counts.tokens += 1
     last_gold, last_gold_type = gold, gold_type

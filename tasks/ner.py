@@ -1,10 +1,11 @@
 # coding=utf-8
 """Named-entity recognition on CoNLL-2003, as the BERT paper ran it
-(Section 5.3 and Table 7).
+(Section 5.3 and Table 7), and on any tag set in the same file format.
 
 The task of run_ner.py.
 
-  * The data are CoNLL-2003's files (tasks/conll.py), IOB1 or IOB2 tags.
+  * The data are CoNLL-2003's files, or files of other names in its format
+    (tasks/conll.py), with IOB1, IOB2 or BIOES tags of any entity types.
   * Each word is WordPiece tokenized; its first sub-token carries its
     label and is what the token-level softmax classifies (no CRF). The
     other sub-tokens, [CLS], [SEP] and padding take no part in the loss.
@@ -18,8 +19,9 @@ The task of run_ner.py.
   * The head: `cls/ner/output_weights` [num_labels, width] and
     `cls/ner/output_bias` [num_labels] on BERT's sequence output (what
     Hugging Face's BertForTokenClassification calls `classifier`); the
-    loss is each window's mean cross-entropy over its labeled words,
-    averaged over the windows of the batch.
+    loss averages the labeled words' cross-entropies per window and then
+    over the windows of the batch, or over all labeled words of the batch
+    (tasks/token_loss.py).
   * A feature mode (tasks/feature_modes.py): the paper's feature-based
     rows of Table 7. BERT is frozen (no BERT variable is trained or given
     optimizer slots) and some of its layers feed a randomly initialized
@@ -46,6 +48,7 @@ from tasks import conll
 from tasks import feature_modes
 from tasks import task
 from tasks import text_pair
+from tasks import token_loss
 from tasks import windows
 from userio import cli
 from userio import progress
@@ -300,6 +303,7 @@ def head_variable_shapes(bert_config, num_labels,
 def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
                  label_ids, label_mask, num_labels, use_one_hot_embeddings,
                  *, feature_mode=feature_modes.FINE_TUNING, lstm_size=768,
+                 loss_average=token_loss.WINDOW,
                  gradient_checkpointing=False, compute_dtype=tf.float32,
                  skip_padding=False):
   """BERT and the token classifier.
@@ -309,8 +313,11 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
     label_ids: int32 [B, S], the label of the word starting at a position.
     label_mask: int32 [B, S], 1 at the positions the loss reads.
     num_labels: classes of the softmax.
-    feature_mode: feature_modes.FINE_TUNING, or another of its modes: frozen BERT (no
-      dropout in it) under a BiLSTM of `lstm_size` units per direction.
+    feature_mode: feature_modes.FINE_TUNING, or another of its modes: frozen
+      BERT (no dropout in it) under a BiLSTM of `lstm_size` units per
+      direction.
+    loss_average: one of token_loss.LOSS_AVERAGES, how `loss` averages the
+      labeled positions' cross-entropies.
     skip_padding: the encoder's feed-forward layers run on the real tokens
       only (modeling.BertModel). The values at real positions are the same,
       and nothing reads a padding position: the loss and the predictions
@@ -321,7 +328,8 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
     (loss, per_example_loss [B], logits [B, S, num_labels] float32,
      probabilities [B, S, num_labels]). A window's loss is the mean
     cross-entropy over its labeled positions (0 without any); `loss` is the
-    mean over the windows.
+    mean over the windows (token_loss.WINDOW) or over all labeled positions
+    of the batch (token_loss.WORD; 0 without any).
   """
   frozen = feature_mode != feature_modes.FINE_TUNING
   model = modeling.BertModel(
@@ -349,14 +357,19 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
         "output_bias", [num_labels], initializer=tf.zeros_initializer())
   logits = tf.einsum("bsw,lw->bsl", features, output_weights) + output_bias
   log_probs = tf.nn.log_softmax(logits, axis=-1)
-  token_loss = -tf.reduce_sum(
+  word_losses = -tf.reduce_sum(
       tf.one_hot(label_ids, depth=num_labels, dtype=tf.float32) * log_probs,
       axis=-1)
   mask = tf.cast(label_mask, tf.float32)
-  per_example_loss = tf.reduce_sum(token_loss * mask, axis=1) / tf.maximum(
-      tf.reduce_sum(mask, axis=1), 1.0)
-  return (tf.reduce_mean(per_example_loss), per_example_loss, logits,
-          tf.exp(log_probs))
+  window_sums = tf.reduce_sum(word_losses * mask, axis=1)
+  window_words = tf.reduce_sum(mask, axis=1)
+  per_example_loss = window_sums / tf.maximum(window_words, 1.0)
+  if loss_average == token_loss.WORD:
+    loss = tf.reduce_sum(window_sums) / tf.maximum(
+        tf.reduce_sum(window_words), 1.0)
+  else:
+    loss = tf.reduce_mean(per_example_loss)
+  return loss, per_example_loss, logits, tf.exp(log_probs)
 
 
 def head_variables(variables):
@@ -366,7 +379,8 @@ def head_variables(variables):
 
 
 def ner_head(features, mode, settings, *, num_labels,
-             feature_mode=feature_modes.FINE_TUNING, lstm_size=768):
+             feature_mode=feature_modes.FINE_TUNING, lstm_size=768,
+             loss_average=token_loss.WINDOW):
   """`create_model` on a batch of `write_windows`' features, as
   runner/training_graph.model_fn_builder calls a head (TRAIN and PREDICT;
   NER is scored by conlleval on the predictions). PREDICT gives TAG_IDS
@@ -384,7 +398,7 @@ def ner_head(features, mode, settings, *, num_labels,
       features["segment_ids"], features.get("label_ids", zeros),
       features.get("label_mask", zeros), num_labels,
       feature_mode=feature_mode, lstm_size=lstm_size,
-      **settings.encoder_options())
+      loss_average=loss_average, **settings.encoder_options())
   if not is_training:
     return training_graph.ModelOutputs(loss, predictions={
         TAG_IDS: tf.argmax(logits, axis=-1, output_type=tf.int32),
@@ -448,24 +462,31 @@ sentences of conll.Word) and whether it has tags."""
 
 
 class NerTask(task.Task):
-  """CoNLL-2003 files in `data_dir`, windows over their texts, the token
-  classifier (or a frozen BERT under a BiLSTM), conlleval's scores."""
+  """CoNLL files (CoNLL-2003's folder, or files of your own), windows over
+  their texts, the token classifier (or a frozen BERT under a BiLSTM),
+  conlleval's scores."""
 
   name = TASK_NAME
 
-  def __init__(self, data_dir, *, tag_scheme="iob1", context="document",
-               doc_stride=None, feature_mode=feature_modes.FINE_TUNING,
-               lstm_size=768):
+  def __init__(self, data_dir=None, *, data_files=None, tag_scheme="iob1",
+               context="document", doc_stride=None,
+               feature_mode=feature_modes.FINE_TUNING, lstm_size=768,
+               loss_average=token_loss.WINDOW):
     """Args:
-      data_dir: the folder of the CoNLL-2003 files (conll.DATA_FILES).
+      data_dir: the folder of the CoNLL-2003 files (conll.DATA_FILES), or
+        None with `data_files`.
+      data_files: {set type (task.TRAIN, DEV, TEST): path or None}, files
+        of any names, instead of `data_dir`.
       tag_scheme: one of conll.TAG_SCHEMES.
       context: one of conll.CONTEXTS.
       doc_stride: tokens between window starts; None: half a window.
       feature_mode: one of feature_modes.FEATURE_MODES.
       lstm_size: units per direction of each BiLSTM layer (feature modes).
+      loss_average: one of token_loss.LOSS_AVERAGES.
 
     Raises:
-      cli.UserError for a stride or BiLSTM size below 1.
+      cli.UserError for a stride or BiLSTM size below 1, or for both or
+      neither of `data_dir` and `data_files`.
     """
     super().__init__()
     if doc_stride is not None and doc_stride < 1:
@@ -473,12 +494,19 @@ class NerTask(task.Task):
     if feature_mode != feature_modes.FINE_TUNING and lstm_size < 1:
       raise cli.UserError("--lstm_size=%d must be at least 1 (the paper: "
                           "768)." % lstm_size)
+    if bool(data_dir) == any((data_files or {}).values()):
+      raise cli.UserError(
+          "Pass --data_dir (CoNLL-2003's folder) or --train_file / "
+          "--dev_file / --predict_file (your own CoNLL files), not %s." % (
+              "both" if data_dir else "neither"))
     self.data_dir = data_dir
+    self.data_files = dict(data_files or {})
     self.tag_scheme = tag_scheme
     self.context = context
     self.doc_stride = doc_stride
     self.feature_mode = feature_mode
     self.lstm_size = lstm_size
+    self.loss_average = loss_average
     self.labels = None
     self.sets = None
     self.train_items = None
@@ -530,7 +558,8 @@ class NerTask(task.Task):
 
   def head(self, features, mode, settings):
     return ner_head(features, mode, settings, num_labels=len(self.labels),
-                    feature_mode=self.feature_mode, lstm_size=self.lstm_size)
+                    feature_mode=self.feature_mode, lstm_size=self.lstm_size,
+                    loss_average=self.loss_average)
 
   def train_input_fn(self):
     """The training windows permuted with --seed: the windows of one
@@ -566,7 +595,7 @@ class NerTask(task.Task):
       return self.sets
     self.sets = {}
     for set_type in self.sets_to_read():
-      path = conll.find_data_file(self.data_dir, set_type)
+      path = self._data_file(set_type)
       documents, tagged = conll.read_file(path, self.tag_scheme)
       if set_type != task.TEST and not tagged:
         raise cli.UserError(
@@ -576,17 +605,30 @@ class NerTask(task.Task):
       self.sets[set_type] = DataSet(path, documents, tagged)
     return self.sets
 
+  def _data_file(self, set_type):
+    """The path of a set's file: --train_file and the like, else found in
+    --data_dir.
+
+    Raises:
+      cli.UserError naming the flag the run's action needs.
+    """
+    if not self.data_dir:
+      if not self.data_files.get(set_type):
+        raise cli.UserError("%s needs %s (a CoNLL file)." % (
+            task.ACTION_FLAGS[set_type], task.FILE_FLAGS[set_type]))
+      return self.data_files[set_type]
+    task.check_data_dir(self.data_dir,
+                        "point it at the folder with the CoNLL-2003 files.")
+    return conll.find_data_file(self.data_dir, set_type)
+
   def _labels(self):
     """The label list: the training file's types, else the one recorded in
     --output_dir or beside --init_checkpoint (run_info.json)."""
     if self.labels is None:
-      task.check_data_dir(self.data_dir,
-                          "point it at the folder with the CoNLL-2003 "
-                          "files.")
       sets = self._read_sets()
       if task.TRAIN in sets:
-        self.labels = conll.label_list(conll.entity_types(
-            sets[task.TRAIN].documents))
+        self.labels = conll.label_list(
+            conll.entity_types(sets[task.TRAIN].documents), self.tag_scheme)
       else:
         self.labels = self.recorded_labels()
     return self.labels

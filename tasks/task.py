@@ -43,6 +43,9 @@ from userio import output_files
 # The sets of data a run reads, and the flag of the action that reads each.
 TRAIN, DEV, TEST = "train", "dev", "test"
 ACTION_FLAGS = {TRAIN: "--do_train", DEV: "--do_eval", TEST: "--do_predict"}
+# The flag that names each set's file, where a script takes files rather
+# than a folder.
+FILE_FLAGS = {TRAIN: "--train_file", DEV: "--dev_file", TEST: "--predict_file"}
 # Where the metrics of the dev set go in --output_dir, as Google's scripts
 # write them.
 EVAL_RESULTS_FILE = "eval_results.txt"

@@ -1,6 +1,7 @@
 """Tests for tasks/conll.py: reading CoNLL-2003 files as distributed, and
 entity scores by conlleval's definition, on examples worked out by hand."""
 import os
+import random
 
 import pytest
 
@@ -64,6 +65,69 @@ def test_two_fields_tabs_no_docstart_and_no_final_newline(tmp_path):
       [[("Ann", "B-PER"), ("Lee", "I-PER")], [("smiled", "O")]]]
 
 
+def test_tab_lines_split_at_tabs_others_at_runs_of_spaces(tmp_path):
+  # A tab-separated line may hold a space in its token; a space-separated
+  # line may hold a no-break space; Windows line ends and trailing blanks
+  # are not fields.
+  path = _write(tmp_path, "New York\tB-LOC \r\ncity  O\r\n\r\n"
+                "10\u00a0000\tO\t\n")
+  documents, _ = conll.read_file(path, "iob2")
+  assert [[(w.text, w.tag) for w in s] for s in documents[0]] == [
+      [("New York", "B-LOC"), ("city", "O")], [("10\u00a0000", "O")]]
+
+
+def test_missing_file_is_one_line(tmp_path):
+  with pytest.raises(ValueError, match=r"nowhere.txt: file not found"):
+    conll.read_file(str(tmp_path / "nowhere.txt"), "iob2")
+
+
+BIOES_TEXT = """Ann S-PER
+met O
+Bo B-PER
+de I-PER
+Vries E-PER
+in O
+New B-LOC
+York E-LOC
+. O
+"""
+
+
+def test_bioes_reads_and_its_labels_have_four_prefixes(tmp_path):
+  documents, _ = conll.read_file(_write(tmp_path, BIOES_TEXT), "bioes")
+  assert [w.tag for w in documents[0][0]][:5] == [
+      "S-PER", "O", "B-PER", "I-PER", "E-PER"]
+  assert conll.label_list(conll.entity_types(documents), "bioes") == [
+      "O", "B-LOC", "I-LOC", "E-LOC", "S-LOC",
+      "B-PER", "I-PER", "E-PER", "S-PER"]
+
+
+@pytest.mark.parametrize("text,scheme,message", [
+    # BIOES tags read as IOB2.
+    ("a S-PER\n", "iob2", r"tag 'S-PER' is not O, B-<type> or I-<type> "
+     r"\(--tag_scheme=iob2\)\. If the file is BIOES"),
+    # An entity of several words left open at the sentence's end.
+    ("a O\nb B-PER\nc I-PER\n", "bioes",
+     r"train.txt:3: I-PER is followed by O or a sentence end, but under "
+     r"BIOES .* ends with E-PER .*If the file is IOB2, pass "
+     r"--tag_scheme=iob2"),
+    ("a B-PER\nb O\n", "bioes", r"train.txt:2: B-PER is followed by O"),
+    ("a O\nb E-PER\n", "bioes",
+     r"train.txt:2: E-PER follows O or a sentence start"),
+    ("a S-PER\nb I-PER\nc E-PER\n", "bioes",
+     r"train.txt:2: I-PER follows S-PER.*Repair the tag"),
+    ("a B-PER\nb E-LOC\n", "bioes", r"train.txt:2: E-LOC follows B-PER"),
+    ("a B-PER\nb S-PER\n", "bioes", r"train.txt:2: B-PER is followed by "
+     r"S-PER"),
+    ("a U-PER\n", "bioes", r"tag 'U-PER' is not O, B-<type>, I-<type>, "
+     r"E-<type> or S-<type>.*BILOU"),
+])
+def test_bioes_problems_are_one_line_errors(tmp_path, text, scheme, message):
+  with pytest.raises(ValueError, match=message) as error:
+    conll.read_file(_write(tmp_path, text), scheme)
+  assert "\n" not in str(error.value)
+
+
 def test_file_of_tokens_only_is_untagged(tmp_path):
   documents, tagged = conll.read_file(_write(tmp_path, "Ann\nsmiled\n"),
                                       "iob1")
@@ -86,7 +150,8 @@ def test_data_files_by_their_distributed_names(tmp_path):
     ("a NN O\nb NN\n", "iob1",
      r"train.txt:2: found 2 fields, but line 1 has 3\. Every token line"),
     ("a NN PER\n", "iob1",
-     r"train.txt:1: tag 'PER' is not O, B-<type> or I-<type>\. .*IOBES"),
+     r"train.txt:1: tag 'PER' is not O, B-<type> or I-<type> "
+     r"\(--tag_scheme=iob1\)\. .*BILOU"),
     ("a NN O\nb NN B-\n", "iob2", r"train.txt:2: tag 'B-' is not O"),
     # IOB2 data read as IOB1: B- after O.
     ("a NN O\nb NN B-PER\n", "iob1",
@@ -183,6 +248,54 @@ def test_iob2_and_iob1_spellings_score_the_same():
   assert counts.correct == {"PER": 2, "LOC": 1}
   assert counts.gold == counts.guessed == {"PER": 2, "LOC": 1}
   assert conll.chunks(iob2.split()) == conll.chunks(iob1.split())
+
+
+def _render(spans, length, scheme):
+  """The tags of entity spans [(type, start, end)] in `scheme`."""
+  tags = ["O"] * length
+  for entity_type, start, end in spans:
+    for index in range(start, end):
+      tags[index] = "I-" + entity_type
+    if scheme == "bioes":
+      if end - start == 1:
+        tags[start] = "S-" + entity_type
+      else:
+        tags[start], tags[end - 1] = "B-" + entity_type, "E-" + entity_type
+    else:
+      tags[start] = "B-" + entity_type
+  return tags
+
+
+def test_chunks_of_every_scheme_are_the_entities_written():
+  # Random entities, adjacent ones of one type included, written in IOB2
+  # and in BIOES: both read back as the very spans written.
+  rng = random.Random(5)
+  for _ in range(300):
+    length, spans, position = rng.randint(1, 12), [], 0
+    while position < length:
+      if rng.random() < 0.5:
+        end = min(length, position + rng.randint(1, 3))
+        spans.append((rng.choice(["PER", "LOC"]), position, end))
+        position = end
+      else:
+        position += 1
+    for scheme in ("iob2", "bioes"):
+      assert conll.chunks(_render(spans, length, scheme)) == spans
+
+
+def test_bioes_adjacent_one_word_entities_stay_two():
+  # conlleval's own rules (E- as IOE's end mark, no S-) would read S-PER
+  # S-PER as one entity; read as IOB2 it is two, as BIOES means.
+  gold = "S-PER S-PER O B-LOC E-LOC B-LOC E-LOC"
+  guess = "S-PER B-PER O B-LOC I-LOC I-LOC E-LOC"
+  counts = conll.count([_pairs(gold, guess)])
+  assert counts.gold == {"PER": 2, "LOC": 2}
+  assert counts.guessed == {"PER": 2, "LOC": 1}
+  # B-PER alone is read as a one-word entity (conlleval's leniency).
+  assert counts.correct == {"PER": 2}
+  # Tags are compared as written: B-PER for S-PER, I-LOC for E-LOC and
+  # I-LOC for B-LOC are wrong tags.
+  assert (counts.tokens, counts.correct_tags) == (7, 4)
 
 
 def test_iob2_guess_starting_with_i_still_opens_a_chunk():

@@ -2,6 +2,7 @@
 read as Python's csv and json modules define them, one line per bad row,
 and the problem type and labels inferred from the training labels."""
 import codecs
+import os
 import json
 
 import pytest
@@ -146,3 +147,22 @@ def test_example_labels_checked_against_the_training_labels(tmp_path):
   assert labeled_files.example_label(
       "dev.csv", row._replace(label=" 2.5"), problem_types.REGRESSION,
       [None], ",") == "2.5"
+
+
+def test_the_sample_tickets_are_multi_label_with_dev_texts_unseen():
+  """sample_data/tickets/ as its README describes it."""
+  root = os.path.join(os.path.dirname(os.path.dirname(
+      os.path.abspath(__file__))), "sample_data", "tickets")
+  columns = labeled_files.Columns("text", None, "label", "id")
+  rows = {name: labeled_files.read_rows(os.path.join(root, name + ".csv"),
+                                        columns, labeled_files.AUTO)
+          for name in ("train", "dev")}
+  cells = [row.label for row in rows["train"]]
+  assert labeled_files.problem_type_of(cells, ",") == (
+      problem_types.MULTI_LABEL)
+  assert labeled_files.label_list(cells, problem_types.MULTI_LABEL, ",") == [
+      "account", "billing", "bug", "shipping"]
+  assert [len(rows[name]) for name in ("train", "dev")] == [120, 40]
+  assert [sum("," in row.label for row in rows[name])
+          for name in ("train", "dev")] == [57, 14]
+  assert not {r.text_a for r in rows["dev"]} & {r.text_a for r in rows["train"]}

@@ -195,6 +195,31 @@ def test_multi_label_predictions_and_predictor_agree_with_the_export(
 
 
 @pytest.mark.slow
+def test_predictor_command_reads_the_files_column_names(multi_label_run,
+                                                       run_script):
+  """JSON lines name the text as the training file's header did ("text");
+  the command's answers are the Python API's."""
+  root = multi_label_run
+  texts = [r["text"] for r in _csv_rows(os.path.join(root, "test.csv"))][:2]
+  result = run_script("predictor.py", [
+      "--export_dir=" + os.path.join(root, "export")],
+                      stdin='%s\n{"id": "x", "text": "%s"}\n' % tuple(texts))
+  assert result.returncode == 0, result.stderr[-2000:]
+  lines = [json.loads(line) for line in result.stdout.splitlines()]
+  expected = predictor.load(os.path.join(root, "export")).predict_batch(texts)
+  assert [line.get("id") for line in lines] == [None, "x"]
+  for line, answer in zip(lines, expected):
+    assert line["labels"] == answer["labels"]
+  bad = run_script("predictor.py", [
+      "--export_dir=" + os.path.join(root, "export")],
+                   stdin='{"text_a": "rain"}\n')
+  assert bad.returncode == 2
+  assert bad.stderr.strip().splitlines()[-1].endswith(
+      "stdin:1: unknown field 'text_a'; the fields are text, text_b and an "
+      "optional \"id\".")
+
+
+@pytest.mark.slow
 def test_a_run_that_only_predicts_takes_the_trained_runs_labels(
     multi_label_run, tmp_path, run_script):
   """--predict_file alone, with the trained run's --init_checkpoint: the
@@ -232,12 +257,27 @@ def test_regression_tsv_and_single_label_json_lines_end_to_end(
       "--train_file=" + os.path.join(root, "train.tsv"),
       "--predict_file=" + os.path.join(root, "train.tsv"),
       "--text_a_column=first", "--text_b_column=second",
-      "--label_column=score", "--do_train", "--do_predict"),
+      "--label_column=score", "--do_train", "--do_predict",
+      "--export_dir=" + os.path.join(root, "regression_export")),
                       os.path.join(root, "regression.log"))
   with open(os.path.join(root, "regression", "run_info.json")) as f:
     record = json.load(f)
-  assert (record["problem_type"], record["labels"], record["text_pairs"]) == (
-      "regression", [None], True)
+  assert (record["problem_type"], record["labels"], record["text_pairs"],
+          record["text_columns"]) == ("regression", [None], True,
+                                      ["first", "second"])
+  served = run_script("predictor.py", [
+      "--export_dir=" + os.path.join(root, "regression_export")],
+                      stdin='{"first": "rain goal", "second": "soup"}\n'
+                      'rain goal\tsoup\n')
+  assert served.returncode == 0, served.stderr[-2000:]
+  first, second = [json.loads(line) for line in served.stdout.splitlines()]
+  assert first == second and set(first) == {"score"}
+  bad = run_script("predictor.py", [
+      "--export_dir=" + os.path.join(root, "regression_export")],
+                   stdin='{"first": "rain"}\n')
+  assert bad.stderr.strip().splitlines()[-1].endswith(
+      "stdin:1: second is missing: this model reads first and second (in a "
+      "text line: two texts separated by a tab).")
   scores = _read_jsonl(os.path.join(root, "regression", "predictions.jsonl"))
   assert len(scores) == 24 and all(set(s) == {"id", "score"} for s in scores)
   assert [s["id"] for s in scores] == [str(i) for i in range(2, 26)]

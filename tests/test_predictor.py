@@ -271,7 +271,7 @@ def test_pair_task_checks_its_texts(mrpc_model):
     mrpc_model.predict("Only one sentence.")
   with pytest.raises(cli.UserError, match="text_a must be a non-empty"):
     mrpc_model.predict("  ", "Two.")
-  with pytest.raises(cli.UserError, match="single sentences"):
+  with pytest.raises(cli.UserError, match="the SST-2 model classifies single texts: give text_a alone"):
     predictor.check_example("sst-2", ("Fine.", "Extra."))
   predictor.check_example("my-own-task", ("One.", None))
   predictor.check_example("my-own-task", ("One.", "Two."))

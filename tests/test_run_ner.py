@@ -155,14 +155,15 @@ def _log_softmax(x):
   return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
 
 
-def test_token_head_and_loss_against_numpy():
+@pytest.mark.parametrize("loss_average", ["window", "word"])
+def test_token_head_and_loss_against_numpy(loss_average):
   ids, mask, labels, label_mask = _inputs()
   with tf.Graph().as_default():
     tf.compat.v1.set_random_seed(1)
     loss, per_example, logits, probabilities = ner.create_model(
         _bert_config(), False, tf.constant(ids), tf.constant(mask),
         tf.zeros_like(ids), tf.constant(labels), tf.constant(label_mask), 5,
-        False)
+        False, loss_average=loss_average)
     with tf.compat.v1.variable_scope("", reuse=True):
       sequence = modeling.BertModel(
           _bert_config(), False, tf.constant(ids), tf.constant(mask),
@@ -180,13 +181,18 @@ def test_token_head_and_loss_against_numpy():
   np.testing.assert_allclose(logits, want_logits, rtol=1e-5, atol=1e-6)
   log_probs = _log_softmax(want_logits.astype(np.float64))
   np.testing.assert_allclose(probabilities, np.exp(log_probs), atol=1e-6)
-  want = []
+  want, every_word = [], []
   for window in range(3):
     positions = np.flatnonzero(label_mask[window])
     nll = [-log_probs[window, p, labels[window, p]] for p in positions]
     want.append(np.mean(nll) if nll else 0.0)
+    every_word += nll
   np.testing.assert_allclose(per_example, want, rtol=1e-5)
-  assert loss == pytest.approx(np.mean(want), rel=1e-5)
+  # window: 3 windows weigh alike (the third, with no word, as 0); word:
+  # the 6 labeled words weigh alike, whichever window holds them.
+  expected = np.mean(want) if loss_average == "window" else np.mean(
+      every_word)
+  assert loss == pytest.approx(expected, rel=1e-5)
 
 
 def _sigmoid(x):
@@ -572,6 +578,94 @@ def test_sigterm_saves_and_resume_finishes(ner_run, tmp_path, run_script,
   assert conftest.checkpoint_step(output_dir) == final
 
 
+# ----------------------------------------------------- your own tag set
+
+
+def _own_sentence(rng):
+  """(words, BIOES tags): persons of a name, or a name and the surname
+  johanson; one-word places; types named in lower case."""
+  words, tags = [], []
+  for _ in range(rng.randint(3, 8)):
+    draw = rng.random()
+    if draw < 0.1:
+      words += [rng.choice(NAMES), "johanson"]
+      tags += ["B-person", "E-person"]
+    elif draw < 0.2:
+      words.append(rng.choice(NAMES))
+      tags.append("S-person")
+    elif draw < 0.3:
+      words.append(rng.choice(PLACES))
+      tags.append("S-place")
+    else:
+      words.append(rng.choice(WORDS))
+      tags.append("O")
+  return words, tags
+
+
+def _write_own_files(root):
+  """Tab-separated token and tag (the test file without tags), no
+  -DOCSTART- lines, Windows line ends."""
+  rng = random.Random(4)
+  for name, count, tagged in (("train.conll", 120, True),
+                              ("dev.conll", 20, True),
+                              ("test.conll", 20, False)):
+    lines = []
+    for _ in range(count):
+      words, tags = _own_sentence(rng)
+      lines += [word + ("\t" + tag if tagged else "")
+                for word, tag in zip(words, tags)] + [""]
+    with open(os.path.join(root, name), "w", newline="") as f:
+      f.write("\r\n".join(lines))
+
+
+def _build_own_run(run_script, root):
+  _write_model_files(root)
+  _write_own_files(root)
+  args = _command(root, os.path.join(root, "out"), [
+      "do_train", "do_eval", "do_predict",
+      "export_dir=" + os.path.join(root, "export")], [
+          "--train_file=" + os.path.join(root, "train.conll"),
+          "--dev_file=" + os.path.join(root, "dev.conll"),
+          "--predict_file=" + os.path.join(root, "test.conll"),
+          "--tag_scheme=bioes", "--loss_average=word", "--context=sentence",
+          "--num_train_epochs=20"])
+  conftest.run_logged(run_script, "run_ner.py",
+                      [a for a in args if not a.startswith("--data_dir=")],
+                      os.path.join(root, "run.log"))
+
+
+@pytest.fixture(scope="module")
+def own_run(shared_dir, run_script):
+  return conftest.build_once(shared_dir, "ner_own_files",
+                             lambda root: _build_own_run(run_script, root))
+
+
+@pytest.mark.slow
+def test_own_bioes_files_train_score_predict_and_serve(own_run):
+  out = os.path.join(own_run, "out")
+  with open(os.path.join(out, "run_info.json")) as f:
+    record = json.load(f)
+  assert (record["tag_scheme"], record["labels"]) == ("bioes", [
+      "O", "B-person", "I-person", "E-person", "S-person",
+      "B-place", "I-place", "E-place", "S-place"])
+  results = _read_results(os.path.join(out, "eval_results.txt"))
+  assert results["eval_f1"] > 0.9
+  assert results["eval_gold_person"] > results["eval_gold_place"] > 0
+  # The test file has no tags: predictions only, a token and a tag a line.
+  assert not os.path.exists(os.path.join(out, "test_results.txt"))
+  with open(os.path.join(out, "test_predictions.txt")) as f:
+    predicted = [line.split(" ") for line in f.read().split("\n") if line]
+  with open(os.path.join(own_run, "test.conll"), newline="") as f:
+    tokens = [line for line in f.read().split("\r\n") if line]
+  assert [fields[0] for fields in predicted] == tokens
+  assert {fields[1] for fields in predicted} >= {"O", "S-place", "B-person",
+                                                 "E-person"}
+  model = predictor.load(os.path.join(own_run, "export"))
+  (result,) = model.predict_batch(["river anna johanson stone lima clara"])
+  assert [(e["text"], e["type"]) for e in result["entities"]] == [
+      ("anna johanson", "person"), ("lima", "place"), ("clara", "person")]
+
+
 # -------------------------------------------------------------- bad input
 
 
@@ -654,6 +748,25 @@ def test_bad_flags_are_one_line_errors(main_flags, overrides, message):
   with pytest.raises(ValueError, match=message) as error:
     main_flags(**overrides)
   assert "\n" not in str(error.value)
+
+
+def test_own_files_flags_are_one_line_errors(main_flags, tmp_path):
+  train = str(tmp_path / "data" / "train.txt")
+  cases = [
+      ({"train_file": train}, r"Pass --data_dir \(CoNLL-2003's folder\) or "
+       r"--train_file / --dev_file / --predict_file .*, not both"),
+      ({"data_dir": ""}, r", not neither"),
+      ({"data_dir": "", "train_file": train, "do_eval": True},
+       r"--do_eval needs --dev_file \(a CoNLL file\)"),
+      ({"data_dir": "", "train_file": str(tmp_path / "missing.conll")},
+       r"missing.conll: file not found"),
+      ({"data_dir": "", "train_file": train, "tag_scheme": "bioes"},
+       r"train.txt:1: I-PER follows O or a sentence start, but under BIOES"),
+  ]
+  for overrides, message in cases:
+    with pytest.raises(ValueError, match=message) as error:
+      main_flags(**overrides)
+    assert "\n" not in str(error.value)
 
 
 def test_feature_mode_needs_its_layers(main_flags, tmp_path):

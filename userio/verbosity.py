@@ -25,6 +25,9 @@ TENSORFLOW_LOGGER = "tensorflow"
 # TensorFlow's module that warns when code calls one of its deprecated
 # functions (Saver calls some itself, e.g. when it deletes old checkpoints).
 _DEPRECATION_MODULE = os.path.join("util", "deprecation.py")
+# Part of the path of every module of TensorFlow's Python package (in
+# site-packages, or a distribution's dist-packages).
+_TENSORFLOW_PACKAGE = "-packages" + os.sep + os.path.join("tensorflow", "")
 
 
 def details():
@@ -39,6 +42,15 @@ class DeprecationNoticeFilter(python_logging.Filter):
 
   def filter(self, record):
     return details() or not record.pathname.endswith(_DEPRECATION_MODULE)
+
+
+class TensorFlowInfoFilter(python_logging.Filter):
+  """Drops the INFO lines that TensorFlow's own modules log through absl
+  (loading a SavedModel says some), except with `details()`."""
+
+  def filter(self, record):
+    return (details() or record.levelno > python_logging.INFO or
+            _TENSORFLOW_PACKAGE not in record.pathname)
 
 
 def quiet_deprecation_notices():
@@ -67,7 +79,10 @@ def start_logging():
   they name the files it reads and writes, which the scripts' own lines
   already say."""
   logging.set_verbosity(max(logging.get_verbosity(), logging.INFO))
+  handler = logging.get_absl_handler()
+  if not any(isinstance(f, TensorFlowInfoFilter) for f in handler.filters):
+    handler.addFilter(TensorFlowInfoFilter())
   if not details():
-    logging.get_absl_handler().setFormatter(ProgressFormatter())
+    handler.setFormatter(ProgressFormatter())
   python_logging.getLogger(TENSORFLOW_LOGGER).setLevel(
       python_logging.NOTSET if details() else python_logging.WARNING)
