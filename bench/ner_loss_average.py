@@ -9,7 +9,10 @@ each averaging's F1 per seed, mean, standard deviation (n - 1), minimum
 and maximum, and the mean and standard deviation of the per-seed
 difference (word - window): the seeds pair the runs (the same
 initialization of the head and the same data order), so the difference
-is the fairer comparison. Results also go to --work_dir/results.json.
+is the fairer comparison. A run can stay in the solution that tags every
+word O (dev F1 0, whichever averaging); the table counts the runs that
+found entities and their mean F1 apart. Results also go to
+--work_dir/results.json.
 
     python -m tools.ner_learnable_task \\
         --squad_file=../shared/assets/squad/v1.1/dev-v1.1.json \\
@@ -76,9 +79,17 @@ def _run(average, seed, extra):
 
 
 def _summary(values):
+  """Mean, standard deviation (n - 1), minimum and maximum of `values`."""
   return {"mean": statistics.mean(values),
           "std": statistics.stdev(values) if len(values) > 1 else 0.0,
           "min": min(values), "max": max(values)}
+
+
+def _learned(values):
+  """How many runs found an entity at all (dev F1 above 0: the others
+  stayed in the all-O solution), and their mean F1."""
+  found = [value for value in values if value > 0]
+  return len(found), statistics.mean(found) if found else 0.0
 
 
 def main(argv):
@@ -98,12 +109,15 @@ def main(argv):
   report = {"command_extra": extra, "f1": f1,
             "summary": {a: _summary(list(v.values())) for a, v in f1.items()}}
   print("| --loss_average | " + " | ".join("seed %s" % s for s in FLAGS.seeds)
-        + " | mean | std | min | max |")
+        + " | mean | std | min | max | runs with F1 > 0 | their mean |")
   for average in FLAGS.averages:
     summary = report["summary"][average]
-    print("| %s | %s | %.2f | %.2f | %.2f | %.2f |" % (
+    learned, learned_mean = _learned(list(f1[average].values()))
+    summary.update(runs_learned=learned, mean_learned=learned_mean)
+    print("| %s | %s | %.2f | %.2f | %.2f | %.2f | %d of %d | %.2f |" % (
         average, " | ".join("%.2f" % f1[average][s] for s in FLAGS.seeds),
-        summary["mean"], summary["std"], summary["min"], summary["max"]))
+        summary["mean"], summary["std"], summary["min"], summary["max"],
+        learned, len(FLAGS.seeds), learned_mean))
   if set(FLAGS.averages) == set(token_loss.LOSS_AVERAGES):
     differences = [f1[token_loss.WORD][s] - f1[token_loss.WINDOW][s]
                    for s in FLAGS.seeds]

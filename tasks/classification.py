@@ -622,10 +622,21 @@ class ClassificationTask(task.Task):
     result_lines, submission_lines = prediction_lines(
         outputs, self.labels, self.processor.is_regression)
     self.write_output("test_results.tsv", "".join(result_lines))
+    self.write_predictions(outputs, submission_lines)
+    return None
+
+  def write_predictions(self, outputs, submission_lines):
+    """Writes the test set's predictions beside test_results.tsv: GLUE's
+    submission file (`submission_lines`), for a task that has one.
+
+    Args:
+      outputs: per example, its probabilities [labels] or score.
+      submission_lines: the lines of `prediction_lines`' submission file.
+    """
+    del outputs  # GLUE's submission holds the labels alone.
     if self.processor.submission_name:
       self.write_output(self.processor.submission_name + ".tsv",
                         "".join(submission_lines))
-    return None
 
   def serving_input_receiver_fn(self):
     return serving_input_receiver_fn_builder(
@@ -942,26 +953,16 @@ class FileClassificationTask(ClassificationTask):
                    self.processor.files[task.DEV])
     return super().outputs_metrics(labels, outputs)
 
-  def predict(self, estimator):
-    """test_results.tsv and predictions.jsonl: per example {"id", and
-    "label" with "probabilities" (a dict by label), or "labels" (those
-    above the threshold) with "probabilities", or "score"}."""
-    examples, path = self._padded_features(
-        task.TEST, "predict.tf_record", self.flags.predict_batch_size,
-        "Running prediction")
-    outputs = self._outputs(estimator.predict(
-        self._input_fn(path, is_training=False, drop_remainder=True),
-        num_batches=len(examples) // self.flags.predict_batch_size),
-                            task.TEST)
-    result_lines, _ = prediction_lines(outputs, self.labels,
-                                       self.processor.is_regression)
-    self.write_output("test_results.tsv", "".join(result_lines))
+  def write_predictions(self, outputs, submission_lines):
+    """predictions.jsonl: per example {"id", and "label" with
+    "probabilities" (a dict by label), or "labels" (those above the
+    threshold) with "probabilities", or "score"}."""
+    del submission_lines  # Your own files have no GLUE submission.
     ids = self.processor.example_ids(task.TEST)
     self.write_output(PREDICTIONS_FILE, "".join(
         json.dumps(dict(id=example_id, **self.answer(output)),
                    ensure_ascii=False) + "\n"
         for example_id, output in zip(ids, outputs)))
-    return None
 
   def answer(self, output):
     """One example's prediction from its model output (`answer`)."""

@@ -19,8 +19,9 @@ source. An example draws its number of sentences (1, 2 or 3) and each
 sentence's source uniformly; no sentence appears twice in a file.
 
 train.jsonl draws on SST-2's and MRPC's training files, dev.jsonl on their
-dev files; QNLI (its dev file only is here) is split by a hash of the text,
-so the two files share no sentence. SST-2's training file holds phrases:
+dev files less any sentence the training files also have (MRPC repeats
+some); QNLI (its dev file only is here) is split by a hash of the text. So
+the two files share no sentence. SST-2's training file holds phrases:
 only those of at least --min_words words are used. Rows are
 {"id", "text", "labels": [...]} (JSON Lines; run_classifier.py reads the
 list as multi-label).
@@ -80,13 +81,14 @@ def _in_dev(text):
   return int(hashlib.md5(text.encode("utf-8")).hexdigest(), 16) % 5 == 0
 
 
-def source_sentences(glue_dir, split):
-  """{label: sorted distinct sentences} of one split ("train", "dev")."""
+def source_sentences(glue_dir, split, min_words):
+  """{label: sorted distinct sentences} of one split ("train", "dev");
+  SST-2's of at least `min_words` words."""
   sentences = {label: set() for label in LABELS}
   header, rows = _tsv(os.path.join(glue_dir, "SST-2", split + ".tsv"))
   text, label = header.index("sentence"), header.index("label")
   for row in rows:
-    if len(row[text].split()) >= FLAGS.min_words:
+    if len(row[text].split()) >= min_words:
       sentences["positive" if row[label] == "1" else "negative"].add(
           row[text].strip())
   header, rows = _tsv(os.path.join(glue_dir, "MRPC", split + ".tsv"))
@@ -98,6 +100,17 @@ def source_sentences(glue_dir, split):
       if _in_dev(text) == (split == "dev"):
         sentences[label].add(text)
   return {label: sorted(texts) for label, texts in sentences.items()}
+
+
+def split_sources(glue_dir, min_words):
+  """{"train": ..., "dev": ...} of source_sentences, dev without any
+  sentence that training has (MRPC reuses sentences across its files)."""
+  train = source_sentences(glue_dir, "train", min_words)
+  seen = set().union(*train.values())
+  dev = {label: [text for text in texts if text not in seen]
+         for label, texts in source_sentences(glue_dir, "dev",
+                                              min_words).items()}
+  return {"train": train, "dev": dev}
 
 
 def make_examples(sentences, count, rng, prefix):
@@ -184,9 +197,9 @@ def main(_):
   rng = random.Random(FLAGS.seed)
   os.makedirs(FLAGS.output_dir, exist_ok=True)
   data = {}
+  sources = split_sources(FLAGS.glue_dir, FLAGS.min_words)
   for split, count in (("train", FLAGS.num_train), ("dev", FLAGS.num_dev)):
-    data[split] = make_examples(source_sentences(FLAGS.glue_dir, split),
-                                count, rng, split)
+    data[split] = make_examples(sources[split], count, rng, split)
     path = os.path.join(FLAGS.output_dir, split + ".jsonl")
     with open(path, "w", encoding="utf-8") as f:
       for example in data[split]:

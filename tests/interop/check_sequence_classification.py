@@ -86,11 +86,7 @@ def test_multi_label_classifier_in_bert_for_sequence_classification(
       problem_type="multi_label", text_pairs=True)
   model = side_by_side.hf_model("BertForSequenceClassification", hf_dir)
   assert model.config.problem_type == "multi_label_classification"
-  ids, mask, segments = (side_by_side.torch.from_numpy(a.astype(np.int64))
-                         for a in inputs)
-  with side_by_side.torch.no_grad():
-    theirs = model(input_ids=ids, attention_mask=mask, token_type_ids=segments,
-                   labels=side_by_side.torch.from_numpy(labels))
+  theirs = side_by_side.hf_outputs(model, *inputs, labels=labels)
   loss, probabilities = side_by_side.ours(prefix, build, inputs)
   np.testing.assert_allclose(
       side_by_side.torch.sigmoid(theirs.logits).numpy(), probabilities,

@@ -98,12 +98,9 @@ def test_word_averaged_loss_is_bert_for_token_classifications(
       side_by_side.head_shapes(build, inputs), scale=0.2, seed=1,
       task=ner.TASK_NAME, max_seq_length=MAX_SEQ_LENGTH, labels=LABELS)
   model = side_by_side.hf_model("BertForTokenClassification", hf_dir)
-  hf_labels = np.where(label_mask == 1, label_ids, -100).astype(np.int64)
-  ids, mask, segments = (side_by_side.torch.from_numpy(a.astype(np.int64))
-                         for a in inputs)
-  with side_by_side.torch.no_grad():
-    theirs = model(input_ids=ids, attention_mask=mask, token_type_ids=segments,
-                   labels=side_by_side.torch.from_numpy(hf_labels))
+  theirs = side_by_side.hf_outputs(
+      model, *inputs,
+      labels=np.where(label_mask == 1, label_ids, -100).astype(np.int64))
   loss, _ = side_by_side.ours(prefix, build, inputs)
   # Windows of different lengths: a window-averaged loss would differ.
   assert len(set(label_mask.sum(axis=1))) > 1

@@ -152,12 +152,15 @@ def hf_model(class_name, folder):
   return model.eval()
 
 
-def hf_outputs(model, input_ids, input_mask, segment_ids):
-  """`model`'s outputs on int arrays of the same shape."""
+def hf_outputs(model, input_ids, input_mask, segment_ids, labels=None):
+  """`model`'s outputs on int arrays of the same shape; with `labels` (an
+  array) also its loss."""
   ids, mask, segments = (torch.from_numpy(a.astype(np.int64))
                          for a in (input_ids, input_mask, segment_ids))
+  options = {} if labels is None else {"labels": torch.from_numpy(labels)}
   with torch.no_grad():
-    return model(input_ids=ids, attention_mask=mask, token_type_ids=segments)
+    return model(input_ids=ids, attention_mask=mask, token_type_ids=segments,
+                 **options)
 
 
 def assert_round_trip(model, hf_dir, prefix, work_dir, absent=()):
