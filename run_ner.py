@@ -21,9 +21,9 @@ ran it (Devlin et al. 2019, Section 5.3 and Table 7).
   * The head: `cls/ner/output_weights` [num_labels, width] and
     `cls/ner/output_bias` [num_labels] on BERT's sequence output (what
     Hugging Face's BertForTokenClassification calls `classifier`); the loss
-    averages the labeled words' cross-entropies per window and then over
-    the batch's windows, or over all the batch's labeled words
-    (--loss_average; tasks/token_loss.py).
+    averages the cross-entropies of all the batch's labeled words, or of
+    each window's and then over the windows (--loss_average;
+    tasks/token_loss.py).
   * --feature_mode: the paper's feature-based rows of Table 7. BERT is
     frozen (no BERT variable is trained or given optimizer slots) and one of
     its layer combinations feeds a randomly initialized two-layer BiLSTM
@@ -84,11 +84,11 @@ def define_flags(flag_values=flags.FLAGS):
       "with B-; bioes: IOBES, S-<type> for one word, else B- ... E-. The "
       "files are checked against it.", flag_values=flag_values)
   flags.DEFINE_enum(
-      "loss_average", token_loss.WINDOW, list(token_loss.LOSS_AVERAGES),
-      "window: the loss is each window's mean cross-entropy over its "
-      "labeled words, averaged over the batch's windows; word: the mean "
-      "over all labeled words of the batch, as Hugging Face's "
-      "BertForTokenClassification.", flag_values=flag_values)
+      "loss_average", token_loss.DEFAULT, list(token_loss.LOSS_AVERAGES),
+      "word: the loss is the mean cross-entropy over all labeled words of "
+      "the batch, as Hugging Face's BertForTokenClassification; window: "
+      "each window's mean over its labeled words, averaged over the batch's "
+      "windows.", flag_values=flag_values)
   flags.DEFINE_enum(
       "context", "document", list(conll.CONTEXTS),
       "document: a document's sentences are read together in overlapping "

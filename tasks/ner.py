@@ -303,7 +303,7 @@ def head_variable_shapes(bert_config, num_labels,
 def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
                  label_ids, label_mask, num_labels, use_one_hot_embeddings,
                  *, feature_mode=feature_modes.FINE_TUNING, lstm_size=768,
-                 loss_average=token_loss.WINDOW,
+                 loss_average=token_loss.DEFAULT,
                  gradient_checkpointing=False, compute_dtype=tf.float32,
                  skip_padding=False):
   """BERT and the token classifier.
@@ -380,7 +380,7 @@ def head_variables(variables):
 
 def ner_head(features, mode, settings, *, num_labels,
              feature_mode=feature_modes.FINE_TUNING, lstm_size=768,
-             loss_average=token_loss.WINDOW):
+             loss_average=token_loss.DEFAULT):
   """`create_model` on a batch of `write_windows`' features, as
   runner/training_graph.model_fn_builder calls a head (TRAIN and PREDICT;
   NER is scored by conlleval on the predictions). PREDICT gives TAG_IDS
@@ -471,7 +471,7 @@ class NerTask(task.Task):
   def __init__(self, data_dir=None, *, data_files=None, tag_scheme="iob1",
                context="document", doc_stride=None,
                feature_mode=feature_modes.FINE_TUNING, lstm_size=768,
-               loss_average=token_loss.WINDOW):
+               loss_average=token_loss.DEFAULT):
     """Args:
       data_dir: the folder of the CoNLL-2003 files (conll.DATA_FILES), or
         None with `data_files`.
