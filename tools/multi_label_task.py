@@ -53,12 +53,6 @@ from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-impor
 from tasks import classifier_metrics
 import tokenization
 
-flags.DEFINE_string("glue_dir", None, "GLUE's folder (SST-2, MRPC, QNLI).")
-flags.DEFINE_string("output_dir", None, "Where train.jsonl and dev.jsonl go.")
-flags.DEFINE_integer("num_train", 3000, "Training examples.")
-flags.DEFINE_integer("num_dev", 1000, "Dev examples.")
-flags.DEFINE_integer("min_words", 6, "Fewest words of an SST-2 sentence.")
-flags.DEFINE_integer("seed", 12345, "Seed of the draws.")
 FLAGS = flags.FLAGS
 
 LABELS = ("positive", "negative", "news", "question", "encyclopedia")
@@ -214,6 +208,18 @@ def main(_):
   _report("bag of words", labels, bag_of_words(data["train"], data["dev"]))
 
 
-if __name__ == "__main__":
+def _define_flags():
+  # Defined when run, not on import: a test process importing this module
+  # also holds other modules' --output_dir.
+  flags.DEFINE_string("glue_dir", None, "GLUE's folder (SST-2, MRPC, QNLI).")
+  flags.DEFINE_string("output_dir", None, "Where train.jsonl and dev.jsonl go.")
+  flags.DEFINE_integer("num_train", 3000, "Training examples.")
+  flags.DEFINE_integer("num_dev", 1000, "Dev examples.")
+  flags.DEFINE_integer("min_words", 6, "Fewest words of an SST-2 sentence.")
+  flags.DEFINE_integer("seed", 12345, "Seed of the draws.")
   flags.mark_flags_as_required(["glue_dir", "output_dir"])
+
+
+if __name__ == "__main__":
+  _define_flags()
   app.run(main)
