@@ -214,8 +214,12 @@ def test_peer_environments_are_found_or_named(tmp_path):
 
 def test_plan_runs_gives_google_fp32_only_and_every_impl_a_turn():
   from absl import flags
+  from absl import logging
   from absl.testing import flagsaver
   was_parsed = flags.FLAGS.is_parsed()
+  # Restoring the flags sets --verbosity, and so the level of absl's logger,
+  # for every later test of this process: keep the level it had.
+  level = logging.get_absl_logger().level
   flags.FLAGS.mark_as_parsed()
   try:
     with flagsaver.flagsaver(only=list(throughput.ALL_IMPLS),
@@ -224,6 +228,7 @@ def test_plan_runs_gives_google_fp32_only_and_every_impl_a_turn():
   finally:
     if not was_parsed:
       flags.FLAGS.unparse_flags()
+    logging.get_absl_logger().setLevel(level)
   assert {run["config"] for run in runs} == set(throughput.QUICK_CONFIGS)
   by_impl = {}
   for run in runs:
