@@ -10,9 +10,9 @@ STAMP := $(VENV)/.installed
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): requirements.txt requirements-dev.txt | $(PY)
+$(STAMP): requirements.txt requirements-dev.txt requirements-text.txt | $(PY)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements-dev.txt
+	$(PY) -m pip install --quiet -r requirements-dev.txt -r requirements-text.txt
 	touch $(STAMP)
 
 # Three workers for two cores: a worker waiting for a fixture that another

@@ -136,6 +136,7 @@ import tensorflow as tf
 from checkpoints import problem_types
 from checkpoints import run_info
 from runner import serving_input
+from serving import graph_tokenizer
 from tasks import classification
 from tasks import conll
 from tasks import glue
@@ -245,9 +246,12 @@ class ExportedModel(object):
     self.record = read_record(self.path)
     self.tokenizer = make_tokenizer(self.path, self.record)
     self.max_seq_length = int(self.record["max_seq_length"])
+    text_ops = graph_tokenizer.register_text_ops()
     try:
       self._loaded = tf.saved_model.load(self.path)
     except (OSError, ValueError, tf.errors.OpError) as e:
+      if not text_ops and "Op type not registered" in str(e):
+        graph_tokenizer.import_tensorflow_text()  # Says what to install.
       raise cli.UserError("%s could not be loaded as a SavedModel (%s); "
                           "export the model again." % (
                               self.path, " ".join(str(e).split())[:300])

@@ -198,12 +198,16 @@ class EstimatorSpec(collections.namedtuple("EstimatorSpec", _SPEC_FIELDS)):
 
 
 class ServingInputReceiver(collections.namedtuple(
-    "ServingInputReceiver", ["features", "receiver_tensors"])):
+    "ServingInputReceiver", ["features", "receiver_tensors",
+                             "extra_signatures"], defaults=({},))):
   """What a `serving_input_receiver_fn` returns, as in TF1's Estimator.
 
   features: dict of the Tensors the model_fn reads.
   receiver_tensors: dict of the placeholders a served request feeds, by the
     names the SavedModel's signature gives them.
+  extra_signatures: dict name -> (inputs, outputs_fn), signatures beside
+    "serving_default": their input placeholders by name, and a callable
+    from the model_fn's predictions to their outputs by name.
   """
 
 
@@ -1144,9 +1148,12 @@ class Estimator(object):
       if not isinstance(spec.predictions, dict):
         raise ValueError("export_saved_model needs the model_fn's PREDICT "
                          "predictions as a dict of named Tensors.")
-      signature = _predict_signature(
+      signatures = {"serving_default": _predict_signature(
           receiver.receiver_tensors,
-          _served_predictions(spec.predictions, receiver))
+          _served_predictions(spec.predictions, receiver))}
+      for name, (inputs, outputs_fn) in receiver.extra_signatures.items():
+        signatures[name] = _predict_signature(
+            inputs, outputs_fn(spec.predictions))
       # A registry the model's code keeps while building (dropout sites) is
       # a Python object: the MetaGraph cannot hold it, and serving does not
       # need it.
@@ -1159,8 +1166,8 @@ class Estimator(object):
           export_dir_base, "the SavedModel %s" % os.path.basename(export_dir),
           size=lambda: _saved_model_bytes(graph, assets),
           flag="--export_dir"):
-        self._write_saved_model(graph, checkpoint, signature, temporary_dir,
-                                assets)
+        self._write_saved_model(graph, checkpoint, signatures,
+                                temporary_dir, assets)
         tf.io.gfile.rename(temporary_dir, export_dir)
     logging.info("Exported %s as a SavedModel to %s", checkpoint, export_dir)
     return export_dir
@@ -1174,16 +1181,17 @@ class Estimator(object):
       return "the weights of %s" % self._config.init_checkpoint
     return "the initialized variables"
 
-  def _write_saved_model(self, graph, checkpoint, signature, folder,
+  def _write_saved_model(self, graph, checkpoint, signatures, folder,
                          assets):
-    """Writes the SavedModel of `graph` with `checkpoint`'s weights and the
-    files `assets` into `folder` (see export_saved_model)."""
+    """Writes the SavedModel of `graph` with `checkpoint`'s weights, the
+    SignatureDefs `signatures` by name and the files `assets` into
+    `folder` (see export_saved_model)."""
     with self._session(graph) as sess:
       _restore(_saver(), sess, checkpoint)
       builder = tf.compat.v1.saved_model.Builder(folder)
       builder.add_meta_graph_and_variables(
           sess, [tf.compat.v1.saved_model.SERVING],
-          signature_def_map={"serving_default": signature},
+          signature_def_map=signatures,
           strip_default_attrs=True)
       builder.save()
     extra = os.path.join(folder, "assets.extra")

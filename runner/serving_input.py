@@ -9,14 +9,29 @@ need not pad to it (the padding a request leaves out changes nothing, as
 attention ignores padding), and a longer one is refused.
 """
 
+import collections
+
 import tensorflow as tf
 
 from runner import estimator
 
 MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids")
+# The name of the signature that takes raw text.
+TEXT_SIGNATURE = "text"
 
 
-def receiver_fn_builder(seq_length, stand_ins, choices=False):
+class TextSignature(collections.namedtuple(
+    "TextSignature", ["inputs_fn", "outputs_fn"])):
+  """A signature from raw text, beside the one from ids.
+
+  inputs_fn: callable () -> (placeholders by input name, the MODEL_INPUTS
+    Tensors they make), called first in the export graph.
+  outputs_fn: callable (the model_fn's predictions) -> outputs by name.
+  """
+
+
+def receiver_fn_builder(seq_length, stand_ins, choices=False,
+                        text_signature=None):
   """Returns a serving_input_receiver_fn for `Estimator.export_saved_model`.
 
   Args:
@@ -27,13 +42,26 @@ def receiver_fn_builder(seq_length, stand_ins, choices=False):
       shape [batch].
     choices: whether an example is several sequences (run_swag.py's
       choices): the inputs are then [batch, choices, length].
+    text_signature: a TextSignature, or None. Its inputs feed the model
+      when a request does not feed the ids: each id input is a placeholder
+      whose default is what the texts make, so both signatures share one
+      model and each computes only what its own inputs need.
   """
 
   def serving_input_receiver_fn():
     shape = [None, None, None] if choices else [None, None]
-    receiver_tensors = {
-        name: tf.compat.v1.placeholder(tf.int32, shape, name=name)
-        for name in MODEL_INPUTS}
+    extra_signatures = {}
+    if text_signature is None:
+      receiver_tensors = {
+          name: tf.compat.v1.placeholder(tf.int32, shape, name=name)
+          for name in MODEL_INPUTS}
+    else:
+      texts, from_texts = text_signature.inputs_fn()
+      receiver_tensors = {
+          name: tf.compat.v1.placeholder_with_default(
+              from_texts[name], shape, name=name)
+          for name in MODEL_INPUTS}
+      extra_signatures[TEXT_SIGNATURE] = (texts, text_signature.outputs_fn)
     length = tf.shape(receiver_tensors["input_ids"])[-1]
     check = tf.debugging.assert_less_equal(
         length, seq_length,
@@ -45,6 +73,7 @@ def receiver_fn_builder(seq_length, stand_ins, choices=False):
     batch_size = tf.shape(receiver_tensors["input_ids"])[0]
     for name, dtype in stand_ins.items():
       features[name] = tf.zeros([batch_size], dtype)
-    return estimator.ServingInputReceiver(features, receiver_tensors)
+    return estimator.ServingInputReceiver(features, receiver_tensors,
+                                          extra_signatures)
 
   return serving_input_receiver_fn

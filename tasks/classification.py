@@ -33,6 +33,8 @@ from runner import feature_cache
 from runner import serving_input
 from runner import tfrecord_input
 from runner import training_graph
+from serving import graph_tokenizer
+from serving import text_inputs
 from tasks import classifier_metrics
 from tasks import glue
 from tasks import labeled_files
@@ -415,16 +417,59 @@ def classifier_head(features, mode, settings, *, num_labels, is_regression,
 
 
 def serving_input_receiver_fn_builder(seq_length, is_regression=False,
-                                      multi_label=False):
+                                      multi_label=False, text_signature=None):
   """The serving input of an exported classifier (runner/serving_input.py).
 
   A request feeds int32 "input_ids", "input_mask" and "segment_ids" of shape
-  [batch, seq_length], as `convert_single_example` makes them.
+  [batch, seq_length], as `convert_single_example` makes them; with a
+  `text_signature` (`text_signature_of`), the "text" signature takes the
+  texts instead.
   """
   stand_ins = {"is_real_example": tf.int32}
   if not multi_label:  # classifier_head makes a multi-label model's own.
     stand_ins["label_ids"] = tf.float32 if is_regression else tf.int32
-  return serving_input.receiver_fn_builder(seq_length, stand_ins)
+  return serving_input.receiver_fn_builder(seq_length, stand_ins,
+                                           text_signature=text_signature)
+
+
+def text_signature_of(tokenizer_fn, seq_length, text_pairs, labels,
+                      problem_type, threshold=0.5):
+  """A classifier's signature from raw text (runner/serving_input.py).
+
+  Inputs: "text_a" (and, for a pair task, "text_b"), tf.string [batch];
+  they become the model's inputs in the graph as `convert_single_example`
+  makes them, padded to the batch's longest (serving/text_inputs.py).
+  Outputs, as `answer` gives them: "score" [batch] (regression), else
+  "probabilities" [batch, labels] and "label_names" [batch, labels] (the
+  label of each column), with "label" [batch] (the likeliest) or, for
+  multi-label, "predicted" [batch, labels] (bool: above `threshold`).
+
+  Args:
+    tokenizer_fn: callable () -> serving.graph_tokenizer.GraphTokenizer,
+      called in the export graph.
+  """
+  def inputs_fn():
+    names = ["text_a", "text_b"] if text_pairs else ["text_a"]
+    texts = {name: tf.compat.v1.placeholder(tf.string, [None], name=name)
+             for name in names}
+    return texts, text_inputs.model_inputs(
+        tokenizer_fn(), seq_length, texts["text_a"], texts.get("text_b"))
+
+  def outputs_fn(predictions):
+    if problem_type == problem_types.REGRESSION:
+      return {"score": predictions["predictions"]}
+    probabilities = predictions["probabilities"]
+    names = tf.constant([str(label) for label in labels])
+    outputs = {"probabilities": probabilities,
+               "label_names": tf.tile(names[None, :],
+                                      [tf.shape(probabilities)[0], 1])}
+    if problem_type == problem_types.MULTI_LABEL:
+      outputs["predicted"] = probabilities > threshold
+    else:
+      outputs["label"] = tf.gather(names, tf.argmax(probabilities, axis=-1))
+    return outputs
+
+  return serving_input.TextSignature(inputs_fn, outputs_fn)
 
 
 def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate,
@@ -510,6 +555,8 @@ class ClassificationTask(task.Task):
   def start(self, flags, bert_config, tokenizer):
     super().start(flags, bert_config, tokenizer)
     self.labels = self.processor.get_labels()
+    if flags.export_dir and not flags.spm_model_file:
+      graph_tokenizer.import_tensorflow_text()  # Its text signature's ops.
 
   def read_data(self):
     self._check_sources()
@@ -639,9 +686,20 @@ class ClassificationTask(task.Task):
                         "".join(submission_lines))
 
   def serving_input_receiver_fn(self):
+    text_signature = None
+    if not self.flags.spm_model_file:  # The graph's tokenizer is WordPiece.
+      problem_type = (
+          problem_types.REGRESSION if self.processor.is_regression else
+          problem_types.MULTI_LABEL if self.multi_label else
+          problem_types.SINGLE_LABEL)
+      text_signature = text_signature_of(
+          functools.partial(graph_tokenizer.GraphTokenizer,
+                            self.flags.vocab_file, self.flags.do_lower_case),
+          self.flags.max_seq_length, self.processor.text_pairs, self.labels,
+          problem_type, self.threshold)
     return serving_input_receiver_fn_builder(
         self.flags.max_seq_length, self.processor.is_regression,
-        self.multi_label)
+        self.multi_label, text_signature)
 
   # What to do when a data file holds no examples.
   _no_examples_fix = ("Download the task's files again, or point --data_dir "

@@ -9,6 +9,9 @@ import tempfile
 import time
 
 import pytest
+# Registers the op of the text signature that exported classifiers hold, for
+# the tests that load an export themselves (predictor.py does it on its own).
+import tensorflow_text  # pylint: disable=unused-import
 
 import script_runner as script_runner_module
 

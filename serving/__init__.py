@@ -1,0 +1,1 @@
+"""Raw text served: Google's tokenizer and input packing as graph ops."""
