@@ -43,7 +43,7 @@ def import_tensorflow_text():
     import tensorflow_text  # pylint: disable=g-import-not-at-top
   except ImportError as error:
     raise cli.UserError(
-        "The raw-text signature needs the %s package (%s)." % (
+        "The raw-text signature needs the %s package (%s)" % (
             REQUIREMENT, error),
         fix="pip install -r requirements-text.txt") from None
   return tensorflow_text
@@ -80,7 +80,7 @@ class GraphTokenizer(object):
     tokens = vocabulary_by_id(vocab_file)
     for token in (unk_token, "[CLS]", "[SEP]"):
       if token not in tokens:
-        raise cli.UserError("%s has no %s token." % (vocab_file, token),
+        raise cli.UserError("%s has no %s token" % (vocab_file, token),
                             fix="Use the vocab.txt the model was trained "
                             "with.")
     self.vocab = {token: index for index, token in enumerate(tokens)}

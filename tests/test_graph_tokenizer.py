@@ -157,8 +157,9 @@ def test_a_vocabulary_with_gaps_keeps_the_ids(tmp_path):
   # An empty line and a repeated token leave ids no token maps to; the
   # other tokens keep their line numbers, as load_vocab gives them.
   vocab_file = tmp_path / "vocab.txt"
-  vocab_file.write_text("[PAD]\n[UNK]\n\nhello\nworld\nhello\n##s\n,\n",
-                        encoding="utf-8")
+  vocab_file.write_text(
+      "[PAD]\n[UNK]\n[CLS]\n[SEP]\n\nhello\nworld\nhello\n##s\n,\n",
+      encoding="utf-8")
   _check(str(vocab_file), True, ["Hello, worlds", "hellos hello", "x"])
 
 
