@@ -26,7 +26,8 @@ class TextSignature(collections.namedtuple(
 
   inputs_fn: callable () -> (placeholders by input name, the MODEL_INPUTS
     Tensors they make), called first in the export graph.
-  outputs_fn: callable (the model_fn's predictions) -> outputs by name.
+  outputs_fn: callable (the model_fn's predictions, the placeholders) ->
+    outputs by name.
   """
 
 
@@ -61,7 +62,9 @@ def receiver_fn_builder(seq_length, stand_ins, choices=False,
           name: tf.compat.v1.placeholder_with_default(
               from_texts[name], shape, name=name)
           for name in MODEL_INPUTS}
-      extra_signatures[TEXT_SIGNATURE] = (texts, text_signature.outputs_fn)
+      extra_signatures[TEXT_SIGNATURE] = (
+          texts, lambda predictions: text_signature.outputs_fn(predictions,
+                                                               texts))
     length = tf.shape(receiver_tensors["input_ids"])[-1]
     check = tf.debugging.assert_less_equal(
         length, seq_length,

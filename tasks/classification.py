@@ -33,7 +33,6 @@ from runner import feature_cache
 from runner import serving_input
 from runner import tfrecord_input
 from runner import training_graph
-from serving import graph_tokenizer
 from serving import text_inputs
 from tasks import classifier_metrics
 from tasks import glue
@@ -455,7 +454,8 @@ def text_signature_of(tokenizer_fn, seq_length, text_pairs, labels,
     return texts, text_inputs.model_inputs(
         tokenizer_fn(), seq_length, texts["text_a"], texts.get("text_b"))
 
-  def outputs_fn(predictions):
+  def outputs_fn(predictions, texts):
+    del texts  # The outputs name labels, not texts.
     if problem_type == problem_types.REGRESSION:
       return {"score": predictions["predictions"]}
     probabilities = predictions["probabilities"]
@@ -517,6 +517,7 @@ class ClassificationTask(task.Task):
 
   # A multi-label model predicts the labels whose probability is above it.
   threshold = 0.5
+  serves_text = True
 
   def __init__(self, processor, data_dir, task_name, *,
                long_text=windows.TRUNCATE, doc_stride=None,
@@ -555,8 +556,6 @@ class ClassificationTask(task.Task):
   def start(self, flags, bert_config, tokenizer):
     super().start(flags, bert_config, tokenizer)
     self.labels = self.processor.get_labels()
-    if flags.export_dir and not flags.spm_model_file:
-      graph_tokenizer.import_tensorflow_text()  # Its text signature's ops.
 
   def read_data(self):
     self._check_sources()
@@ -687,16 +686,15 @@ class ClassificationTask(task.Task):
 
   def serving_input_receiver_fn(self):
     text_signature = None
-    if not self.flags.spm_model_file:  # The graph's tokenizer is WordPiece.
+    if self.exports_text():
       problem_type = (
           problem_types.REGRESSION if self.processor.is_regression else
           problem_types.MULTI_LABEL if self.multi_label else
           problem_types.SINGLE_LABEL)
       text_signature = text_signature_of(
-          functools.partial(graph_tokenizer.GraphTokenizer,
-                            self.flags.vocab_file, self.flags.do_lower_case),
-          self.flags.max_seq_length, self.processor.text_pairs, self.labels,
-          problem_type, self.threshold)
+          self.graph_tokenizer_fn(), self.flags.max_seq_length,
+          self.processor.text_pairs, self.labels, problem_type,
+          self.threshold)
     return serving_input_receiver_fn_builder(
         self.flags.max_seq_length, self.processor.is_regression,
         self.multi_label, text_signature)

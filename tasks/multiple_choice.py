@@ -30,6 +30,7 @@ from runner import feature_cache
 from runner import serving_input
 from runner import tfrecord_input
 from runner import training_graph
+from serving import text_inputs
 from tasks import classifier_metrics
 from tasks import swag
 from tasks import task
@@ -234,13 +235,51 @@ def multiple_choice_head(features, mode, settings):
           ()))
 
 
-def serving_input_receiver_fn_builder(seq_length):
+def serving_input_receiver_fn_builder(seq_length, text_signature=None):
   """The serving input of an exported model (runner/serving_input.py): int32
   input_ids, input_mask and segment_ids of [batch, choices, length], any
-  number of choices, as `convert_single_example` makes them."""
+  number of choices, as `convert_single_example` makes them; with a
+  `text_signature` (`text_signature_of`), the "text" signature takes the
+  texts instead."""
   return serving_input.receiver_fn_builder(
       seq_length, {"label_ids": tf.int32, "is_real_example": tf.int32},
-      choices=True)
+      choices=True, text_signature=text_signature)
+
+
+def text_signature_of(tokenizer_fn, seq_length):
+  """The signature from raw text (runner/serving_input.py).
+
+  Inputs: "sentence" tf.string [batch] (segment A) and "endings" tf.string
+  [batch, choices] (each choice's segment B: for SWAG, sent2 and the
+  ending joined by a space), laid out as `swag.choice_layouts` lays them
+  out, padded to the batch's longest choice. Outputs: "probabilities"
+  [batch, choices], "choice" int32 [batch] (the likeliest) and its
+  "ending" tf.string [batch].
+
+  Args:
+    tokenizer_fn: callable () -> serving.graph_tokenizer.GraphTokenizer,
+      called in the export graph.
+  """
+  def inputs_fn():
+    texts = {
+        "sentence": tf.compat.v1.placeholder(tf.string, [None], "sentence"),
+        "endings": tf.compat.v1.placeholder(tf.string, [None, None],
+                                            "endings")}
+    shape = tf.shape(texts["endings"])
+    sentences = tf.reshape(tf.tile(texts["sentence"][:, None], [1, shape[1]]),
+                           [-1])
+    flat = text_inputs.model_inputs(tokenizer_fn(), seq_length, sentences,
+                                    tf.reshape(texts["endings"], [-1]))
+    return texts, {name: tf.reshape(value, tf.concat([shape, [-1]], 0))
+                   for name, value in flat.items()}
+
+  def outputs_fn(predictions, texts):
+    probabilities = predictions[PROBABILITIES]
+    choice = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
+    return {"probabilities": probabilities, "choice": choice,
+            "ending": tf.gather(texts["endings"], choice, batch_dims=1)}
+
+  return serving_input.TextSignature(inputs_fn, outputs_fn)
 
 
 # -------------------------------------------------------------- predictions
@@ -272,6 +311,7 @@ class MultipleChoiceTask(task.Task):
 
   name = TASK_NAME
   min_seq_length = text_pair.MIN_SEQ_LENGTH_PAIR
+  serves_text = True
 
   def __init__(self, data_dir, *,
                train_example_order=feature_cache.SHUFFLED):
@@ -356,7 +396,12 @@ class MultipleChoiceTask(task.Task):
     return None
 
   def serving_input_receiver_fn(self):
-    return serving_input_receiver_fn_builder(self.flags.max_seq_length)
+    text_signature = None
+    if self.exports_text():
+      text_signature = text_signature_of(self.graph_tokenizer_fn(),
+                                         self.flags.max_seq_length)
+    return serving_input_receiver_fn_builder(self.flags.max_seq_length,
+                                             text_signature)
 
   def _prepare_features(self, set_type, examples, file_name, **order):
     return self.prepare_features(

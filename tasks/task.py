@@ -36,6 +36,7 @@ from absl import logging
 from checkpoints import run_info
 from memory import memory_model
 from runner import feature_cache
+from serving import graph_tokenizer
 from tasks import text_pair
 from userio import cli
 from userio import output_files
@@ -177,12 +178,29 @@ class Task(object):
     self.bert_config = None
     self.tokenizer = None
 
+  # Whether the task's export has the "text" signature (serving/), whose
+  # op needs tensorflow-text.
+  serves_text = False
+
   def start(self, flags, bert_config, tokenizer):
     """Keeps what the run starts with; a task checks here what needs the
     config (raising cli.UserError)."""
     self.flags = flags
     self.bert_config = bert_config
     self.tokenizer = tokenizer
+    if self.exports_text():
+      graph_tokenizer.import_tensorflow_text()  # Fails now, not at the end.
+
+  def exports_text(self):
+    """Whether this run's export gets the "text" signature: the task has
+    one, and the vocabulary is WordPiece (the graph's tokenizer)."""
+    return bool(self.serves_text and self.flags.export_dir and
+                not self.flags.spm_model_file)
+
+  def graph_tokenizer_fn(self):
+    """callable () -> the run's serving.graph_tokenizer.GraphTokenizer."""
+    return lambda: graph_tokenizer.GraphTokenizer(self.flags.vocab_file,
+                                                  self.flags.do_lower_case)
 
   def record(self):
     """The run_info.json record of this run (checkpoints/run_info.py)."""

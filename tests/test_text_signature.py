@@ -3,7 +3,8 @@ process where nothing of this project can be imported (tensorflow and
 tensorflow_text only): its answers are the scripts' own, the probabilities
 of run_classifier.py --do_predict's test_results.tsv and the labels of its
 predictions.jsonl, for a text pair task (MRPC), a regression (STS-B) and a
-multi-label task from a user's CSV."""
+multi-label task from a user's CSV; and run_swag.py --do_predict's
+probabilities for multiple choice."""
 import csv
 import json
 import os
@@ -13,12 +14,15 @@ import sys
 import numpy as np
 import pytest
 
+import conftest
 import run_classifier
 from tasks import glue
+from tasks import swag
 from test_own_data import multi_label_run  # pylint: disable=unused-import
 from test_predictor import MRPC_SAMPLE
 from test_predictor import mrpc_dir  # pylint: disable=unused-import
 from test_predictor import stsb_dir  # pylint: disable=unused-import
+from test_run_swag import swag_run  # pylint: disable=unused-import
 
 pytestmark = pytest.mark.slow
 
@@ -96,3 +100,43 @@ def test_multi_label_serves_the_scripts_labels(multi_label_run, tmp_path):
         probabilities, [prediction["probabilities"][l] for l in labels],
         atol=1e-5)
     assert [l for l, p in zip(labels, predicted) if p] == prediction["labels"]
+
+
+def test_multiple_choice_serves_the_scripts_probabilities(swag_run,
+                                                          tmp_path):
+  with open(os.path.join(swag_run, "out", "test_results.tsv")) as f:
+    want = np.array([line.split("\t") for line in f], np.float64)
+  examples = swag.read_examples(os.path.join(swag_run, "data", "test.csv"),
+                                "test", False)
+  got = _serve(tmp_path, os.path.join(swag_run, "export"),
+               sentence=[e.context for e in examples],
+               endings=[e.continuations() for e in examples])
+  np.testing.assert_allclose(got["probabilities"], want, atol=1e-5)
+  assert got["choice"] == list(want.argmax(axis=1))
+  assert got["ending"] == [e.continuations()[c]
+                           for e, c in zip(examples, got["choice"])]
+
+
+def test_export_without_tensorflow_text_stops_before_training(tmp_path):
+  # The package made unimportable in the script's process: the run ends in
+  # one line before it reads the data or trains, and writes no checkpoint.
+  code = ("import runpy, sys; sys.modules['tensorflow_text'] = None; "
+          "sys.argv = sys.argv[1:]; "
+          "runpy.run_path('run_classifier.py', run_name='__main__')")
+  out = tmp_path / "out"
+  result = subprocess.run(
+      [sys.executable, "-c", code, "run_classifier.py", "--task_name=MRPC",
+       "--data_dir=" + MRPC_SAMPLE, "--vocab_file=" + os.path.join(
+           conftest.ASSETS_DIR, "bert_vocab", "uncased", "vocab.txt"),
+       "--bert_config_file=" + os.path.join(
+           conftest.REPO_ROOT, "sample_data", "tiny_bert_config.json"),
+       "--do_train", "--output_dir=%s" % out,
+       "--export_dir=%s" % (tmp_path / "export")],
+      cwd=conftest.REPO_ROOT, text=True, capture_output=True, timeout=300,
+      check=False)
+  assert result.returncode != 0
+  assert "Traceback" not in result.stderr
+  (line,) = [l for l in result.stderr.splitlines() if "tensorflow-text" in l]
+  assert "pip install -r requirements-text.txt" in line
+  assert not out.exists() or not [
+      name for name in os.listdir(out) if name.startswith("model")]
