@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Creates bench/.venv, the benchmark's own environment (never the project's
 # requirements): TensorFlow as the project pins it, PyTorch (CPU) with Hugging
-# Face transformers, tf-models-official for its BERT encoder, and pytest for
-# the checks against transformers (tests/interop, `make interop`).
+# Face transformers, tf-models-official for its BERT encoder, pytest for the
+# checks against transformers (tests/interop, `make interop`), and TensorFlow
+# Text, whose op the project's exports hold (requirements-text.txt).
 #
 # Idempotent: a stamp file holds a hash of this script; when it matches, the
 # script does nothing. Usage: bash bench/setup_bench_env.sh [PYTHON]
@@ -40,7 +41,8 @@ PIP=("${VENV}/bin/python" -m pip install --quiet)
   scipy==1.17.1 \
   pyyaml==6.0.3 \
   pytest==9.2.0 \
-  pytest-timeout==2.4.0
+  pytest-timeout==2.4.0 \
+  tensorflow-text==2.21.1
 
 # tf-models-official pins tensorflow~=2.20 and pulls in dozens of packages
 # (datasets, vision, TF Text) that its BERT encoder never imports; install it
@@ -55,6 +57,7 @@ from official.nlp.modeling import networks  # noqa: F401  (tf-models import path
 import transformers  # noqa: F401
 import pytest  # noqa: F401
 import tensorflow as tf
+import tensorflow_text  # noqa: F401
 print("bench env: tf", tf.__version__, "torch", torch.__version__,
       "transformers", transformers.__version__)
 EOF
