@@ -47,7 +47,7 @@ from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-impor
 import tensorflow as tf
 
 import bench
-import predictor
+from prediction import exported_models
 from runner import serving_input
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -211,7 +211,7 @@ def batches(items, size):
 
 
 def bench_mrpc():
-  model = predictor.load(FLAGS.mrpc_export)
+  model = exported_models.load(FLAGS.mrpc_export)
   pairs = mrpc_pairs(FLAGS.mrpc_data,
                      max(FLAGS.num_examples, 4 * FLAGS.batch_size))
   bare = BareSignature(model.model.path)
@@ -243,7 +243,7 @@ def bench_mrpc():
 
 
 def bench_squad():
-  model = predictor.load(FLAGS.squad_export)
+  model = exported_models.load(FLAGS.squad_export)
   questions = squad_questions(FLAGS.squad_data,
                               max(FLAGS.num_examples, 4 * FLAGS.batch_size))
   bare = BareSignature(model.model.path)
