@@ -40,7 +40,8 @@ def define_flags(flag_values=flags.FLAGS):
   shared_flags.define_common_flags(
       max_seq_length_default=128, flag_values=flag_values,
       serving_outputs="probabilities [batch, labels] (for a regression "
-      "task, predictions [batch])")
+      "task, predictions [batch])",
+      text_inputs="text_a [batch] (and text_b for a pair task)")
   shared_flags.define_skip_padding_flag(flag_values)
   # --help lists the shared flags with the script's own.
   flags.adopt_module_key_flags(shared_flags, flag_values=flag_values)

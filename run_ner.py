@@ -68,7 +68,8 @@ def define_flags(flag_values=flags.FLAGS):
   shared_flags.define_common_flags(
       max_seq_length_default=128, flag_values=flag_values,
       serving_outputs="tag_ids [batch, length] (the label list is in "
-      "run_info.json) and tag_probabilities [batch, length, labels]")
+      "run_info.json) and tag_probabilities [batch, length, labels]",
+      text_inputs="text [batch] (tags per word, with offsets)")
   shared_flags.define_skip_padding_flag(flag_values)
   flags.adopt_module_key_flags(shared_flags, flag_values=flag_values)
   flags.DEFINE_bool(

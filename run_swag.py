@@ -39,7 +39,8 @@ def define_flags(flag_values=flags.FLAGS):
       max_seq_length_default=128, flag_values=flag_values,
       serving_inputs="int32 input_ids, input_mask and segment_ids [batch, "
       "choices, length], any number of choices and any length up to "
-      "--max_seq_length", serving_outputs="probabilities [batch, choices]")
+      "--max_seq_length", serving_outputs="probabilities [batch, choices]",
+      text_inputs="sentence [batch] and endings [batch, choices]")
   for name, value in RECIPE_DEFAULTS.items():
     flag_values.set_default(name, value)
   shared_flags.define_skip_padding_flag(flag_values)

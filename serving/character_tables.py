@@ -29,6 +29,7 @@ CJK = 4      # an ideograph: a word of its own
 PUNCT = 8    # punctuation: a word of its own
 CASE_IGNORABLE = 16  # skipped when str.lower looks for a final sigma
 CASED = 32   # cased and not case-ignorable, as str.lower sees it
+WORD_BREAK = 64  # _is_whitespace: where split_words_with_offsets cuts raw text
 
 _basic = tokenization.BasicTokenizer(do_lower_case=True)
 
@@ -44,6 +45,8 @@ def _class_bits(char):
     bits = SPACE
   else:
     bits = 0
+  if tokenization._is_whitespace(char):  # pylint: disable=protected-access
+    bits |= WORD_BREAK
   if _basic._is_chinese_char(code):  # pylint: disable=protected-access
     bits |= CJK
   if tokenization._is_punctuation(char):  # pylint: disable=protected-access

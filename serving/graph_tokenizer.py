@@ -130,6 +130,51 @@ class GraphTokenizer(object):
         pieces.flat_values, tf.gather(word_rows, pieces.value_rowids()),
         nrows=batch)
 
+  def words_with_offsets(self, texts):
+    """tokenization.split_words_with_offsets in the graph: the raw texts cut
+    at whitespace, each punctuation character a word of its own, nothing
+    cleaned or lowercased.
+
+    Args:
+      texts: tf.string [batch], UTF-8 (an invalid byte becomes U+FFFD).
+
+    Returns:
+      (words, starts, ends), each ragged [batch, (words)]: the words
+      (tf.string) and their offsets in code points (int64), the word
+      text[start:end] of the decoded text.
+    """
+    texts = tf.convert_to_tensor(texts, tf.string)
+    decoded = tf.strings.unicode_decode(texts, "UTF-8", errors="replace",
+                                        replacement_char=0xFFFD)
+    chars = decoded.flat_values
+    rows = decoded.value_rowids()
+    positions = (tf.range(tf.size(chars, out_type=tf.int64)) -
+                 tf.gather(decoded.row_starts(), rows))
+    bits = self._classes(chars)
+    space = _with(bits, tables_lib.WORD_BREAK)
+    punctuation = _with(bits, tables_lib.PUNCT)
+    follows = tf.concat([[False], tf.equal(rows[1:], rows[:-1])], 0)
+    previous_space = tf.concat([[True], space[:-1]], 0)
+    previous_punctuation = tf.concat([[False], punctuation[:-1]], 0)
+    starts = ~space & (punctuation | ~follows | previous_space |
+                       previous_punctuation)
+    kept = ~space
+    word_ids = tf.cumsum(tf.cast(tf.boolean_mask(starts, kept), tf.int64)) - 1
+    num_words = tf.reduce_sum(tf.cast(starts, tf.int64))
+    code_points = tf.RaggedTensor.from_value_rowids(
+        tf.boolean_mask(chars, kept), word_ids, nrows=num_words)
+    kept_positions = tf.boolean_mask(positions, kept)
+    word_starts = tf.math.segment_min(kept_positions, word_ids)
+    word_ends = tf.math.segment_max(kept_positions, word_ids) + 1
+    word_rows = tf.boolean_mask(rows, starts)
+
+    def by_text(values):
+      return tf.RaggedTensor.from_value_rowids(values, word_rows,
+                                               nrows=decoded.nrows())
+
+    return (by_text(tf.strings.unicode_encode(code_points, "UTF-8")),
+            by_text(word_starts), by_text(word_ends))
+
   def _unknown_if_long(self, pieces, lengths):
     """`pieces` [words, (pieces)] with each word of more than 200
     characters one [UNK] (FastWordpieceTokenizer cuts any length)."""

@@ -123,12 +123,17 @@ SEQUENCE_INPUTS = ("int32 input_ids, input_mask and segment_ids [batch, "
 
 def define_fine_tuning_flags(fv=flags.FLAGS, *,
                              serving_inputs=SEQUENCE_INPUTS,
-                             serving_outputs="the predictions"):
+                             serving_outputs="the predictions",
+                             text_inputs=None):
   """Epochs, warm-up, prediction and export of the fine-tuning scripts.
 
   `serving_inputs` and `serving_outputs` say, in --export_dir's help, what
-  the script's exported signature takes and returns.
+  the script's exported signature takes and returns; `text_inputs`, the
+  strings its "text" signature takes (None: it has none).
   """
+  text_help = "" if text_inputs is None else (
+      " With a WordPiece vocabulary its \"text\" signature takes %s instead "
+      "(raw strings; needs tensorflow-text; docs/serving.md)." % text_inputs)
   flags.DEFINE_bool("do_predict", False,
                     "Whether to predict on the test/predict set.",
                     flag_values=fv)
@@ -147,8 +152,8 @@ def define_fine_tuning_flags(fv=flags.FLAGS, *,
       "checkpoint in --output_dir) as a SavedModel for serving into "
       "<export_dir>/<unix time>, with bert_config.json, the vocabulary and "
       "run_info.json (casing, labels, max_seq_length) in its assets.extra. "
-      "Its serving_default signature takes %s and returns %s." % (
-          serving_inputs, serving_outputs), flag_values=fv)
+      "Its serving_default signature takes %s and returns %s.%s" % (
+          serving_inputs, serving_outputs, text_help), flag_values=fv)
 
 
 def define_tpu_flags(fv=flags.FLAGS):
@@ -250,8 +255,8 @@ def define_common_flags(max_seq_length_default, flag_values=flags.FLAGS,
     max_seq_length_default: the script's default --max_seq_length (128 for
       run_classifier.py, 384 for run_squad.py, as in the original).
     flag_values: where to define them (absl's global FLAGS by default).
-    **serving: `define_fine_tuning_flags`' serving_inputs and
-      serving_outputs.
+    **serving: `define_fine_tuning_flags`' serving_inputs,
+      serving_outputs and text_inputs.
   """
   define_model_flags(max_seq_length_default, flag_values)
   define_vocab_flags(flag_values)

@@ -44,6 +44,7 @@ from runner import feature_cache
 from runner import serving_input
 from runner import tfrecord_input
 from runner import training_graph
+from serving import word_inputs
 from tasks import conll
 from tasks import feature_modes
 from tasks import task
@@ -412,11 +413,61 @@ def ner_head(features, mode, settings, *, num_labels,
   return training_graph.ModelOutputs(loss, train_variables=train_variables)
 
 
-def serving_input_receiver_fn_builder(seq_length):
+def serving_input_receiver_fn_builder(seq_length, text_signature=None):
   """The serving input of an exported NER model: int32 input_ids,
   input_mask and segment_ids [batch, length <= seq_length]; the outputs
-  are TAG_IDS and TAG_PROBABILITIES."""
-  return serving_input.receiver_fn_builder(seq_length, {})
+  are TAG_IDS and TAG_PROBABILITIES. With a `text_signature`
+  (`text_signature_of`), the "text" signature takes raw texts instead."""
+  return serving_input.receiver_fn_builder(seq_length, {},
+                                           text_signature=text_signature)
+
+
+def text_signature_of(tokenizer_fn, seq_length, doc_stride, labels):
+  """The signature from raw text (runner/serving_input.py).
+
+  Input: "text", tf.string [batch]. Each text is read as run_ner.py reads a
+  document, in windows of seq_length started every doc_stride pieces
+  (serving/word_inputs.py); all windows of the batch are one model call.
+  Outputs, one row per text, padded to the batch's most words: "words"
+  (tf.string, "" as padding), their code point offsets "start" and "end"
+  (int64, text[start:end] is the word; -1 as padding), the predicted
+  "tags" (tf.string, "" as padding) and "tag_probability" (float32, the
+  tag's probability; 0 as padding).
+
+  Args:
+    tokenizer_fn: callable () -> serving.graph_tokenizer.GraphTokenizer,
+      called in the export graph.
+  """
+  layout = {}
+
+  def inputs_fn():
+    texts = {"text": tf.compat.v1.placeholder(tf.string, [None], "text")}
+    layout["windows"] = word_inputs.word_windows(
+        tokenizer_fn(), texts["text"], seq_length, doc_stride)
+    return texts, layout["windows"].model_inputs
+
+  def outputs_fn(predictions, texts):
+    del texts  # Their words are in the layout.
+    windows_read = layout["windows"]
+    at = tf.stack([windows_read.window, windows_read.position], axis=1)
+    tag_ids = tf.gather_nd(predictions[TAG_IDS], at)
+    probabilities = tf.gather_nd(
+        predictions[TAG_PROBABILITIES],
+        tf.concat([at, tf.cast(tag_ids, tf.int64)[:, None]], axis=1))
+    words = windows_read.words
+
+    def padded(values, padding):
+      return words.with_flat_values(values).to_tensor(padding)
+
+    return {
+        "words": words.to_tensor(""),
+        "start": windows_read.starts.to_tensor(-1),
+        "end": windows_read.ends.to_tensor(-1),
+        "tags": padded(tf.gather(tf.constant(list(labels)), tag_ids), ""),
+        "tag_probability": padded(probabilities, 0.0),
+    }
+
+  return serving_input.TextSignature(inputs_fn, outputs_fn)
 
 
 # ------------------------------------------------------------ predictions
@@ -467,6 +518,7 @@ class NerTask(task.Task):
   conlleval's scores."""
 
   name = TASK_NAME
+  serves_text = True
 
   def __init__(self, data_dir=None, *, data_files=None, tag_scheme="iob1",
                context="document", doc_stride=None,
@@ -587,7 +639,13 @@ class NerTask(task.Task):
                              self.flags.predict_batch_size)
 
   def serving_input_receiver_fn(self):
-    return serving_input_receiver_fn_builder(self.flags.max_seq_length)
+    text_signature = None
+    if self.exports_text():
+      text_signature = text_signature_of(
+          self.graph_tokenizer_fn(), self.flags.max_seq_length,
+          self.doc_stride, self._labels())
+    return serving_input_receiver_fn_builder(self.flags.max_seq_length,
+                                             text_signature)
 
   def _read_sets(self):
     """{set type: DataSet} of the requested files, read once."""

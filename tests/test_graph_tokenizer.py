@@ -169,3 +169,21 @@ def test_a_missing_package_is_one_line(monkeypatch):
     graph_tokenizer.import_tensorflow_text()
   assert "tensorflow-text" in str(raised.value)
   assert "requirements-text.txt" in str(raised.value)
+
+
+def test_words_with_offsets_equal_split_words_with_offsets(assets_dir):
+  """The raw text's words (case, accents and control characters kept) and
+  their code point offsets, as tokenization.split_words_with_offsets
+  gives them, on generated text of every script and kind of space."""
+  texts = (_literals() + _generated(3000, 5) + _sigma(300, 6) +
+           ["", "  ", "\u2028a\u2029b\x0bc", "Smith-Jones,\u00a0(x)."])
+  vocab_file = os.path.join(assets_dir, "bert_vocab", "cased", "vocab.txt")
+  with tf.Graph().as_default():
+    tokenizer = graph_tokenizer.GraphTokenizer(vocab_file, False)
+    split = tokenizer.words_with_offsets(tf.constant(texts))
+    with tf.compat.v1.Session() as session:
+      words, starts, ends = (value.to_list() for value in session.run(split))
+  for text, row, row_starts, row_ends in zip(texts, words, starts, ends):
+    assert tokenization.split_words_with_offsets(text) == [
+        (word.decode(), start, end)
+        for word, start, end in zip(row, row_starts, row_ends)], repr(text)

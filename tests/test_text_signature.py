@@ -3,8 +3,9 @@ process where nothing of this project can be imported (tensorflow and
 tensorflow_text only): its answers are the scripts' own, the probabilities
 of run_classifier.py --do_predict's test_results.tsv and the labels of its
 predictions.jsonl, for a text pair task (MRPC), a regression (STS-B) and a
-multi-label task from a user's CSV; and run_swag.py --do_predict's
-probabilities for multiple choice."""
+multi-label task from a user's CSV; run_swag.py --do_predict's
+probabilities for multiple choice; run_ner.py --do_predict's tags for
+named entities."""
 import csv
 import json
 import os
@@ -15,13 +16,17 @@ import numpy as np
 import pytest
 
 import conftest
+import predictor
 import run_classifier
+from tasks import conll
 from tasks import glue
 from tasks import swag
 from test_own_data import multi_label_run  # pylint: disable=unused-import
 from test_predictor import MRPC_SAMPLE
 from test_predictor import mrpc_dir  # pylint: disable=unused-import
 from test_predictor import stsb_dir  # pylint: disable=unused-import
+from test_run_ner import _spans as _chunks
+from test_run_ner import ner_run  # pylint: disable=unused-import
 from test_run_swag import swag_run  # pylint: disable=unused-import
 
 pytestmark = pytest.mark.slow
@@ -140,3 +145,51 @@ def test_export_without_tensorflow_text_stops_before_training(tmp_path):
   assert "pip install -r requirements-text.txt" in line
   assert not out.exists() or not [
       name for name in os.listdir(out) if name.startswith("model")]
+
+
+def test_ner_serves_the_scripts_tags_with_offsets(ner_run, tmp_path):
+  """Each test document as one raw text (sentences joined by a newline,
+  words by one or two spaces): the served tags are those of run_ner.py
+  --do_predict's test_predictions.txt (document context, the same
+  windows), the offsets point at the words, and predictor.py's entities
+  are the served tags' chunks."""
+  documents, _ = conll.read_file(os.path.join(ner_run, "data", "test.txt"),
+                                 "iob1")
+  with open(os.path.join(ner_run, "out", "test_predictions.txt")) as f:
+    predicted = [line.split(" ")[2] for line in f.read().splitlines()
+                 if line]
+  texts, want = [], []
+  for number, document in enumerate(documents):
+    gap = "  " if number % 2 else " "
+    texts.append("\n".join(gap.join(word.text for word in sentence)
+                           for sentence in document))
+    count = sum(len(sentence) for sentence in document)
+    want.append(predicted[:count])
+    predicted = predicted[count:]
+  assert not predicted and max(len(tags) for tags in want) > 22  # windows
+  got = _serve(tmp_path, os.path.join(ner_run, "export"), text=texts)
+  exported = predictor.load(os.path.join(ner_run, "export"))
+  for row, (text, tags) in enumerate(zip(texts, want)):
+    count = len(tags)
+    assert got["tags"][row][:count] == tags
+    assert set(got["tags"][row][count:]) <= {""}
+    words = text.split()
+    assert got["words"][row][:count] == words
+    assert [text[start:end] for start, end in zip(
+        got["start"][row][:count], got["end"][row][:count])] == words
+    probabilities = got["tag_probability"][row][:count]
+    assert all(0 < p <= 1 for p in probabilities)
+    entities = exported.predict(text)["entities"]
+    assert [(e["type"], e["start"], e["end"]) for e in entities] == [
+        (kind, got["start"][row][start], got["end"][row][end - 1])
+        for kind, start, end in sorted(_chunks(tags), key=lambda c: c[1])]
+    for entity in entities:
+      start = got["start"][row].index(entity["start"])
+      end = got["end"][row].index(entity["end"]) + 1
+      assert entity["score"] == pytest.approx(
+          np.mean(probabilities[start:end]), abs=1e-5)
+  # A text of no words has none; a batch of only such texts, no windows.
+  for batch in ([" ", texts[0]], ["", "\t"]):
+    got = _serve(tmp_path, os.path.join(ner_run, "export"), text=batch)
+    assert got["tags"][0] == [""] * len(got["tags"][0])
+    assert got["start"][0] == [-1] * len(got["start"][0])

@@ -1,0 +1,78 @@
+# coding=utf-8
+"""The windows of tasks/windows.py as graph ops, for many texts at once.
+
+A text of n tokens is read in windows of at most `max_tokens` tokens,
+started every `stride` tokens (never past the end of the window before:
+the step is min(stride, max_tokens)) until one reaches the end. Each token
+belongs to the window that gives it the most context, as
+`windows.max_context_owners` decides: the smaller of its left and right
+context plus a hundredth of the window's length, the first window on a tie.
+"""
+
+import tensorflow as tf
+
+# tasks/windows.py's weight of a window's length in the context score.
+LENGTH_WEIGHT = 0.01
+
+
+def _step(max_tokens, stride):
+  return min(stride, max_tokens)
+
+
+def doc_spans(num_tokens, max_tokens, stride):
+  """The windows over texts of `num_tokens` tokens.
+
+  Args:
+    num_tokens: int64 [batch].
+    max_tokens, stride: Python ints, at least 1.
+
+  Returns:
+    (starts, lengths): int64 ragged [batch, (windows)]; an empty text has
+    none.
+  """
+  step = _step(max_tokens, stride)
+  beyond = tf.maximum(num_tokens - max_tokens, 0)
+  count = tf.where(num_tokens > 0, (beyond + step - 1) // step + 1,
+                   tf.zeros_like(num_tokens))
+  starts = tf.ragged.range(count) * step
+  ends = tf.minimum(starts + max_tokens, starts.with_flat_values(
+      tf.gather(num_tokens, starts.value_rowids())))
+  return starts, ends - starts
+
+
+def max_context_owners(lengths, num_tokens, max_tokens, stride):
+  """The window of each token, as `windows.max_context_owners` picks it.
+
+  Args:
+    lengths: int64 ragged [batch, (windows)], doc_spans' lengths.
+    num_tokens: int64 [batch], the texts' token counts.
+    max_tokens, stride: as doc_spans was given.
+
+  Returns:
+    int64 ragged [batch, (tokens)]: for each token, the index of its window
+    among its text's windows.
+  """
+  step = _step(max_tokens, stride)
+  positions = tf.ragged.range(num_tokens)
+  rows = positions.value_rowids()
+  tokens = positions.flat_values
+  # The windows holding a token: those started at most `tokens` and ending
+  # after it (all but the last are max_tokens long; the last ends the text).
+  last = tf.gather(lengths.row_lengths(), rows) - 1
+  first = tf.maximum((tokens - max_tokens) // step + 1, 0)
+  candidates = tf.ragged.range(first, tf.minimum(tokens // step, last) + 1)
+  token_of = candidates.value_rowids()
+  window = candidates.flat_values
+  position = tf.gather(tokens, token_of)
+  start = window * step
+  length = tf.gather(lengths.flat_values,
+                     tf.gather(lengths.row_starts(),
+                               tf.gather(rows, token_of)) + window)
+  context = tf.minimum(position - start, start + length - 1 - position)
+  score = (tf.cast(context, tf.float64) +
+           LENGTH_WEIGHT * tf.cast(length, tf.float64))
+  best = tf.math.segment_max(score, token_of)
+  first_best = tf.math.segment_min(
+      tf.where(tf.equal(score, tf.gather(best, token_of)), window,
+               tf.reduce_max(window) + 1), token_of)
+  return positions.with_flat_values(first_best)
