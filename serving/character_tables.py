@@ -22,6 +22,10 @@ CODE_POINTS = 0x110000
 FINAL_SIGMA = 0x3C2
 CAPITAL_SIGMA = 0x3A3
 
+# Names of the two lowercasing tables.
+LOWER = "lower"
+PLAIN_LOWER = "plain_lower"
+
 # Bits of a code point's class.
 DROP = 1     # _clean_text removes it (NUL, U+FFFD, Cc and Cf but \t\n\r)
 SPACE = 2    # separates words (_is_whitespace, or str.split's isspace)
@@ -74,38 +78,50 @@ def tables():
       lower_values[lower_splits[i]:lower_splits[i + 1]] (possibly nothing);
       a code point not in lower_keys stays. U+03A3 maps to U+03C3; the
       graph puts U+03C2 where str.lower's final-sigma rule applies.
+    plain_lower_keys, plain_lower_splits, plain_lower_values: str.lower
+      alone, per character, in the same layout (the SentencePiece path,
+      which lowercases without stripping accents).
 
   Lowering one character at a time equals lowering the word except for
   that rule and for NFD's reordering of combining marks, which only moves
   marks of class Mc past each other (no BERT vocabulary has such a word).
   """
   bits = np.zeros(CODE_POINTS, np.int32)
-  lower_keys, lower_values = [], []
+  lower, plain_lower = {}, {}
   for code in range(CODE_POINTS):
     if 0xD800 <= code <= 0xDFFF:  # Surrogates: no UTF-8 decoder yields one.
       bits[code] = DROP
       continue
     char = chr(code)
     bits[code] = _class_bits(char)
+    plain = "\u03c3" if code == CAPITAL_SIGMA else char.lower()
+    if plain != char:
+      plain_lower[code] = plain
     if bits[code] & (DROP | SPACE):
       continue
-    lowered = ("\u03c3" if code == CAPITAL_SIGMA else
-               _basic._run_strip_accents(char.lower()))  # pylint: disable=protected-access
+    lowered = _basic._run_strip_accents(plain)  # pylint: disable=protected-access
     if lowered != char:
-      lower_keys.append(code)
-      lower_values.append([ord(c) for c in lowered])
-  _check(bits, lower_values)
+      lower[code] = lowered
+  _check(bits, lower.values())
   change = np.flatnonzero(np.diff(bits)) + 1
   starts = np.concatenate([[0], change]).astype(np.int32)
-  lengths = [len(v) for v in lower_values]
+  result = {"class_starts": starts, "class_values": bits[starts]}
+  result.update(_mapping_arrays(LOWER, lower))
+  result.update(_mapping_arrays(PLAIN_LOWER, plain_lower))
+  return result
+
+
+def _mapping_arrays(name, mapping):
+  """The sorted keys, splits and values arrays of a code point -> string
+  mapping (see `tables`)."""
+  keys = sorted(mapping)
+  lengths = [len(mapping[key]) for key in keys]
   return {
-      "class_starts": starts,
-      "class_values": bits[starts],
-      "lower_keys": np.array(lower_keys, np.int32),
-      "lower_splits": np.concatenate([[0], np.cumsum(lengths)]).astype(
+      name + "_keys": np.array(keys, np.int32),
+      name + "_splits": np.concatenate([[0], np.cumsum(lengths)]).astype(
           np.int32),
-      "lower_values": np.array([c for v in lower_values for c in v],
-                               np.int32),
+      name + "_values": np.array(
+          [ord(c) for key in keys for c in mapping[key]], np.int32),
   }
 
 
@@ -117,7 +133,7 @@ def _check(bits, lower_values):
   ends_context = (bits & (SPACE | CJK)) != 0
   assert not np.any(ends_context & ((bits & (CASE_IGNORABLE | CASED)) != 0))
   for values in lower_values:
-    for code in values:
+    for code in map(ord, values):
       assert not bits[code] & DROP, hex(code)
       assert bool(bits[code] & SPACE) == chr(code).isspace(), hex(code)
 

@@ -1,11 +1,11 @@
 # coding=utf-8
 """tokenization.FullTokenizer as TensorFlow graph ops: raw text to ids.
 
-    tokenizer = GraphTokenizer(vocab_file, do_lower_case)
+    tokenizer = for_model(vocab_file, do_lower_case, spm_model_file)
     ids = tokenizer.tokenize(texts)   # tf.string [batch] -> int64 ragged
 
-The ids equal FullTokenizer(vocab_file, do_lower_case)'s, id for id, on any
-bytes. The steps:
+The ids equal FullTokenizer(vocab_file, do_lower_case, spm_model_file)'s,
+id for id. With a WordPiece vocabulary, on any bytes, the steps are:
 
 * bytes to code points (invalid UTF-8 becomes U+FFFD, which cleaning drops,
   as Python's decode with errors="ignore" would);
@@ -17,6 +17,10 @@ bytes. The steps:
 * WordPiece by TensorFlow Text's FastWordpieceTokenizer, whose greedy
   longest-match-first cut is Google's, with the vocabulary compiled into
   the graph (the SavedModel needs no vocabulary file).
+
+With a SentencePiece model: str.lower's rules by the same tables when
+do_lower_case, then TensorFlow Text's SentencePiece op on the model's bytes
+(also compiled into the graph), whose normalization is the model's own.
 
 Works in tf.compat.v1 graphs and in tf.function. A process that loads a
 SavedModel holding it must `import tensorflow_text` to register its op.
@@ -71,26 +75,11 @@ def vocabulary_by_id(vocab_file):
   return tokens
 
 
-class GraphTokenizer(object):
-  """FullTokenizer(vocab_file, do_lower_case) as graph ops (WordPiece
-  vocabularies; not SentencePiece)."""
+class _CharacterRules(object):
+  """tokenization.py's character rules as graph ops (character_tables.py),
+  shared by both tokenizers."""
 
-  def __init__(self, vocab_file, do_lower_case, unk_token="[UNK]"):
-    text = import_tensorflow_text()
-    tokens = vocabulary_by_id(vocab_file)
-    for token in (unk_token, "[CLS]", "[SEP]"):
-      if token not in tokens:
-        raise cli.UserError("%s has no %s token" % (vocab_file, token),
-                            fix="Use the vocab.txt the model was trained "
-                            "with.")
-    self.vocab = {token: index for index, token in enumerate(tokens)}
-    self.unk_id = self.vocab[unk_token]
-    self.do_lower_case = do_lower_case
-    self._wordpiece = text.FastWordpieceTokenizer(
-        vocab=tokens, suffix_indicator="##", unknown_token=unk_token,
-        max_bytes_per_word=_MAX_BYTES_PER_CHAR * MAX_INPUT_CHARS_PER_WORD,
-        token_out_type=tf.int64, no_pretokenization=True,
-        support_detokenization=False)
+  def __init__(self):
     self._tables = tables_lib.tables()
 
   def _constant(self, name):
@@ -100,35 +89,6 @@ class GraphTokenizer(object):
     starts = self._constant("class_starts")
     return tf.gather(self._constant("class_values"),
                      tf.searchsorted(starts, code_points, side="right") - 1)
-
-  def tokenize(self, texts):
-    """Args: texts: tf.string [batch], any bytes.
-
-    Returns:
-      tf.RaggedTensor int64 [batch, (pieces)]: each text's ids.
-    """
-    texts = tf.convert_to_tensor(texts, tf.string)
-    decoded = tf.strings.unicode_decode(texts, "UTF-8", errors="replace",
-                                        replacement_char=0xFFFD)
-    chars = decoded.flat_values
-    rows = decoded.value_rowids()
-    bits = self._classes(chars)
-    keep = _without(bits, tables_lib.DROP)
-    chars, bits, rows = [tf.boolean_mask(t, keep) for t in (chars, bits, rows)]
-    source = tf.range(tf.size(chars, out_type=tf.int64))
-    if self.do_lower_case:
-      chars, source = self._lower(chars, bits, rows)
-      rows = tf.gather(rows, source)
-      ideograph = _with(tf.gather(bits, source), tables_lib.CJK)
-      bits = self._classes(chars)
-    else:
-      ideograph = _with(bits, tables_lib.CJK)
-    words, lengths, word_rows = _words(chars, bits, rows, source, ideograph)
-    pieces = self._unknown_if_long(self._wordpiece.tokenize(words), lengths)
-    batch = tf.shape(texts, out_type=tf.int64)[0]
-    return tf.RaggedTensor.from_value_rowids(
-        pieces.flat_values, tf.gather(word_rows, pieces.value_rowids()),
-        nrows=batch)
 
   def words_with_offsets(self, texts):
     """tokenization.split_words_with_offsets in the graph: the raw texts cut
@@ -175,6 +135,85 @@ class GraphTokenizer(object):
     return (by_text(tf.strings.unicode_encode(code_points, "UTF-8")),
             by_text(word_starts), by_text(word_ends))
 
+  def _lower(self, chars, bits, rows, table):
+    """Lowercases by `table` (character_tables.LOWER: with accents
+    stripped; PLAIN_LOWER: str.lower), one character into 0..n.
+
+    Returns:
+      (lowered, source): the lowered code points, and for each the index
+      in `chars` of the character it came from.
+    """
+    final = _final_sigma(chars, bits, rows)
+    chars = tf.where(final, tf.constant(tables_lib.FINAL_SIGMA), chars)
+    keys = self._constant(table + "_keys")
+    index = tf.minimum(tf.searchsorted(keys, chars, side="left"),
+                       tf.size(keys) - 1)
+    mapped = tf.equal(tf.gather(keys, index), chars)
+    splits = self._constant(table + "_splits")
+    lengths = tf.where(mapped, tf.gather(splits[1:] - splits[:-1], index), 1)
+    source = tf.repeat(tf.range(tf.size(chars, out_type=tf.int64)),
+                       tf.cast(lengths, tf.int64))
+    offset = tf.range(tf.size(source)) - tf.gather(
+        tf.cumsum(lengths, exclusive=True), source)
+    from_table = tf.gather(self._constant(table + "_values"), tf.where(
+        tf.gather(mapped, source),
+        tf.gather(tf.gather(splits, index), source) + offset, 0))
+    lowered = tf.where(tf.gather(mapped, source), from_table,
+                       tf.gather(chars, source))
+    return lowered, source
+
+
+class GraphTokenizer(_CharacterRules):
+  """FullTokenizer(vocab_file, do_lower_case) as graph ops, for a WordPiece
+  vocabulary."""
+
+  def __init__(self, vocab_file, do_lower_case, unk_token="[UNK]"):
+    text = import_tensorflow_text()
+    tokens = vocabulary_by_id(vocab_file)
+    for token in (unk_token, "[CLS]", "[SEP]"):
+      if token not in tokens:
+        raise cli.UserError("%s has no %s token" % (vocab_file, token),
+                            fix="Use the vocab.txt the model was trained "
+                            "with.")
+    self.vocab = {token: index for index, token in enumerate(tokens)}
+    self.unk_id = self.vocab[unk_token]
+    self.do_lower_case = do_lower_case
+    self._wordpiece = text.FastWordpieceTokenizer(
+        vocab=tokens, suffix_indicator="##", unknown_token=unk_token,
+        max_bytes_per_word=_MAX_BYTES_PER_CHAR * MAX_INPUT_CHARS_PER_WORD,
+        token_out_type=tf.int64, no_pretokenization=True,
+        support_detokenization=False)
+    super().__init__()
+
+  def tokenize(self, texts):
+    """Args: texts: tf.string [batch], any bytes.
+
+    Returns:
+      tf.RaggedTensor int64 [batch, (pieces)]: each text's ids.
+    """
+    texts = tf.convert_to_tensor(texts, tf.string)
+    decoded = tf.strings.unicode_decode(texts, "UTF-8", errors="replace",
+                                        replacement_char=0xFFFD)
+    chars = decoded.flat_values
+    rows = decoded.value_rowids()
+    bits = self._classes(chars)
+    keep = _without(bits, tables_lib.DROP)
+    chars, bits, rows = [tf.boolean_mask(t, keep) for t in (chars, bits, rows)]
+    source = tf.range(tf.size(chars, out_type=tf.int64))
+    if self.do_lower_case:
+      chars, source = self._lower(chars, bits, rows, tables_lib.LOWER)
+      rows = tf.gather(rows, source)
+      ideograph = _with(tf.gather(bits, source), tables_lib.CJK)
+      bits = self._classes(chars)
+    else:
+      ideograph = _with(bits, tables_lib.CJK)
+    words, lengths, word_rows = _words(chars, bits, rows, source, ideograph)
+    pieces = self._unknown_if_long(self._wordpiece.tokenize(words), lengths)
+    batch = tf.shape(texts, out_type=tf.int64)[0]
+    return tf.RaggedTensor.from_value_rowids(
+        pieces.flat_values, tf.gather(word_rows, pieces.value_rowids()),
+        nrows=batch)
+
   def _unknown_if_long(self, pieces, lengths):
     """`pieces` [words, (pieces)] with each word of more than 200
     characters one [UNK] (FastWordpieceTokenizer cuts any length)."""
@@ -188,31 +227,53 @@ class GraphTokenizer(object):
         tf.cast(too_long, tf.int64))
     return tf.concat([kept, tf.cast(unknown, tf.int64)], axis=1)
 
-  def _lower(self, chars, bits, rows):
-    """Lowercases with accents stripped, one character into 0..n.
+
+class SentencePieceGraphTokenizer(_CharacterRules):
+  """FullTokenizer(None, do_lower_case, spm_model_file) as graph ops: the
+  text lowercased by str.lower's rules if do_lower_case, then TensorFlow
+  Text's SentencePiece op on the model's bytes (compiled into the graph)."""
+
+  def __init__(self, spm_model_file, do_lower_case):
+    text = import_tensorflow_text()
+    reference = tokenization.FullTokenizer(None, do_lower_case,
+                                           spm_model_file=spm_model_file)
+    for token in ("[CLS]", "[SEP]"):
+      if token not in reference.vocab:
+        raise cli.UserError("%s has no %s piece" % (spm_model_file, token),
+                            fix="Use the SentencePiece model the model was "
+                            "trained with.")
+    self.vocab = dict(reference.vocab)
+    self.unk_id = reference.convert_tokens_to_ids(["[UNK]"])[0]
+    self.do_lower_case = do_lower_case
+    self._sentencepiece = text.SentencepieceTokenizer(
+        model=reference.sp_model.serialized_model_proto(), out_type=tf.int32)
+    super().__init__()
+
+  def tokenize(self, texts):
+    """Args: texts: tf.string [batch], UTF-8.
 
     Returns:
-      (lowered, source): the lowered code points, and for each the index
-      in `chars` of the character it came from.
+      tf.RaggedTensor int64 [batch, (pieces)]: each text's ids.
     """
-    final = _final_sigma(chars, bits, rows)
-    chars = tf.where(final, tf.constant(tables_lib.FINAL_SIGMA), chars)
-    keys = self._constant("lower_keys")
-    index = tf.minimum(tf.searchsorted(keys, chars, side="left"),
-                       tf.size(keys) - 1)
-    mapped = tf.equal(tf.gather(keys, index), chars)
-    splits = self._constant("lower_splits")
-    lengths = tf.where(mapped, tf.gather(splits[1:] - splits[:-1], index), 1)
-    source = tf.repeat(tf.range(tf.size(chars, out_type=tf.int64)),
-                       tf.cast(lengths, tf.int64))
-    offset = tf.range(tf.size(source)) - tf.gather(
-        tf.cumsum(lengths, exclusive=True), source)
-    from_table = tf.gather(self._constant("lower_values"), tf.where(
-        tf.gather(mapped, source),
-        tf.gather(tf.gather(splits, index), source) + offset, 0))
-    lowered = tf.where(tf.gather(mapped, source), from_table,
-                       tf.gather(chars, source))
-    return lowered, source
+    texts = tf.convert_to_tensor(texts, tf.string)
+    if self.do_lower_case:
+      decoded = tf.strings.unicode_decode(texts, "UTF-8", errors="replace",
+                                          replacement_char=0xFFFD)
+      rows = decoded.value_rowids()
+      chars, source = self._lower(decoded.flat_values,
+                                  self._classes(decoded.flat_values), rows,
+                                  tables_lib.PLAIN_LOWER)
+      texts = tf.strings.unicode_encode(tf.RaggedTensor.from_value_rowids(
+          chars, tf.gather(rows, source), nrows=decoded.nrows()), "UTF-8")
+    return tf.cast(self._sentencepiece.tokenize(texts), tf.int64)
+
+
+def for_model(vocab_file, do_lower_case, spm_model_file=None):
+  """The graph tokenizer of a model's vocabulary: SentencePiece when
+  `spm_model_file` is given, else WordPiece from `vocab_file`."""
+  if spm_model_file:
+    return SentencePieceGraphTokenizer(spm_model_file, do_lower_case)
+  return GraphTokenizer(vocab_file, do_lower_case)
 
 
 def _with(bits, flag):

@@ -44,7 +44,7 @@ def model_inputs(tokenizer, seq_length, texts_a, texts_b=None):
   """BERT's inputs of each text, or text pair.
 
   Args:
-    tokenizer: a graph_tokenizer.GraphTokenizer.
+    tokenizer: a graph_tokenizer tokenizer (for_model).
     seq_length: int, the --max_seq_length the model was trained with.
     texts_a: tf.string [batch].
     texts_b: tf.string [batch], the second texts of pairs, or None. A pair

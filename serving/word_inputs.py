@@ -39,7 +39,7 @@ def word_windows(tokenizer, texts, seq_length, doc_stride):
   """The windows of `texts` and where each word is read.
 
   Args:
-    tokenizer: a serving.graph_tokenizer.GraphTokenizer.
+    tokenizer: a serving.graph_tokenizer tokenizer (for_model).
     texts: tf.string [batch].
     seq_length: tokens per window, [CLS] and [SEP] included.
     doc_stride: tokens between window starts.

@@ -444,7 +444,7 @@ def text_signature_of(tokenizer_fn, seq_length, text_pairs, labels,
   multi-label, "predicted" [batch, labels] (bool: above `threshold`).
 
   Args:
-    tokenizer_fn: callable () -> serving.graph_tokenizer.GraphTokenizer,
+    tokenizer_fn: callable () -> a serving.graph_tokenizer tokenizer,
       called in the export graph.
   """
   def inputs_fn():

@@ -257,7 +257,7 @@ def text_signature_of(tokenizer_fn, seq_length):
   "ending" tf.string [batch].
 
   Args:
-    tokenizer_fn: callable () -> serving.graph_tokenizer.GraphTokenizer,
+    tokenizer_fn: callable () -> a serving.graph_tokenizer tokenizer,
       called in the export graph.
   """
   def inputs_fn():

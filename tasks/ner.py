@@ -435,7 +435,7 @@ def text_signature_of(tokenizer_fn, seq_length, doc_stride, labels):
   tag's probability; 0 as padding).
 
   Args:
-    tokenizer_fn: callable () -> serving.graph_tokenizer.GraphTokenizer,
+    tokenizer_fn: callable () -> a serving.graph_tokenizer tokenizer,
       called in the export graph.
   """
   layout = {}

@@ -193,14 +193,15 @@ class Task(object):
 
   def exports_text(self):
     """Whether this run's export gets the "text" signature: the task has
-    one, and the vocabulary is WordPiece (the graph's tokenizer)."""
-    return bool(self.serves_text and self.flags.export_dir and
-                not self.flags.spm_model_file)
+    one."""
+    return bool(self.serves_text and self.flags.export_dir)
 
   def graph_tokenizer_fn(self):
-    """callable () -> the run's serving.graph_tokenizer.GraphTokenizer."""
-    return lambda: graph_tokenizer.GraphTokenizer(self.flags.vocab_file,
-                                                  self.flags.do_lower_case)
+    """callable () -> the run's tokenizer as graph ops
+    (serving.graph_tokenizer.for_model: WordPiece or SentencePiece)."""
+    return lambda: graph_tokenizer.for_model(
+        self.flags.vocab_file, self.flags.do_lower_case,
+        self.flags.spm_model_file)
 
   def record(self):
     """The run_info.json record of this run (checkpoints/run_info.py)."""

@@ -2,7 +2,8 @@
 the tokenizer's own test texts, real GLUE and SQuAD text, generated text
 from many scripts, every code point of the Basic Multilingual Plane, the
 final-sigma rule, invalid UTF-8 and words around the 200-character limit,
-with the cased and the uncased vocabulary."""
+with the cased and the uncased vocabulary; SentencePiece models, cased and
+uncased; the raw words and their offsets."""
 import ast
 import csv
 import json
@@ -10,6 +11,7 @@ import os
 import random
 
 import pytest
+import sentencepiece
 import tensorflow as tf
 
 import tokenization
@@ -187,3 +189,54 @@ def test_words_with_offsets_equal_split_words_with_offsets(assets_dir):
     assert tokenization.split_words_with_offsets(text) == [
         (word.decode(), start, end)
         for word, start, end in zip(row, row_starts, row_ends)], repr(text)
+
+
+@pytest.fixture(scope="module")
+def spm_models(tmp_path_factory, assets_dir):
+  """Two 600-piece SentencePiece models trained on MRPC and generated
+  text, one with byte fallback (unknown characters as <0xNN> pieces)."""
+  folder = tmp_path_factory.mktemp("spm")
+  corpus = folder / "corpus.txt"
+  corpus.write_text("\n".join(_real(assets_dir)[:3000] + _generated(60, 3)),
+                    encoding="utf-8")
+  models = []
+  for byte_fallback in (False, True):
+    prefix = str(folder / ("bytes" if byte_fallback else "plain"))
+    sentencepiece.SentencePieceTrainer.train(
+        input=str(corpus), model_prefix=prefix, vocab_size=600,
+        user_defined_symbols=["[CLS]", "[SEP]", "[MASK]"], pad_id=0,
+        unk_id=1, bos_id=-1, eos_id=-1, pad_piece="[PAD]",
+        unk_piece="[UNK]", byte_fallback=byte_fallback,
+        character_coverage=0.98, minloglevel=2)
+    models.append(prefix + ".model")
+  return models
+
+
+@pytest.mark.parametrize("do_lower_case", [True, False])
+def test_sentencepiece_ids_equal_full_tokenizer(assets_dir, spm_models,
+                                                do_lower_case):
+  """Every text gets FullTokenizer's ids, except where two segmentations
+  score the same (a run of digits such as "000" as "0" + "00" or "00" +
+  "0"): TensorFlow Text's SentencePiece build breaks such a tie the other
+  way, so there the ids must spell the same text with the same score."""
+  texts = (_literals() + _real(assets_dir)[3000:] + _generated(2000, 9) +
+           _sigma(500, 2) + ["", " ", "\u0130STANBUL \u039f\u0394\u039f\u03a3"])
+  for model in spm_models:
+    reference = tokenization.FullTokenizer(None, do_lower_case,
+                                           spm_model_file=model)
+    with tf.Graph().as_default():
+      tokenizer = graph_tokenizer.for_model(None, do_lower_case, model)
+      ids = tokenizer.tokenize(tf.constant(texts))
+      with tf.compat.v1.Session() as session:
+        got = session.run(ids).to_list()
+    processor = reference.sp_model
+    ties = 0
+    for text, graph_ids in zip(texts, got):
+      want = reference.convert_tokens_to_ids(reference.tokenize(text))
+      if graph_ids == want:
+        continue
+      ties += 1
+      assert processor.decode(graph_ids) == processor.decode(want), text
+      assert sum(map(processor.get_score, graph_ids)) == pytest.approx(
+          sum(map(processor.get_score, want)), abs=1e-4), text
+    assert ties < len(texts) / 100, ties

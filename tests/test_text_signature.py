@@ -3,7 +3,8 @@ process where nothing of this project can be imported (tensorflow and
 tensorflow_text only): its answers are the scripts' own, the probabilities
 of run_classifier.py --do_predict's test_results.tsv and the labels of its
 predictions.jsonl, for a text pair task (MRPC), a regression (STS-B) and a
-multi-label task from a user's CSV; run_swag.py --do_predict's
+multi-label task from a user's CSV, with a WordPiece vocabulary and a
+SentencePiece model; run_swag.py --do_predict's
 probabilities for multiple choice; run_ner.py --do_predict's tags for
 named entities."""
 import csv
@@ -14,6 +15,7 @@ import sys
 
 import numpy as np
 import pytest
+import sentencepiece
 
 import conftest
 import predictor
@@ -23,6 +25,7 @@ from tasks import glue
 from tasks import swag
 from test_own_data import multi_label_run  # pylint: disable=unused-import
 from test_predictor import MRPC_SAMPLE
+from test_predictor import TINY_CONFIG
 from test_predictor import mrpc_dir  # pylint: disable=unused-import
 from test_predictor import stsb_dir  # pylint: disable=unused-import
 from test_run_ner import _spans as _chunks
@@ -193,3 +196,45 @@ def test_ner_serves_the_scripts_tags_with_offsets(ner_run, tmp_path):
     got = _serve(tmp_path, os.path.join(ner_run, "export"), text=batch)
     assert got["tags"][0] == [""] * len(got["tags"][0])
     assert got["start"][0] == [-1] * len(got["start"][0])
+
+
+def _build_spm_mrpc(run_script, root):
+  """MRPC's sample fine-tuned with a SentencePiece model of 400 pieces
+  trained on MRPC's sentences (uncased: the text is lowercased first)."""
+  with open(os.path.join(conftest.ASSETS_DIR, "glue", "MRPC", "train.tsv"),
+            encoding="utf-8-sig") as f:
+    sentences = [line.split("\t")[3] for line in f.read().splitlines()[1:]]
+  os.makedirs(root, exist_ok=True)
+  corpus = os.path.join(root, "corpus.txt")
+  with open(corpus, "w", encoding="utf-8") as f:
+    f.write("\n".join(sentence.lower() for sentence in sentences))
+  sentencepiece.SentencePieceTrainer.train(
+      input=corpus, model_prefix=os.path.join(root, "spm"), vocab_size=400,
+      user_defined_symbols=["[CLS]", "[SEP]", "[MASK]"], pad_id=0,
+      unk_id=1, bos_id=-1, eos_id=-1, pad_piece="[PAD]", unk_piece="[UNK]",
+      minloglevel=2)
+  conftest.run_logged(run_script, "run_classifier.py", [
+      "--task_name=MRPC", "--data_dir=" + MRPC_SAMPLE,
+      "--spm_model_file=" + os.path.join(root, "spm.model"),
+      "--bert_config_file=" + TINY_CONFIG,
+      "--output_dir=" + os.path.join(root, "out"),
+      "--export_dir=" + os.path.join(root, "export"), "--do_train",
+      "--do_predict", "--max_seq_length=48", "--learning_rate=1e-3",
+      "--train_batch_size=32", "--num_train_epochs=1", "--seed=3"],
+                      os.path.join(root, "run.log"))
+
+
+@pytest.fixture(scope="module")
+def spm_mrpc(shared_dir, run_script):
+  return conftest.build_once(shared_dir, "text_signature_spm_mrpc",
+                             lambda root: _build_spm_mrpc(run_script, root))
+
+
+def test_sentencepiece_classifier_serves_the_scripts_answers(spm_mrpc,
+                                                             tmp_path):
+  examples = run_classifier.MrpcProcessor().get_test_examples(MRPC_SAMPLE)
+  want = _test_results(os.path.join(spm_mrpc, "out", "test_results.tsv"))
+  got = _serve(tmp_path, os.path.join(spm_mrpc, "export"),
+               text_a=[e.text_a for e in examples],
+               text_b=[e.text_b for e in examples])
+  np.testing.assert_allclose(got["probabilities"], want, atol=1e-5)
