@@ -67,6 +67,34 @@ def _serve(tmp_path, export_dir, **texts):
   return json.loads(result.stdout)
 
 
+# saved_model_cli with TensorFlow Text's ops registered first (the command
+# has no option to load them), as docs/serving.md shows it.
+SAVED_MODEL_CLI = ("import tensorflow_text; "
+                   "from tensorflow.python.tools import saved_model_cli; "
+                   "saved_model_cli.main()")
+
+
+def _saved_model_cli(tmp_path, export_dir, **texts):
+  """The text signature's outputs on `texts` by `saved_model_cli run`, in a
+  folder where the project is not importable: name -> numpy array."""
+  (version,) = os.listdir(export_dir)
+  folder = tmp_path / "cli"
+  folder.mkdir(exist_ok=True)
+  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+  result = subprocess.run(
+      [sys.executable, "-c", SAVED_MODEL_CLI, "run", "--dir",
+       os.path.join(export_dir, version), "--tag_set", "serve",
+       "--signature_def", "text", "--outdir", str(folder / "out"),
+       "--input_exprs", ";".join("%s=%s" % (name, json.dumps(values))
+                                 for name, values in texts.items())],
+      cwd=str(folder), env=env, text=True, capture_output=True, timeout=300,
+      check=False)
+  assert result.returncode == 0, result.stderr[-3000:]
+  return {name[:-len(".npy")]: np.load(str(folder / "out" / name),
+                                       allow_pickle=True)
+          for name in os.listdir(str(folder / "out"))}
+
+
 def _test_results(path):
   with open(path, encoding="utf-8") as f:
     return np.array([line.rstrip("\n").split("\t") for line in f], float)
@@ -81,6 +109,11 @@ def test_pair_classifier_serves_the_scripts_answers(mrpc_dir, tmp_path):
   np.testing.assert_allclose(got["probabilities"], want, atol=1e-5)
   assert got["label"] == ["01"[i] for i in want.argmax(axis=1)]
   assert got["label_names"] == [["0", "1"]] * len(examples)
+  cli = _saved_model_cli(tmp_path, os.path.join(mrpc_dir, "export"),
+                         text_a=[e.text_a for e in examples[:5]],
+                         text_b=[e.text_b for e in examples[:5]])
+  np.testing.assert_allclose(cli["probabilities"], want[:5], atol=1e-5)
+  assert [label.decode() for label in cli["label"]] == got["label"][:5]
 
 
 def test_regression_serves_the_scripts_scores(stsb_dir, tmp_path):
