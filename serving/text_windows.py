@@ -19,25 +19,33 @@ def _step(max_tokens, stride):
   return min(stride, max_tokens)
 
 
-def doc_spans(num_tokens, max_tokens, stride):
+def doc_spans(num_tokens, max_tokens, stride, keep_empty=False):
   """The windows over texts of `num_tokens` tokens.
 
   Args:
     num_tokens: int64 [batch].
-    max_tokens, stride: Python ints, at least 1.
+    max_tokens, stride: ints, or int64 [batch] (each text's own), at
+      least 1.
+    keep_empty: whether an empty text has one empty window (else none).
 
   Returns:
-    (starts, lengths): int64 ragged [batch, (windows)]; an empty text has
-    none.
+    (starts, lengths): int64 ragged [batch, (windows)].
   """
-  step = _step(max_tokens, stride)
+  def per_text(value):
+    return tf.broadcast_to(tf.cast(value, tf.int64), tf.shape(num_tokens))
+
+  max_tokens, stride = per_text(max_tokens), per_text(stride)
+  step = tf.minimum(stride, max_tokens)
   beyond = tf.maximum(num_tokens - max_tokens, 0)
   count = tf.where(num_tokens > 0, (beyond + step - 1) // step + 1,
-                   tf.zeros_like(num_tokens))
-  starts = tf.ragged.range(count) * step
-  ends = tf.minimum(starts + max_tokens, starts.with_flat_values(
-      tf.gather(num_tokens, starts.value_rowids())))
-  return starts, ends - starts
+                   tf.fill(tf.shape(num_tokens),
+                           tf.constant(int(keep_empty), tf.int64)))
+  index = tf.ragged.range(count)
+  rows = index.value_rowids()
+  starts = index.flat_values * tf.gather(step, rows)
+  ends = tf.minimum(starts + tf.gather(max_tokens, rows),
+                    tf.gather(num_tokens, rows))
+  return index.with_flat_values(starts), index.with_flat_values(ends - starts)
 
 
 def max_context_owners(lengths, num_tokens, max_tokens, stride):
@@ -46,7 +54,7 @@ def max_context_owners(lengths, num_tokens, max_tokens, stride):
   Args:
     lengths: int64 ragged [batch, (windows)], doc_spans' lengths.
     num_tokens: int64 [batch], the texts' token counts.
-    max_tokens, stride: as doc_spans was given.
+    max_tokens, stride: ints, as doc_spans was given them.
 
   Returns:
     int64 ragged [batch, (tokens)]: for each token, the index of its window

@@ -432,12 +432,15 @@ def serving_input_receiver_fn_builder(seq_length, is_regression=False,
 
 
 def text_signature_of(tokenizer_fn, seq_length, text_pairs, labels,
-                      problem_type, threshold=0.5):
+                      problem_type, threshold=0.5, *, long_text=windows.TRUNCATE,
+                      doc_stride=None):
   """A classifier's signature from raw text (runner/serving_input.py).
 
   Inputs: "text_a" (and, for a pair task, "text_b"), tf.string [batch];
   they become the model's inputs in the graph as `convert_single_example`
-  makes them, padded to the batch's longest (serving/text_inputs.py).
+  makes them, padded to the batch's longest (serving/text_inputs.py), or
+  with long_text=windows in `example_windows`' windows, combined per
+  example as `combine_windows` combines them.
   Outputs, as `answer` gives them: "score" [batch] (regression), else
   "probabilities" [batch, labels] and "label_names" [batch, labels] (the
   label of each column), with "label" [batch] (the likeliest) or, for
@@ -447,18 +450,40 @@ def text_signature_of(tokenizer_fn, seq_length, text_pairs, labels,
     tokenizer_fn: callable () -> a serving.graph_tokenizer tokenizer,
       called in the export graph.
   """
+  example_of_window = []
+
   def inputs_fn():
     names = ["text_a", "text_b"] if text_pairs else ["text_a"]
     texts = {name: tf.compat.v1.placeholder(tf.string, [None], name=name)
              for name in names}
-    return texts, text_inputs.model_inputs(
-        tokenizer_fn(), seq_length, texts["text_a"], texts.get("text_b"))
+    if long_text != windows.WINDOWS:
+      return texts, text_inputs.model_inputs(
+          tokenizer_fn(), seq_length, texts["text_a"], texts.get("text_b"))
+    inputs, example = text_inputs.window_inputs(
+        tokenizer_fn(), seq_length, texts["text_a"], texts.get("text_b"),
+        doc_stride)
+    example_of_window.append(example)
+    return texts, inputs
+
+  def combined(values, texts):
+    """The examples' outputs from their windows' (combine_windows)."""
+    if not example_of_window:
+      return values
+    example = example_of_window[0]
+    count = tf.shape(texts["text_a"], out_type=tf.int64)[0]
+    if problem_type == problem_types.REGRESSION:
+      return tf.math.unsorted_segment_mean(values, example, count)
+    if problem_type == problem_types.MULTI_LABEL:
+      return tf.math.unsorted_segment_max(values, example, count)
+    log_probabilities = tf.math.log(tf.maximum(
+        tf.cast(values, tf.float64), _MIN_PROBABILITY))
+    mean = tf.math.unsorted_segment_mean(log_probabilities, example, count)
+    return tf.cast(tf.nn.softmax(mean, axis=-1), values.dtype)
 
   def outputs_fn(predictions, texts):
-    del texts  # The outputs name labels, not texts.
     if problem_type == problem_types.REGRESSION:
-      return {"score": predictions["predictions"]}
-    probabilities = predictions["probabilities"]
+      return {"score": combined(predictions["predictions"], texts)}
+    probabilities = combined(predictions["probabilities"], texts)
     names = tf.constant([str(label) for label in labels])
     outputs = {"probabilities": probabilities,
                "label_names": tf.tile(names[None, :],
@@ -694,7 +719,8 @@ class ClassificationTask(task.Task):
       text_signature = text_signature_of(
           self.graph_tokenizer_fn(), self.flags.max_seq_length,
           self.processor.text_pairs, self.labels, problem_type,
-          self.threshold)
+          self.threshold, long_text=self.long_text,
+          doc_stride=self.doc_stride)
     return serving_input_receiver_fn_builder(
         self.flags.max_seq_length, self.processor.is_regression,
         self.multi_label, text_signature)

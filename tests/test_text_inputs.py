@@ -1,7 +1,8 @@
 """serving/text_inputs.py against the scripts' feature conversion
 (tasks/classification.convert_single_example) on real text pairs and single
-texts, with lengths that force every truncation case, and
-truncated_lengths against Google's pop-one-token loop on every small case."""
+texts, with lengths that force every truncation case, and its windows
+against classification.example_windows; truncated_lengths against Google's
+pop-one-token loop on every small case."""
 import csv
 import itertools
 import os
@@ -65,3 +66,43 @@ def test_inputs_equal_convert_single_example(assets_dir, seq_length, pairs):
         got[name], [getattr(feature, name)[:longest] for feature in want],
         err_msg=name)
     assert not np.any([getattr(feature, name)[longest:] for feature in want])
+
+
+@pytest.mark.parametrize("seq_length,pairs,doc_stride", [
+    (24, True, None), (13, True, 3), (16, False, None), (9, False, 20)])
+def test_windows_equal_example_windows(assets_dir, seq_length, pairs,
+                                       doc_stride):
+  """--long_text=windows: each example's windows, in order, as
+  classification.example_windows lays them out (second text cut to half
+  the room, the first in windows of the rest)."""
+  vocab_file = os.path.join(assets_dir, "bert_vocab", "uncased", "vocab.txt")
+  texts = _mrpc_pairs(assets_dir, 60) + [("Short.", "x " * 40),
+                                         ("y " * 40, "Short."),
+                                         ("A pair with an empty B.", ""),
+                                         ("", "Only B."), ("", "")]
+  if not pairs:
+    texts = [(a, None) for a, _ in texts]
+  reference = tokenization.FullTokenizer(vocab_file, True)
+  want, example_of = [], []
+  for index, (a, b) in enumerate(texts):
+    parts = classification.example_windows(
+        classification.InputExample("x", a, b, "0"), seq_length, reference,
+        doc_stride)
+    want += [(reference.convert_tokens_to_ids(part.tokens), part.segment_ids)
+             for part in parts]
+    example_of += [index] * len(parts)
+  with tf.Graph().as_default():
+    inputs, example = text_inputs.window_inputs(
+        graph_tokenizer.GraphTokenizer(vocab_file, True), seq_length,
+        tf.constant([a for a, _ in texts]),
+        tf.constant([b for _, b in texts]) if pairs else None, doc_stride)
+    with tf.compat.v1.Session() as session:
+      got, got_example = session.run([inputs, example])
+  assert list(got_example) == example_of
+  assert len(example_of) > len(texts)  # some examples have several windows
+  for row, (ids, segments) in enumerate(want):
+    length = len(ids)
+    assert list(got["input_ids"][row][:length]) == ids, row
+    assert list(got["segment_ids"][row][:length]) == segments, row
+    assert list(got["input_mask"][row]) == [1] * length + [0] * (
+        got["input_mask"].shape[1] - length), row

@@ -191,8 +191,8 @@ def _write(path, rows):
 def test_classifier_long_texts_end_to_end(tmp_path, run_script, vocab_file):
   """SST-2 files of 12-word sentences read in windows of 6 tokens: one
   test_results.tsv line per sentence, equal to the combination of the
-  exported model's outputs on its windows; the eval metrics are those of
-  the combined probabilities."""
+  exported model's outputs on its windows, and to its text signature's;
+  the eval metrics are those of the combined probabilities."""
   rng = random.Random(0)
   sentences = []
   for i in range(48):
@@ -246,6 +246,12 @@ def test_classifier_long_texts_end_to_end(tmp_path, run_script, vocab_file):
     geometric = np.exp(np.log(window_probs).mean(axis=0))
     np.testing.assert_allclose(probabilities[row],
                                geometric / geometric.sum(), atol=1e-5)
+  # The text signature reads the same windows in the graph.
+  text = tf.saved_model.load(os.path.join(str(tmp_path / "export"), name)
+                             ).signatures["text"]
+  np.testing.assert_allclose(
+      text(text_a=tf.constant([t for t, _ in dev]))["probabilities"],
+      probabilities, atol=1e-5)
   # predictor.py reads the export's run_info.json and windows alike.
   served = predictor.load(str(tmp_path / "export"))
   assert served.windows
