@@ -726,6 +726,9 @@ class PretrainingJob(shard_job.ShardJob):
                  self.output_prefix, self.num_shards)
     _warn_of_other_shards(self.output_prefix, self.num_shards)
 
+  def outputs(self):
+    return "%s-*-of-%05d" % (self.output_prefix, self.num_shards)
+
 
 def run_scalable(settings, input_files, output_prefix, shard_bytes, runner,
                  num_workers=None, beam_options=None, description=None):

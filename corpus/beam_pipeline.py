@@ -16,9 +16,12 @@ PipelineOptions, with --runner (and --num_workers, which Beam's Dataflow
 options share with --runner=local). A flag that neither the script nor
 any of Beam's option classes knows is refused in one line.
 
-Failures. Bad input found on a worker (cli.UserError) travels back inside
-the runner's error text, marked (`_mark`); the launching process finds the
-mark and ends with that one line. Apache Beam is imported here only, and
+Failures. Bad input found on a worker (cli.UserError, or a full disk) does
+not fail the worker's bundle (which runners retry, and whose traceback
+they print): the worker counts a Beam counter whose name is the error's one
+line (`_report`), the shard yields no result, and `finish` is skipped. The
+job ends DONE, and the launching process ends with the line of the first
+shard in order that failed. Apache Beam is imported here only, and
 only with a Beam --runner: its absence, or that of a runner's extra
 packages (apache-beam[gcp] for DataflowRunner), is one line naming what to
 install.
@@ -26,7 +29,7 @@ install.
 
 import logging as logging_module
 import os
-import re
+import typing
 
 from absl import logging
 
@@ -38,9 +41,11 @@ from userio import verbosity
 _INSTALL = ("pip install -r requirements-beam.txt (it pins apache-beam)")
 # Runners whose Python code needs an extra of apache-beam.
 _EXTRAS = {"DataflowRunner": "gcp", "TestDataflowRunner": "gcp"}
-# The mark around a user error's message in a worker's exception.
-_MARK = "[[corpus-user-error]]"
-_MARKED = re.compile(re.escape(_MARK) + r"(.*?)" + re.escape(_MARK))
+# The namespace of the counters whose names carry user errors back.
+_ERRORS = "user errors"
+_FINISH_ORDER = 10 ** 10 - 1
+# What a worker reports as one line rather than fails with.
+_USER_ERRORS = (cli.UserError, disk_space.WriteFailed)
 # Beam's option of its workers' log level: their INFO lines (channels
 # opened, harness started) are noise unless -v 1 asks for details.
 _WORKER_LOG_LEVEL = "--default_sdk_harness_log_level"
@@ -107,57 +112,72 @@ def pipeline_options(runner, args, num_workers=None):
   return beam_options.PipelineOptions(list(args) + extra)
 
 
-def _mark(error):
-  return "%s%s%s" % (_MARK, _one_line(error), _MARK)
+def _error_key(order, error):
+  """The name of the counter that carries a user error back: ordered by
+  `order` (a shard's index; _FINISH_ORDER for `finish`), then the one-line
+  message."""
+  return "%010d %s" % (order, _one_line(error))
 
 
-def user_error_in(error):
-  """The cli.UserError a worker's marked message inside `error` names, or
-  None."""
-  found = _MARKED.search(str(error))
-  return cli.UserError(found.group(1)) if found else None
-
-
-class _WorkerFailure(Exception):
-  """A cli.UserError (or disk_space.WriteFailed) of a worker, as a message
-  the runner passes back."""
-
-
-def _calling(function, *args):
-  try:
-    return function(*args)
-  except (cli.UserError, disk_space.WriteFailed) as e:
-    raise _WorkerFailure(_mark(e)) from None
+def _report(beam, order, error):
+  beam.metrics.Metrics.counter(_ERRORS, _error_key(order, error)).inc()
 
 
 def _transforms(beam, job):
-  """The DoFn and CombineFn of `job`."""
+  """The DoFn, CombineFn and finishing function of `job`.
+
+  A shard whose `work` raises a user error yields (error, None) instead of
+  (None, result) and reports the error (`_report`); the accumulator is
+  [job accumulator, whether any shard failed], and `finish` runs only when
+  none did.
+  """
 
   class Work(beam.DoFn):
     """job.work on one shard, its tallies as Beam counters."""
 
     def process(self, spec):
-      result = _calling(job.work, spec)
+      try:
+        result = job.work(spec)
+      except _USER_ERRORS as e:
+        _report(beam, spec.index, e)
+        yield True, None
+        return
       for name, value in job.tally(result).items():
         beam.metrics.Metrics.counter(job.name, name).inc(value)
-      yield result
+      yield False, result
 
   class Combine(beam.CombineFn):
-    """job.add / job.merge as a Beam combiner."""
+    """job.add / job.merge as a Beam combiner, with the failed flag."""
 
     def create_accumulator(self):
-      return job.empty()
+      return [job.empty(), False]
 
-    def add_input(self, accumulator, result):
-      return job.add(accumulator, result)
+    def add_input(self, accumulator, failed_and_result):
+      failed, result = failed_and_result
+      if failed:
+        accumulator[1] = True
+      else:
+        accumulator[0] = job.add(accumulator[0], result)
+      return accumulator
 
     def merge_accumulators(self, accumulators):
-      return job.merge(list(accumulators))
+      accumulators = list(accumulators)
+      return [job.merge([a[0] for a in accumulators]),
+              any(a[1] for a in accumulators)]
 
     def extract_output(self, accumulator):
       return accumulator
 
-  return Work(), Combine()
+  def finish(accumulator):
+    job_accumulator, failed = accumulator
+    if failed:
+      return
+    try:
+      job.finish(job_accumulator)
+    except _USER_ERRORS as e:
+      _report(beam, _FINISH_ORDER, e)
+
+  return Work(), Combine(), finish
 
 
 def run(job, specs, runner, options, total_bytes):
@@ -165,8 +185,9 @@ def run(job, specs, runner, options, total_bytes):
   logs progress lines while the runner reports counters, then the totals.
 
   Raises:
-    cli.UserError: bad input (as a worker found it), a missing package, or
-      a job that did not end DONE.
+    cli.UserError: bad input (as a worker found it: that of the first shard
+      in order that found any), a missing package, or a job that did not
+      end DONE.
   """
   beam = _import_beam(runner)
   # Local runners start workers as new Python processes: they import the
@@ -175,28 +196,30 @@ def run(job, specs, runner, options, total_bytes):
       p for p in (_ROOT, os.environ.get("PYTHONPATH")) if p)
   if not verbosity.details():
     logging_module.getLogger("apache_beam").setLevel(logging_module.WARNING)
-  work, combine = _transforms(beam, job)
+  work, combine, finish = _transforms(beam, job)
   try:
     pipeline = beam.Pipeline(options=options)
     _ = (pipeline
          | "Shards" >> beam.Create(specs)
          | "Spread" >> beam.Reshuffle()
-         | "Work" >> beam.ParDo(work)
+         # Any: pickled as they are (Beam's inferred types would give a
+         # failed shard's None a coder of dicts).
+         | "Work" >> beam.ParDo(work).with_output_types(typing.Any)
          | "Combine" >> beam.CombineGlobally(combine)
-         | "Finish" >> beam.Map(lambda accumulator: _calling(job.finish,
-                                                            accumulator)))
+         | "Finish" >> beam.Map(finish))
     result = pipeline.run()
     totals = _follow(result, job, total_bytes)
   except ImportError as e:
     raise _missing_package(runner, e) from None
-  except cli.UserError:
-    raise
-  except Exception as e:  # pylint: disable=broad-except
-    found = user_error_in(e)
-    if found is None:
-      raise
-    raise found from None
+  except ValueError as e:
+    # Beam's own check of the options (e.g. Dataflow's project and
+    # buckets), before anything runs.
+    raise cli.UserError("--runner=%s: %s" % (runner, _one_line(e))) from None
+  errors = sorted(_counters(result, _ERRORS))
+  if errors:
+    raise cli.UserError(errors[0].partition(" ")[2])
   shard_job.log_totals(job, len(specs), totals)
+  logging.info("Wrote %s", job.outputs())
   return totals
 
 
@@ -209,12 +232,12 @@ def _follow(result, job, total_bytes):
   meter = shard_job.progress_meter(job, total_bytes)
   while str(result.state).split(".")[-1] not in _TERMINAL_STATES:
     result.wait_until_finish(duration=int(shard_job.PROGRESS_INTERVAL * 1e3))
-    _show(meter, _counters(result, job))
+    _show(meter, _counters(result, job.name))
   state = str(result.wait_until_finish() or result.state).split(".")[-1]
   if state != "DONE":
     raise cli.UserError("The Beam job ended %s; see the runner's log for "
                         "why." % state)
-  totals = _counters(result, job)
+  totals = _counters(result, job.name)
   _show(meter, totals)
   meter.finish()
   return totals
@@ -226,12 +249,13 @@ def _show(meter, totals):
   meter.advance(0)
 
 
-def _counters(result, job):
-  """dict counter name -> value of the job's Beam counters so far."""
+def _counters(result, namespace):
+  """dict counter name -> value of the Beam counters of `namespace` so
+  far."""
   from apache_beam.metrics.metric import MetricsFilter  # pylint: disable=g-import-not-at-top
   counters = {}
   try:
-    query = result.metrics().query(MetricsFilter().with_namespace(job.name))
+    query = result.metrics().query(MetricsFilter().with_namespace(namespace))
   except NotImplementedError:
     return counters
   for counter in query["counters"]:

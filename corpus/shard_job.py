@@ -72,6 +72,11 @@ class ShardJob(object):
     """Writes the job's files from the accumulator of all results."""
     raise NotImplementedError
 
+  def outputs(self):
+    """The files `finish` writes, in words (e.g. "vocab.txt"), for the
+    last line of a run whose `finish` ran elsewhere."""
+    raise NotImplementedError
+
 
 def define_runner_flag(flag_values):
   """Defines --runner (absl) in `flag_values`."""
