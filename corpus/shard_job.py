@@ -137,7 +137,8 @@ def run_local(job, specs, num_workers, total_bytes):
 
 
 def log_totals(job, num_shards, totals):
-  """Logs a job's totals, e.g. "shards: 3 shards, 1,200 documents, ..."."""
+  """Logs a job's totals, e.g. "Counting words: 1 shard, 28,945 bytes,
+  814 documents, 9,120 words"."""
   logging.info("%s: %s", job.name, ", ".join(
-      "{:,} {}".format(value, name) for name, value in
-      [("shards", num_shards)] + sorted(totals.items())))
+      "{:,} {}".format(value, name[:-1] if value == 1 else name)
+      for name, value in [("shards", num_shards)] + sorted(totals.items())))
