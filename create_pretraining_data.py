@@ -23,20 +23,32 @@ The two modes:
     corpora split the text into several files and run once per file, or use
     the scalable mode.
 
-  --mode=scalable streams the documents into shards of about
-    --shard_size_mb of text and builds each shard in one of --num_workers
-    processes, so memory stays bounded by the shard size and all cores are
-    busy. Each shard is Google's algorithm on the shard's documents alone:
-    the random next segments come from the same shard and each shard is
-    shuffled on its own. Shard k of n is written to
-    <output_file>-0000k-of-0000n; the records depend on the text, the
-    flags, the seed and the shard size, never on the number of workers.
+  --mode=scalable cuts each input file into shards of about
+    --shard_size_mb of text (byte ranges moved to the next document's end,
+    decided from the files' sizes alone: corpus/text_files.py) and builds
+    each shard on its own, so memory stays bounded by the shard size. Each
+    shard is Google's algorithm on the shard's documents alone: the random
+    next segments come from the same shard, each shard is shuffled on its
+    own, and its seed comes from --random_seed and its number. Shard k of n
+    is written to <output_file>-0000k-of-0000n; the records depend on the
+    text, the flags, the seed and the shard size, never on what runs the
+    shards: --runner=local (the default) forks --num_workers processes
+    here; any other --runner is an Apache Beam runner, and the flags this
+    script does not define are Beam's pipeline options
+    (corpus/beam_pipeline.py; pip install -r requirements-beam.txt):
 
     python create_pretraining_data.py --input_file=corpus.txt \\
       --output_file=/tmp/tf_examples.tfrecord --vocab_file=$BERT/vocab.txt \\
       --do_lower_case=True --max_seq_length=128 \\
       --max_predictions_per_seq=20 --masked_lm_prob=0.15 \\
       --random_seed=12345 --dupe_factor=5
+
+    python create_pretraining_data.py --mode=scalable ... \\
+      --runner=DirectRunner --direct_num_workers=4 \\
+      --direct_running_mode=multi_processing
+
+  The faithful mode refuses --runner: it needs the whole corpus in one
+  process.
 
 Outputs are written under temporary names and renamed once complete.
 Beside each, its sidecar <file>.meta.json records the vocabulary the text
