@@ -157,6 +157,7 @@ def define_flags(flag_values=flags.FLAGS):
       flag_values=fv)
   # --runner: local processes or an Apache Beam runner (--mode=scalable).
   shard_job.define_runner_flag(fv)
+  flags.adopt_module_key_flags(shard_job, flag_values=fv)
 
 
 # --help is answered here, before TensorFlow loads (seconds).

@@ -105,6 +105,7 @@ def define_flags(flag_values=flags.FLAGS):
       "up. Runs here, without --runner.", flag_values=fv)
   # --runner: local processes or an Apache Beam runner.
   shard_job.define_runner_flag(fv)
+  flags.adopt_module_key_flags(shard_job, flag_values=fv)
   flags.DEFINE_enum(
       "prefix_discount", "all", wordpiece_learner.PREFIX_DISCOUNTS,
       "all: as TensorFlow Text's learner (bert_vocab_from_dataset) does, "

@@ -79,7 +79,8 @@ class ShardJob(object):
 
 
 def define_runner_flag(flag_values):
-  """Defines --runner (absl) in `flag_values`."""
+  """Defines --runner (absl) in `flag_values`; a script's --help lists it
+  after flags.adopt_module_key_flags(shard_job)."""
   flags.DEFINE_string(
       "runner", LOCAL_RUNNER,
       "What runs the shards. local: --num_workers processes on this "
