@@ -97,7 +97,8 @@ def test_vocabulary_is_the_same_file_on_beam(tmp_path, run_script):
   common = ["--input_file=" + corpus, "--vocab_size=1400",
             "--shard_size_mb=0.004", "--lower_thresh=2"]
   outputs = {}
-  for name, extra in (("local", ["--num_workers=2"]), ("beam2", _beam(2))):
+  for name, extra in (("local", ["--num_workers=2"]), ("beam1", _beam(1)),
+                      ("beam2", _beam(2))):
     folder = tmp_path / name
     folder.mkdir()
     _run_ok(run_script, "create_vocab.py", common + [
@@ -106,7 +107,7 @@ def test_vocabulary_is_the_same_file_on_beam(tmp_path, run_script):
     outputs[name] = _files(folder)
   assert sorted(outputs["local"]) == ["counts.tsv", "vocab.txt"]
   assert len(outputs["local"]["vocab.txt"].splitlines()) == 1400
-  assert outputs["beam2"] == outputs["local"]
+  assert outputs["beam1"] == outputs["local"] == outputs["beam2"]
 
 
 @pytest.mark.slow
