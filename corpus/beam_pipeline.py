@@ -199,22 +199,23 @@ def run(job, specs, runner, options, total_bytes):
   work, combine, finish = _transforms(beam, job)
   try:
     pipeline = beam.Pipeline(options=options)
-    _ = (pipeline
-         | "Shards" >> beam.Create(specs)
-         | "Spread" >> beam.Reshuffle()
-         # Any: pickled as they are (Beam's inferred types would give a
-         # failed shard's None a coder of dicts).
-         | "Work" >> beam.ParDo(work).with_output_types(typing.Any)
-         | "Combine" >> beam.CombineGlobally(combine)
-         | "Finish" >> beam.Map(finish))
+  except ValueError as e:
+    # Beam's own check of the options (e.g. Dataflow's project, region and
+    # buckets), before anything runs.
+    raise cli.UserError("--runner=%s: %s" % (runner, _one_line(e))) from None
+  _ = (pipeline
+       | "Shards" >> beam.Create(specs)
+       | "Spread" >> beam.Reshuffle()
+       # Any: pickled as they are (Beam's inferred types would give a failed
+       # shard's None a coder of dicts).
+       | "Work" >> beam.ParDo(work).with_output_types(typing.Any)
+       | "Combine" >> beam.CombineGlobally(combine)
+       | "Finish" >> beam.Map(finish))
+  try:
     result = pipeline.run()
     totals = _follow(result, job, total_bytes)
   except ImportError as e:
     raise _missing_package(runner, e) from None
-  except ValueError as e:
-    # Beam's own check of the options (e.g. Dataflow's project and
-    # buckets), before anything runs.
-    raise cli.UserError("--runner=%s: %s" % (runner, _one_line(e))) from None
   errors = sorted(_counters(result, _ERRORS))
   if errors:
     raise cli.UserError(errors[0].partition(" ")[2])
