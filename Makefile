@@ -10,9 +10,9 @@ STAMP := $(VENV)/.installed
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): requirements.txt requirements-dev.txt requirements-text.txt | $(PY)
+$(STAMP): requirements.txt requirements-dev.txt requirements-text.txt requirements-beam.txt | $(PY)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements-dev.txt -r requirements-text.txt
+	$(PY) -m pip install --quiet -r requirements-dev.txt -r requirements-text.txt -r requirements-beam.txt
 	touch $(STAMP)
 
 # Three workers for two cores: a worker waiting for a fixture that another

@@ -23,20 +23,32 @@ The two modes:
     corpora split the text into several files and run once per file, or use
     the scalable mode.
 
-  --mode=scalable streams the documents into shards of about
-    --shard_size_mb of text and builds each shard in one of --num_workers
-    processes, so memory stays bounded by the shard size and all cores are
-    busy. Each shard is Google's algorithm on the shard's documents alone:
-    the random next segments come from the same shard and each shard is
-    shuffled on its own. Shard k of n is written to
-    <output_file>-0000k-of-0000n; the records depend on the text, the
-    flags, the seed and the shard size, never on the number of workers.
+  --mode=scalable cuts each input file into shards of about
+    --shard_size_mb of text (byte ranges moved to the next document's end,
+    decided from the files' sizes alone: corpus/text_files.py) and builds
+    each shard on its own, so memory stays bounded by the shard size. Each
+    shard is Google's algorithm on the shard's documents alone: the random
+    next segments come from the same shard, each shard is shuffled on its
+    own, and its seed comes from --random_seed and its number. Shard k of n
+    is written to <output_file>-0000k-of-0000n; the records depend on the
+    text, the flags, the seed and the shard size, never on what runs the
+    shards: --runner=local (the default) forks --num_workers processes
+    here; any other --runner is an Apache Beam runner, and the flags this
+    script does not define are Beam's pipeline options
+    (corpus/beam_pipeline.py; pip install -r requirements-beam.txt):
 
     python create_pretraining_data.py --input_file=corpus.txt \\
       --output_file=/tmp/tf_examples.tfrecord --vocab_file=$BERT/vocab.txt \\
       --do_lower_case=True --max_seq_length=128 \\
       --max_predictions_per_seq=20 --masked_lm_prob=0.15 \\
       --random_seed=12345 --dupe_factor=5
+
+    python create_pretraining_data.py --mode=scalable ... \\
+      --runner=DirectRunner --direct_num_workers=4 \\
+      --direct_running_mode=multi_processing
+
+  The faithful mode refuses --runner: it needs the whole corpus in one
+  process.
 
 Outputs are written under temporary names and renamed once complete.
 Beside each, its sidecar <file>.meta.json records the vocabulary the text
@@ -54,6 +66,7 @@ import random
 from absl import flags
 from absl import logging
 
+from corpus import shard_job
 from userio import cli
 from startup import shared_flags
 
@@ -130,8 +143,10 @@ def define_flags(flag_values=flags.FLAGS):
       "random next segments come from the same shard.", flag_values=fv)
   flags.DEFINE_integer(
       "num_workers", None,
-      "Processes building shards in --mode=scalable (default: one per "
-      "CPU core). The records do not depend on it.", flag_values=fv)
+      "Processes building shards in --mode=scalable with --runner=local "
+      "(default: one per CPU core); with a Beam --runner, Beam's option of "
+      "that name (Dataflow's worker machines). The records do not depend "
+      "on it.", flag_values=fv)
   flags.DEFINE_float(
       "shard_size_mb", 4.0,
       "Megabytes of input text per shard in --mode=scalable; each worker "
@@ -140,6 +155,9 @@ def define_flags(flag_values=flags.FLAGS):
       "records. A corpus of only a few shards per worker leaves workers "
       "idle at its end; a smaller value spreads it.",
       flag_values=fv)
+  # --runner: local processes or an Apache Beam runner (--mode=scalable).
+  shard_job.define_runner_flag(fv)
+  flags.adopt_module_key_flags(shard_job, flag_values=fv)
 
 
 # --help is answered here, before TensorFlow loads (seconds).
@@ -152,7 +170,7 @@ import tensorflow as tf
 
 from corpus import record_sidecars
 from corpus import text_files
-from corpus import workers
+from corpus import beam_pipeline
 from engine import host_memory
 from userio import output_files
 from userio import progress
@@ -611,11 +629,6 @@ class Settings(collections.namedtuple(
         spm_model_file=self.spm_model_file)
 
 
-ShardResult = collections.namedtuple(
-    "ShardResult", ["num_documents", "num_multi_sentence_documents",
-                    "num_instances"])
-
-
 def shard_rng(random_seed, shard_index):
   """The random.Random of a shard: shard 0 draws as the faithful mode does,
   so a corpus that fits in one shard gets the faithful mode's records."""
@@ -624,11 +637,25 @@ def shard_rng(random_seed, shard_index):
   return random.Random("%d/%d" % (random_seed, shard_index))
 
 
-def build_shard(shard_index, documents_lines, settings, temp_file):
-  """Builds one shard's instances and writes them to `temp_file` (runs in a
-  worker process). Returns its ShardResult."""
+def shard_path(output_prefix, index, num_shards):
+  """<output_prefix>-0000k-of-0000n, the name of shard k of n."""
+  return "%s-%05d-of-%05d" % (output_prefix, index, num_shards)
+
+
+def build_shard(spec, settings, temp_file):
+  """Reads one shard (a corpus.text_files.ShardSpec), builds its instances
+  with the shard's own random draws and writes them to `temp_file`
+  (atomically, so a retried shard leaves the same file). Runs in a worker.
+
+  Returns:
+    dict of index (the shard's), documents, multi_sentence_documents,
+    instances and bytes (of input): plain values, which every Beam runner
+    passes between workers (a class of the script's __main__ could not be
+    unpickled there).
+  """
   tokenizer = settings.tokenizer()
   vocab = masking_vocab(tokenizer)
+  documents_lines, num_bytes = text_files.read_shard(spec)
   all_documents = []
   for lines in documents_lines:
     document = tokenize_document(lines, tokenizer)
@@ -637,16 +664,17 @@ def build_shard(shard_index, documents_lines, settings, temp_file):
   del documents_lines
   records = create_training_instances(
       all_documents, settings.options, vocab,
-      shard_rng(settings.random_seed, shard_index),
+      shard_rng(settings.random_seed, spec.index),
       lambda instance: serialize_instance(instance, settings.options))
-  with _writing_records(os.path.dirname(temp_file),
-                        "shard %d" % shard_index,
-                        _records_bytes(records)):
-    with tf.io.TFRecordWriter(temp_file) as writer:
+  with output_files.replacing(temp_file, size=_records_bytes(records),
+                              flag="--output_file") as temporary:
+    with tf.io.TFRecordWriter(temporary) as writer:
       for record in records:
         writer.write(record)
-  result = ShardResult(len(all_documents),
-                       sum(len(d) >= 2 for d in all_documents), len(records))
+  result = {"index": spec.index, "documents": len(all_documents),
+            "multi_sentence_documents": sum(len(d) >= 2
+                                            for d in all_documents),
+            "instances": len(records), shard_job.BYTES: num_bytes}
   del all_documents, records
   # The next shard reuses little of this one's heap; give it back so a
   # worker's memory stays that of one shard.
@@ -654,57 +682,91 @@ def build_shard(shard_index, documents_lines, settings, temp_file):
   return result
 
 
-def _shard_jobs(shards, settings, temp_paths, output_prefix):
-  """The workers' jobs (corpus/workers.py) of `shards`: build shard k into
-  <output_prefix>-0000k.tmp, a name appended to `temp_paths` as the job is
-  handed out; tagged with the input bytes read at the shard's end."""
-  for index, (documents_lines, bytes_read) in enumerate(shards):
-    temp_paths.append("%s-%05d%s" % (output_prefix, index,
-                                     output_files.TEMPORARY_SUFFIX))
-    yield (index, documents_lines, settings, temp_paths[-1]), bytes_read
+class PretrainingJob(shard_job.ShardJob):
+  """The scalable mode as a corpus job (corpus/shard_job.py): shard k is
+  built into <output_prefix>-0000k-of-0000n.tmp; `finish` renames them all
+  into place and writes their sidecars once every shard is built."""
+
+  name = "Building shards"
+
+  def __init__(self, settings, input_files, output_prefix, num_shards,
+               description=None):
+    self.settings = settings
+    self.input_files = input_files
+    self.output_prefix = output_prefix
+    self.num_shards = num_shards
+    self.description = description
+
+  def temp_path(self, index):
+    return (shard_path(self.output_prefix, index, self.num_shards) +
+            output_files.TEMPORARY_SUFFIX)
+
+  def work(self, spec):
+    return build_shard(spec, self.settings, self.temp_path(spec.index))
+
+  def tally(self, result):
+    return {name: result[name]
+            for name in ("documents", "instances", shard_job.BYTES)}
+
+  def empty(self):
+    return []
+
+  def add(self, accumulator, result):
+    accumulator.append(result)
+    return accumulator
+
+  def merge(self, accumulators):
+    return [result for results in accumulators for result in results]
+
+  def finish(self, accumulator):
+    """Renames the shards into place and writes their sidecars.
+
+    Raises:
+      cli.UserError: no document has two sentences.
+    """
+    results = sorted(accumulator, key=lambda result: result["index"])
+    _check_has_pairs(sum(r["multi_sentence_documents"] for r in results),
+                     self.input_files)
+    for result in results:
+      path = shard_path(self.output_prefix, result["index"], self.num_shards)
+      sidecars.remove(path)
+      tf.io.gfile.rename(self.temp_path(result["index"]), path,
+                         overwrite=True)
+      if self.description is not None:
+        record_sidecars.write(path, self.description, result["instances"])
+    logging.info("Wrote %d total instances in %d shards: %s-*-of-%05d",
+                 sum(r["instances"] for r in results), self.num_shards,
+                 self.output_prefix, self.num_shards)
+    _warn_of_other_shards(self.output_prefix, self.num_shards)
+
+  def outputs(self):
+    return "%s-*-of-%05d" % (self.output_prefix, self.num_shards)
 
 
-def run_scalable(settings, input_files, output_prefix, num_workers,
-                 shard_bytes, description=None):
-  """Builds the shards in `num_workers` processes; renames the shard files
-  to <output_prefix>-0000k-of-0000n once all are written, then (with a
-  `description`, record_sidecars.describe) writes their sidecars."""
+def run_scalable(settings, input_files, output_prefix, shard_bytes, runner,
+                 num_workers=None, beam_options=None, description=None):
+  """Builds the shards on `runner` (shard_job.LOCAL_RUNNER: `num_workers`
+  forked processes; otherwise Beam with `beam_options`) and renames them to
+  <output_prefix>-0000k-of-0000n once all are built, then (with a
+  `description`, record_sidecars.describe) writes their sidecars. A shard
+  file left by a failed run is removed."""
+  specs = text_files.plan_shards(input_files, shard_bytes)
   logging.info(
-      "Scalable mode: %d workers, shards of %.1f MB. The records differ from "
+      "Scalable mode: %d shards of %g MB on %s. The records differ from "
       "Google's script (random next segments come from the same shard); "
-      "use --mode=faithful for Google's exact records.", num_workers,
-      shard_bytes / _MB)
-  meter = _reading_meter("Building shards", input_files)
-  totals = collections.Counter(documents=0, instances=0)
-  temp_paths = []
-  results = []
+      "use --mode=faithful for Google's exact records.", len(specs),
+      shard_bytes / _MB, runner if not shard_job.is_local(runner) else
+      "%d local workers" % num_workers)
+  job = PretrainingJob(settings, input_files, output_prefix, len(specs),
+                       description)
   try:
-    shards = text_files.read_shards(input_files, shard_bytes)
-    with workers.results_in_order(
-        build_shard, _shard_jobs(shards, settings, temp_paths, output_prefix),
-        num_workers) as built:
-      for result, bytes_read in built:
-        results.append(result)
-        totals["documents"] += result.num_documents
-        totals["instances"] += result.num_instances
-        meter.advance(bytes_read - meter.done, **totals)
-    _check_has_pairs(sum(r.num_multi_sentence_documents for r in results),
-                     input_files)
-    shard_paths = ["%s-%05d-of-%05d" % (output_prefix, index, len(temp_paths))
-                   for index in range(len(temp_paths))]
-    for temp_path, shard_path in zip(temp_paths, shard_paths):
-      sidecars.remove(shard_path)
-      tf.io.gfile.rename(temp_path, shard_path, overwrite=True)
+    if shard_job.is_local(runner):
+      shard_job.run_local(job, specs, num_workers, _total_size(input_files))
+    else:
+      beam_pipeline.run(job, specs, runner, beam_options,
+                        _total_size(input_files))
   finally:
-    _remove_files(temp_paths)
-  if description is not None:
-    for shard_path, result in zip(shard_paths, results):
-      record_sidecars.write(shard_path, description, result.num_instances)
-  meter.finish()
-  logging.info("Wrote %d total instances in %d shards: %s-*-of-%05d",
-               totals["instances"], len(temp_paths), output_prefix,
-               len(temp_paths))
-  _warn_of_other_shards(output_prefix, len(temp_paths))
+    _remove_files(job.temp_path(spec.index) for spec in specs)
 
 
 def _warn_of_other_shards(output_prefix, num_shards):
@@ -771,6 +833,11 @@ def check_flags(flag_obj):
 
 def _check_mode_flags(flag_obj):
   if flag_obj.mode == "faithful":
+    if flag_obj["runner"].present:
+      raise cli.UserError(
+          "--runner=%s: --mode=faithful runs in this one process (Google's "
+          "records need the whole corpus in one place); pass "
+          "--mode=scalable to run on a runner." % flag_obj.runner)
     for name in ("num_workers", "shard_size_mb"):
       if flag_obj[name].present:
         raise cli.UserError("--%s applies to --mode=scalable only." % name)
@@ -831,13 +898,23 @@ def describe_records(flag_obj, tokenizer):
       flag_obj.do_lower_case, **settings)
 
 
-def run(flag_obj):
+def run(flag_obj, beam_args=()):
   """Writes the pre-training records the flags ask for.
+
+  Args:
+    flag_obj: the parsed flags.
+    beam_args: the command line's flags that absl did not know, for Apache
+      Beam's PipelineOptions (a Beam --runner only).
 
   Raises:
     cli.UserError for flags or input that cannot work.
   """
   check_flags(flag_obj)
+  beam_pipeline.check_local_args(flag_obj.runner, beam_args)
+  beam_options = None
+  if not shard_job.is_local(flag_obj.runner):
+    beam_options = beam_pipeline.pipeline_options(
+        flag_obj.runner, beam_args, flag_obj.num_workers)
   tokenizer = checks.make_tokenizer(flag_obj.vocab_file,
                                      flag_obj.do_lower_case,
                                      flag_obj.spm_model_file)
@@ -854,15 +931,18 @@ def run(flag_obj):
       run_faithful(settings, tokenizer, input_files, paths, description)
     else:
       run_scalable(settings, input_files, paths[0],
-                   flag_obj.num_workers or len(os.sched_getaffinity(0)),
-                   int(flag_obj.shard_size_mb * _MB), description)
+                   int(flag_obj.shard_size_mb * _MB), flag_obj.runner,
+                   num_workers=(flag_obj.num_workers or
+                                len(os.sched_getaffinity(0))),
+                   beam_options=beam_options, description=description)
 
 
-def main(_):
+def main(argv):
   verbosity.start_logging()
-  run(FLAGS)
+  run(FLAGS, argv[1:])
 
 
 if __name__ == "__main__":
   define_flags()
-  cli.run(main)
+  # Flags this script does not define are Apache Beam's options.
+  cli.run(main, known_only=True)

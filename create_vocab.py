@@ -20,25 +20,25 @@ same input and flags always give the same file; nothing is random.
     python create_vocab.py --input_file='corpus/*.txt' \\
       --output_file=vocab.txt --vocab_size=30522 --do_lower_case=True
 
-On several machines, each counts a part of the shards and writes its
-counts; one more run adds the count files up and learns:
+The words are counted shard by shard (the shards of
+create_pretraining_data.py --mode=scalable), in --num_workers processes
+here, or on an Apache Beam runner with --runner: the flags this script does
+not define are Beam's pipeline options, e.g.
 
-    python create_vocab.py --input_file='corpus/*.txt' --num_tasks=2 \\
-      --task_index=0 --counts_output=counts-0.tsv     # machine 0
-    python create_vocab.py --input_file='corpus/*.txt' --num_tasks=2 \\
-      --task_index=1 --counts_output=counts-1.tsv     # machine 1
-    python create_vocab.py --counts_input=counts-0.tsv,counts-1.tsv \\
-      --output_file=vocab.txt --vocab_size=30522
+    python create_vocab.py --input_file='gs://bucket/corpus/*.txt' \\
+      --output_file=gs://bucket/vocab.txt --runner=DataflowRunner \\
+      --project=my-project --region=us-central1 \\
+      --temp_location=gs://bucket/tmp
 
-The result is the one a single machine gets. Outputs are written under
+The vocabulary is the same file on every runner. Outputs are written under
 temporary names and renamed once complete.
 """
 
 import os
 
 from absl import flags
-from absl import logging
 
+from corpus import shard_job
 from userio import cli
 from vocabulary import layout
 from vocabulary import wordpiece_learner
@@ -85,8 +85,9 @@ def define_flags(flag_values=flags.FLAGS):
       "holding another become [UNK].", flag_values=fv)
   flags.DEFINE_integer(
       "num_workers", None,
-      "Processes counting words (default: one per CPU core).",
-      flag_values=fv)
+      "Processes counting words with --runner=local (default: one per CPU "
+      "core); with a Beam --runner, Beam's option of that name (Dataflow's "
+      "worker machines).", flag_values=fv)
   flags.DEFINE_float(
       "shard_size_mb", 4.0,
       "Megabytes of text per counting shard, as create_pretraining_data.py "
@@ -94,22 +95,17 @@ def define_flags(flag_values=flags.FLAGS):
       flag_values=fv)
   flags.DEFINE_string(
       "counts_output", None,
-      "Also write the word counts to this file, to learn from later with "
-      "--counts_input (e.g. to merge the counts of several machines).",
-      flag_values=fv)
+      "Also write the word counts to this file, to learn other "
+      "vocabularies from later with --counts_input without counting "
+      "again.", flag_values=fv)
   flags.DEFINE_string(
       "counts_input", None,
       "Learn from these count files (comma-separated, written by "
       "--counts_output) instead of --input_file; their counts are added "
-      "up.", flag_values=fv)
-  flags.DEFINE_integer(
-      "num_tasks", 1,
-      "Machines sharing the counting: this run counts only the shards k "
-      "with k % num_tasks == task_index, and needs --counts_output.",
-      flag_values=fv)
-  flags.DEFINE_integer(
-      "task_index", 0, "This machine's number, 0 to --num_tasks - 1.",
-      flag_values=fv)
+      "up. Runs here, without --runner.", flag_values=fv)
+  # --runner: local processes or an Apache Beam runner.
+  shard_job.define_runner_flag(fv)
+  flags.adopt_module_key_flags(shard_job, flag_values=fv)
   flags.DEFINE_enum(
       "prefix_discount", "all", wordpiece_learner.PREFIX_DISCOUNTS,
       "all: as TensorFlow Text's learner (bert_vocab_from_dataset) does, "
@@ -145,10 +141,13 @@ cli.answer_help(__name__, define_flags)
 # pylint: disable=g-import-not-at-top,wrong-import-position
 # Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
 from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
+import tensorflow as tf
 
+from corpus import beam_pipeline
 from corpus import text_files
 from userio import output_files
 from userio import verbosity
+from vocabulary import vocab_job
 from vocabulary import word_counts
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
@@ -168,7 +167,10 @@ def check_flags(flag_obj):
   if not (flag_obj.output_file or flag_obj.counts_output):
     raise cli.UserError("--output_file is required (or --counts_output to "
                         "write the word counts only).")
-  _check_tasks(flag_obj)
+  if flag_obj.counts_input and flag_obj["runner"].present:
+    raise cli.UserError(
+        "--runner=%s: learning from --counts_input runs in this process; "
+        "the runner applies to counting --input_file." % flag_obj.runner)
   reserved = len(layout.reserved_tokens(max(flag_obj.num_unused, 0)))
   _check_at_least(flag_obj, "num_unused", 0)
   _check_at_least(flag_obj, "vocab_size", reserved + 1,
@@ -197,21 +199,6 @@ def _check_at_least(flag_obj, name, least, why=None):
         name, value, least, "; " + why if why else ""))
 
 
-def _check_tasks(flag_obj):
-  _check_at_least(flag_obj, "num_tasks", 1)
-  if not 0 <= flag_obj.task_index < flag_obj.num_tasks:
-    raise cli.UserError("--task_index=%d: must be between 0 and "
-                        "--num_tasks - 1 = %d." %
-                        (flag_obj.task_index, flag_obj.num_tasks - 1))
-  if flag_obj.num_tasks > 1 and (flag_obj.output_file or
-                                 not flag_obj.counts_output or
-                                 flag_obj.counts_input):
-    raise cli.UserError(
-        "--num_tasks=%d: each machine counts a part of the text, so pass "
-        "--input_file and --counts_output (not --output_file), then learn "
-        "from all parts with --counts_input." % flag_obj.num_tasks)
-
-
 def input_files_of(flag_obj):
   """The files the run reads: --counts_input's, or those --input_file
   names."""
@@ -227,118 +214,60 @@ def outputs_of(flag_obj):
           if flag_obj[name].value]
 
 
-def gather_counts(flag_obj, input_files):
-  """The word counts the flags name: counted from --input_file or added up
-  from --counts_input (`input_files` are either's, `input_files_of`).
-  Returns a Counter."""
-  if flag_obj.counts_input:
-    counts, do_lower_case = word_counts.read_counts(input_files)
-    if do_lower_case != flag_obj.do_lower_case:
-      raise cli.UserError(
-          "--counts_input was counted with --do_lower_case=%s; pass "
-          "--do_lower_case=%s." % (do_lower_case, do_lower_case))
-    return counts
-  num_workers = flag_obj.num_workers or len(os.sched_getaffinity(0))
-  return word_counts.count_corpus(
-      input_files, flag_obj.do_lower_case, num_workers,
-      int(flag_obj.shard_size_mb * _MB), flag_obj.task_index,
-      flag_obj.num_tasks)
+def learn_settings(flag_obj):
+  """The vocab_job.LearnSettings of the flags of those names."""
+  return vocab_job.LearnSettings(
+      **{name: flag_obj[name].value for name in vocab_job.LearnSettings._fields})
 
 
-def learn_vocabulary(counts, flag_obj):
-  """The vocabulary's lines, learned from `counts` as the flags say; warns
-  when the corpus leaves much of them to [unusedN] slots.
+def run(flag_obj, beam_args=()):
+  """Counts and learns as the flags say; writes the outputs.
+
+  Args:
+    flag_obj: the parsed flags.
+    beam_args: the command line's flags that absl did not know, for Apache
+      Beam's PipelineOptions (a Beam --runner only).
 
   Raises:
-    cli.UserError: no words, or --vocab_size cannot hold the reserved
-      tokens and the characters.
+    cli.UserError for flags or input that cannot work.
   """
-  if not counts:
-    raise cli.UserError("The input holds no words to learn from.")
-  params = wordpiece_learner.learner_params(
-      flag_obj.vocab_size, layout.reserved_tokens(flag_obj.num_unused),
-      lower_thresh=flag_obj.lower_thresh,
-      num_iterations=flag_obj.num_iterations,
-      max_input_words=flag_obj.max_input_words,
-      max_token_length=flag_obj.max_token_length,
-      max_unique_chars=flag_obj.max_unique_chars,
-      min_char_count=flag_obj.min_char_count,
-      slack_ratio=flag_obj.slack_ratio,
-      prefix_discount=flag_obj.prefix_discount)
-  chars = wordpiece_learner.allowed_characters(
-      counts, params.max_unique_chars, params.min_char_count)
-  least = layout.smallest_size(flag_obj.num_unused, len(chars))
-  if flag_obj.vocab_size < least:
-    raise cli.UserError(
-        "--vocab_size=%d is too small: the special tokens and [unusedN] "
-        "slots take %d lines and the corpus's %d characters %d more (each "
-        "alone and after ##); pass at least --vocab_size=%d, or fewer "
-        "characters (--min_char_count, --max_unique_chars) or slots "
-        "(--num_unused)." % (flag_obj.vocab_size, least - 2 * len(chars),
-                             len(chars), 2 * len(chars), least))
-  learned = wordpiece_learner.learn(counts, params)
-  tokens, dropped, added = layout.fit_to_size(
-      learned, flag_obj.vocab_size, flag_obj.num_unused, chars)
-  logging.info(
-      "Vocabulary: %d lines: %d reserved, %d characters (each alone and "
-      "after ##), %d other pieces%s.", len(tokens), len(params.reserved_tokens),
-      len(chars), len(tokens) - len(params.reserved_tokens) - 2 * len(chars)
-      - added, _fit_note(dropped, added))
-  _warn_if_short(len(learned), params, flag_obj.num_unused)
-  return tokens
-
-
-def _warn_if_short(num_learned, params, num_unused):
-  """Warns when the learned vocabulary falls short of --vocab_size by more
-  than the learner's slack, so that [unusedN] slots fill much of the file
-  (on a corpus too small for the size, the count threshold reaches
-  --lower_thresh before the pieces reach the size)."""
-  if (num_learned >= params.vocab_size or
-      wordpiece_learner.within_slack(num_learned, params)):
-    return
-  num_slots = num_unused + params.vocab_size - num_learned
-  logging.warning(
-      "Only %d of the %d lines of the vocabulary are learned pieces and "
-      "characters; [unusedN] slots fill %.0f%% of it. Learn from a larger "
-      "corpus, or pass a smaller --vocab_size (this corpus fills %d lines) "
-      "and give bert_config.json the same vocab_size.",
-      num_learned - len(params.reserved_tokens), params.vocab_size,
-      100.0 * num_slots / params.vocab_size, num_learned)
-
-
-def _fit_note(dropped, added):
-  if dropped:
-    return "; the %d least frequent pieces left out to fit" % dropped
-  if added:
-    return ("; %d more [unusedN] slots at the end fill it up (a lower "
-            "--lower_thresh or --slack_ratio learns more pieces)" % added)
-  return ""
-
-
-def run(flag_obj):
-  """Counts, merges and learns as the flags say; writes the outputs."""
   check_flags(flag_obj)
+  beam_pipeline.check_local_args(flag_obj.runner, beam_args)
+  beam_options = None
+  if not shard_job.is_local(flag_obj.runner):
+    beam_options = beam_pipeline.pipeline_options(
+        flag_obj.runner, beam_args, flag_obj.num_workers)
   input_files = input_files_of(flag_obj)
+  job = vocab_job.VocabJob(
+      flag_obj.do_lower_case, learn_settings(flag_obj),
+      output_file=flag_obj.output_file, counts_output=flag_obj.counts_output)
   with output_files.claim(outputs_of(flag_obj), input_files):
-    counts = gather_counts(flag_obj, input_files)
-    if flag_obj.counts_output:
-      word_counts.write_counts(flag_obj.counts_output, counts,
-                               flag_obj.do_lower_case, flag="--counts_output")
-      logging.info("Wrote the counts of %d words to %s", len(counts),
-                   flag_obj.counts_output)
-    if flag_obj.output_file:
-      tokens = learn_vocabulary(counts, flag_obj)
-      output_files.write_text(flag_obj.output_file,
-                              "".join(token + "\n" for token in tokens),
-                              flag="--output_file")
-      logging.info("Wrote %s", flag_obj.output_file)
+    if flag_obj.counts_input:
+      counts, do_lower_case = word_counts.read_counts(input_files)
+      if do_lower_case != flag_obj.do_lower_case:
+        raise cli.UserError(
+            "--counts_input was counted with --do_lower_case=%s; pass "
+            "--do_lower_case=%s." % (do_lower_case, do_lower_case))
+      job.finish(counts)
+      return
+    specs = text_files.plan_shards(input_files,
+                                   int(flag_obj.shard_size_mb * _MB))
+    total_bytes = sum(tf.io.gfile.stat(p).length for p in input_files)
+    if shard_job.is_local(flag_obj.runner):
+      shard_job.run_local(
+          job, specs, flag_obj.num_workers or len(os.sched_getaffinity(0)),
+          total_bytes)
+    else:
+      beam_pipeline.run(job, specs, flag_obj.runner, beam_options,
+                        total_bytes)
 
 
-def main(_):
+def main(argv):
   verbosity.start_logging()
-  run(FLAGS)
+  run(FLAGS, argv[1:])
 
 
 if __name__ == "__main__":
   define_flags()
-  cli.run(main)
+  # Flags this script does not define are Apache Beam's options.
+  cli.run(main, known_only=True)

@@ -7,9 +7,19 @@ glob patterns. create_pretraining_data.py and create_vocab.py both read
 their text here, so the vocabulary is learned from exactly the text the
 pre-training records are made of, cut into the same shards as
 `--mode=scalable` cuts it. Lines are read as Google's
-create_pretraining_data.py reads them. Paths go through tf.io.gfile.
+create_pretraining_data.py reads them. Paths go through tf.io.gfile, so
+they may be on any file system TensorFlow knows (gs:// too).
+
+Shards (`plan_shards`, `read_shard`) are decided without a sequential scan
+of the text: each file is cut into ceil(size / shard_bytes) byte ranges,
+each range's ends moved forward to the end of the next document
+(`shard_range`). A worker that is handed a ShardSpec finds its own text
+from the file's bytes alone, so every runner and every worker count reads
+the same shards.
 """
 
+import collections
+import contextlib
 import os
 
 from absl import logging
@@ -19,6 +29,8 @@ from userio import cli
 from userio import utf8
 
 _MB = 1e6
+# Bytes read at a time when counting lines.
+_BLOCK_BYTES = 1 << 24
 
 
 def resolve_input_files(input_file):
@@ -62,7 +74,7 @@ def _error_text(error):
   return getattr(error, "message", None) or str(error)
 
 
-def read_documents(input_files, max_document_bytes=None):
+def read_documents(input_files):
   """Yields the documents of the text files as lists of lines.
 
   Lines are read as Google's script reads them through tf.io.gfile: split
@@ -73,9 +85,6 @@ def read_documents(input_files, max_document_bytes=None):
 
   Args:
     input_files: paths, read in this order.
-    max_document_bytes: if set, a document is also ended once it holds more
-      than this many bytes of lines (with a warning the first time), so
-      that text without empty lines cannot fill the memory.
 
   Yields:
     (lines, bytes_read): a document's non-empty lines (a non-empty list of
@@ -85,25 +94,15 @@ def read_documents(input_files, max_document_bytes=None):
     cli.UserError: a line is not valid UTF-8, or a file cannot be read.
   """
   document = []
-  document_bytes = 0
   bytes_read = 0
   for path in input_files:
-    for number, line, size in read_lines(path):
+    for _, line, size in read_lines(path):
       bytes_read += size
       if line:
         document.append(line)
-        document_bytes += size
-      if document and (not line or (max_document_bytes is not None and
-                                    document_bytes > max_document_bytes)):
-        if line:
-          logging.log_first_n(
-              logging.WARNING, "%s, line %d: a document longer than %.1f MB "
-              "(is an empty line missing between documents?); it is cut "
-              "into documents of that size.", 1, path, number,
-              max_document_bytes / _MB)
+      elif document:
         yield document, bytes_read
         document = []
-        document_bytes = 0
   if document:
     yield document, bytes_read
 
@@ -124,37 +123,143 @@ def read_lines(path):
                         (path, _error_text(e))) from None
 
 
-def shard_documents(documents, shard_bytes):
-  """Groups (lines, bytes_read) documents into shards of whole documents.
+# ---------------------------------------------------------------------------
+# Shards: byte ranges of a file, cut where a document ends.
+# ---------------------------------------------------------------------------
 
-  A shard closes before the document that would take it past `shard_bytes`
-  of input (a bigger document forms a shard alone). Lazy: only the shard
-  being filled is held.
+# A shard of the corpus. `index` numbers the shards of all files in order
+# (its records' seed and output name derive from it); `path` is its file and
+# `number` its place in that file: it covers about the bytes
+# [number * shard_bytes, (number + 1) * shard_bytes) of the file, moved to
+# document ends by `shard_range`.
+ShardSpec = collections.namedtuple("ShardSpec",
+                                   ["index", "path", "number", "shard_bytes"])
 
-  Yields:
-    (list of documents' lines, bytes_read at the shard's end).
+
+def plan_shards(input_files, shard_bytes):
+  """The shards of the corpus: ceil(size / shard_bytes) per file, in file
+  order, numbered from 0 (an empty file has none).
+
+  This is the only pass over the input before the shards are read, and it
+  reads the files' sizes only, so any worker of any runner can read shard
+  `index` on its own and find the same text.
+
+  Returns:
+    list of ShardSpec.
   """
-  shard = []
-  shard_start = 0
-  last_read = 0
-  for lines, bytes_read in documents:
-    if shard and bytes_read - shard_start > shard_bytes:
-      yield shard, last_read
-      shard = []
-      shard_start = last_read
-    shard.append(lines)
-    last_read = bytes_read
-  if shard:
-    yield shard, last_read
+  specs = []
+  for path in input_files:
+    size = tf.io.gfile.stat(path).length
+    for number in range(-(-size // shard_bytes)):
+      specs.append(ShardSpec(len(specs), path, number, shard_bytes))
+  return specs
 
 
-def read_shards(input_files, shard_bytes):
-  """The shards of the corpus (`shard_documents`) as `read_documents` reads
-  it, a document cut at `shard_bytes` too, so that no shard holds much more
-  than `shard_bytes` of text.
+def _cut(reader, nominal, window, size):
+  """The offset where the shard that starts near byte `nominal` starts.
 
-  Yields:
-    (list of documents' lines, bytes_read at the shard's end).
+  The cut is after the first empty line (empty once stripped) that starts
+  in [nominal, nominal + window); when none does (a document longer than
+  the window), at the first line start from nominal + window on. Offset 0
+  and offsets past the end stay where they are. Reading starts one byte
+  before `nominal`, so the result depends on the file's bytes alone, never
+  on where the reading shard began.
   """
-  return shard_documents(read_documents(input_files, shard_bytes),
-                         shard_bytes)
+  if nominal <= 0:
+    return 0
+  if nominal >= size:
+    return size
+  reader.seek(nominal - 1)
+  position = nominal - 1 + len(reader.readline())
+  while position < min(nominal + window, size):
+    raw = reader.readline()
+    position += len(raw)
+    if not raw.decode("utf-8", "replace").strip():
+      return position
+  return min(position, size)
+
+
+def shard_range(spec, reader=None):
+  """(begin, end, size): the byte range of the shard's file that the shard
+  holds, and the file's size.
+
+  Shard k of a file holds the lines from the cut near k * shard_bytes to
+  the cut near (k + 1) * shard_bytes (`_cut`): consecutive shards meet, so
+  every line belongs to exactly one shard, and each cut lies at a
+  document's end unless a document is longer than a shard.
+  """
+  size = tf.io.gfile.stat(spec.path).length
+  with contextlib.ExitStack() as stack:
+    if reader is None:
+      reader = stack.enter_context(tf.io.gfile.GFile(spec.path, "rb"))
+    return tuple(_cut(reader, k * spec.shard_bytes, spec.shard_bytes, size)
+                 for k in (spec.number, spec.number + 1)) + (size,)
+
+
+def read_shard(spec):
+  """The documents of one shard, read as `read_documents` reads them.
+
+  An empty line ends a document, and so do the shard's end and its file's
+  end (a document does not run on into the next file, unlike in
+  `read_documents`). A shard cut inside a document (one longer than
+  shard_bytes) logs a warning.
+
+  Returns:
+    (list of documents, each a non-empty list of lines (str); the number
+    of input bytes of the shard).
+
+  Raises:
+    cli.UserError: a line is not valid UTF-8 (naming the file and line),
+      or the file cannot be read.
+  """
+  try:
+    with tf.io.gfile.GFile(spec.path, "rb") as reader:
+      begin, end, size = shard_range(spec, reader)
+      reader.seek(begin)
+      documents = [[]]
+      position = begin
+      while position < end:
+        raw = reader.readline()
+        line = _decode(spec.path, raw, position)
+        position += len(raw)
+        if line:
+          documents[-1].append(line)
+        elif documents[-1]:
+          documents.append([])
+  except tf.errors.OpError as e:
+    raise cli.UserError("Cannot read %s: %s" %
+                        (spec.path, _error_text(e))) from None
+  if documents[-1] and end < size:
+    logging.warning(
+        "%s: a document longer than %.1f MB ends at byte %d (is an empty "
+        "line missing between documents?); it is cut there.", spec.path,
+        spec.shard_bytes / _MB, end)
+  return [lines for lines in documents if lines], end - begin
+
+
+def _decode(path, raw, offset):
+  """The stripped text of the line `raw` read at byte `offset` of `path`.
+
+  Raises:
+    cli.UserError naming the file and the line (its number is counted only
+    then: a shard read from the middle of a file does not know it).
+  """
+  try:
+    return raw.decode("utf-8").strip()
+  except UnicodeDecodeError as e:
+    raise cli.UserError(
+        utf8.finding(path, raw, e.start, 1 + _newlines_before(path, offset)),
+        fix="Convert the file to UTF-8.") from None
+
+
+def _newlines_before(path, offset):
+  """The number of line ends in the first `offset` bytes of `path`."""
+  count = 0
+  with tf.io.gfile.GFile(path, "rb") as reader:
+    while offset > 0:
+      block = reader.read(min(offset, _BLOCK_BYTES))
+      if not block:
+        break
+      count += block.count(b"\n")
+      offset -= len(block)
+  return count

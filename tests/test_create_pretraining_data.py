@@ -299,17 +299,70 @@ def test_document_boundaries(tmp_path, uncased_vocab):
       ["continues", "in", "file", "two", "."]]
 
 
-def test_documents_without_empty_lines_are_cut_at_the_limit(tmp_path):
+def test_documents_without_empty_lines_are_cut_at_shard_ends(tmp_path):
+  """Ten 8-byte lines, no empty line, shards of 20 bytes: with no empty
+  line in [20k, 20k + 20), shard k-1 ends at the first line start from
+  20k + 20 on: 40, 64, 80 (the end), and the last of the ceil(80 / 20) = 4
+  shards is empty."""
   path = tmp_path / "one_long_document.txt"
   path.write_text("".join("line %d.\n" % i for i in range(10)))  # 8 bytes
-  documents = list(text_files.read_documents([str(path)], max_document_bytes=20))
-  # A document ends when its lines pass 20 bytes: after 3 lines (24 bytes).
-  assert [lines for lines, _ in documents] == [
-      ["line 0.", "line 1.", "line 2."], ["line 3.", "line 4.", "line 5."],
-      ["line 6.", "line 7.", "line 8."], ["line 9."]]
-  assert [end for _, end in documents] == [24, 48, 72, 80]
+  specs = text_files.plan_shards([str(path)], 20)
+  assert [text_files.shard_range(spec) for spec in specs] == [
+      (0, 40, 80), (40, 64, 80), (64, 80, 80), (80, 80, 80)]
+  assert [text_files.read_shard(spec) for spec in specs] == [
+      ([["line %d." % i for i in range(5)]], 40),
+      ([["line 5.", "line 6.", "line 7."]], 24),
+      ([["line 8.", "line 9."]], 16), ([], 0)]
   whole = list(text_files.read_documents([str(path)]))
   assert len(whole) == 1 and len(whole[0][0]) == 10
+
+
+def _reference_cuts(data, shard_bytes):
+  """The shard ends of the rule in text_files.shard_range, worked out on
+  the whole file's bytes: the cut near n = k * shard_bytes is after the
+  first line that starts in [n, n + shard_bytes) and strips to nothing,
+  else at the first line start from n + shard_bytes on (or the end)."""
+  starts = [0] + [i + 1 for i, b in enumerate(data) if b == ord("\n")]
+  starts = [p for p in starts if p < len(data)]
+  ends = starts[1:] + [len(data)]
+
+  def cut(nominal):
+    if nominal == 0 or nominal >= len(data):
+      return min(nominal, len(data))
+    for start, end in zip(starts, ends):
+      if nominal <= start < nominal + shard_bytes and not data[
+          start:end].decode("utf-8").strip():
+        return end
+    return min([p for p in starts if p >= nominal + shard_bytes] +
+               [len(data)])
+
+  count = -(-len(data) // shard_bytes)
+  return [cut(k * shard_bytes) for k in range(count + 1)]
+
+
+def test_shards_follow_the_rule_and_hold_every_document_once(tmp_path):
+  rng = random.Random(5)
+  for trial in range(30):
+    lines = []
+    for _ in range(rng.randint(1, 40)):
+      lines.append(rng.choice(["", " ", "\u3000", "a" * rng.randint(1, 30),
+                               "word " * rng.randint(1, 8)]))
+    path = tmp_path / ("t%d.txt" % trial)
+    path.write_bytes(("\n".join(lines) + rng.choice(["", "\n"])).encode())
+    data = path.read_bytes()
+    shard_bytes = rng.randint(1, 60)
+    specs = text_files.plan_shards([str(path)], shard_bytes)
+    cuts = _reference_cuts(data, shard_bytes)
+    assert [text_files.shard_range(spec)[:2] for spec in specs] == list(
+        zip(cuts[:-1], cuts[1:])), (lines, shard_bytes)
+    shards = [text_files.read_shard(spec) for spec in specs]
+    assert sum(size for _, size in shards) == len(data)
+    whole = [lines for lines, _ in text_files.read_documents([str(path)])]
+    # Shards end at documents' ends, unless a document is longer than the
+    # shards' window: then its parts, joined, are the document.
+    joined = [line for documents, _ in shards for d in documents
+              for line in d]
+    assert joined == [line for d in whole for line in d]
 
 
 def test_invalid_utf8_names_file_and_line(tmp_path):
@@ -320,26 +373,14 @@ def test_invalid_utf8_names_file_and_line(tmp_path):
     list(text_files.read_documents([str(path)]))
 
 
-def test_shards_hold_whole_documents_up_to_the_size():
-  consumed = []
-
-  def documents():
-    for i in range(100):
-      consumed.append(i)
-      yield ["doc %d" % i], 10 * (i + 1)   # every document is 10 bytes
-
-  shards = text_files.shard_documents(documents(), 35)
-  first, end = next(shards)
-  # Lazy: the first shard comes out after reading one document past it.
-  assert consumed == [0, 1, 2, 3] and end == 30
-  assert first == [["doc 0"], ["doc 1"], ["doc 2"]]
-  rest = list(shards)
-  assert [len(s) for s, _ in rest] == [3] * 32 + [1]
-  assert rest[-1][1] == 1000
-
-  big = [(["big"], 100), (["small"], 110), (["big again"], 300)]
-  assert [s for s, _ in text_files.shard_documents(iter(big), 35)] == [
-      [["big"]], [["small"]], [["big again"]]]
+def test_a_bad_line_in_a_later_shard_is_named_by_its_number(tmp_path):
+  path = tmp_path / "bad.txt"
+  path.write_bytes(b"".join(b"line %d.\n\n" % i for i in range(20)) +
+                   b"bad \xff here\n")
+  specs = text_files.plan_shards([str(path)], 30)
+  with pytest.raises(cli.UserError, match=r"bad.txt:41: byte 0xff at "
+                     r"column 5 is not UTF-8\. Convert the file to UTF-8\."):
+    text_files.read_shard(specs[-1])
 
 
 # ---------------------------------------------------------------------------

@@ -314,14 +314,15 @@ def answer_help(module_name, define_flags):
   sys.exit(0)
 
 
-def _parse_flags(argv):
-  """absl's flag parsing, with one-line errors and our --help."""
+def _parse_flags(argv, known_only=False):
+  """absl's flag parsing, with one-line errors and our --help; with
+  `known_only`, flags absl does not know stay in the returned argv."""
   asked = _help_asked(argv)
   if asked is not None:
     print_help(full=asked == "full")
     sys.exit(0)
   try:
-    return flags.FLAGS(argv)
+    return flags.FLAGS(argv, known_only=known_only)
   except flags.Error as e:
     _exit(USAGE_STATUS, error_line("%s (see --help)" % e))
 
@@ -335,7 +336,12 @@ def _ending(status):
   return status
 
 
-def run(main, argv=None):
-  """absl.app.run(main) with the endings of the module docstring."""
+def run(main, argv=None, known_only=False):
+  """absl.app.run(main) with the endings of the module docstring.
+
+  With `known_only`, the flags the script does not define are left in the
+  argv that `main` gets (after argv[0]), for another parser (e.g. Apache
+  Beam's PipelineOptions) to take.
+  """
   app.run(lambda args: _ending(call(main, args)), argv=argv,
-          flags_parser=_parse_flags)
+          flags_parser=lambda args: _parse_flags(args, known_only))

@@ -3,8 +3,11 @@
 library; corpus/text_files.py reads the corpus).
 
   word_counts        the corpus's words as tokenization.BasicTokenizer
-                     splits them, counted shard by shard in worker
-                     processes; count files to merge across machines
+                     splits them, counted shard by shard; count files to
+                     learn again without counting
+  vocab_job          create_vocab.py's work as a corpus job
+                     (corpus/shard_job.py): count, add up, learn, write,
+                     on local processes or an Apache Beam runner
   wordpiece_learner  TensorFlow Text's WordPiece learning algorithm (a
                      binary search over a count threshold)
   layout             Google's vocab.txt layout: [PAD], [unusedN], [UNK],

@@ -16,17 +16,17 @@ in collections.Counter), and each distinct chunk goes through
 BasicTokenizer once, its words weighted by the chunk's count; the counts
 are exactly those of tokenizing every line.
 
-Scale: the corpus is read in the main process and cut into shards of whole
-documents (corpus.text_files.shard_documents, as
-create_pretraining_data.py --mode=scalable cuts it); worker processes
-(corpus/workers.py) count the shards. Memory holds the shards in flight and
-the table of distinct words (it grows with the vocabulary of the corpus,
-not with its size).
+Scale: the corpus is cut into shards (corpus.text_files.plan_shards, as
+create_pretraining_data.py --mode=scalable cuts it), each counted on its
+own (`count_shard`) by whatever runs the job (vocabulary/vocab_job.py):
+local worker processes or an Apache Beam runner. Memory holds the shards in
+flight and the table of distinct words (it grows with the vocabulary of the
+corpus, not with its size). Counts add up: the sum of the shards' counts
+is exactly the count of the whole, in any order.
 
-Several machines: `task_index` / `num_tasks` make one process count shard
-k only when k % num_tasks == task_index. Each writes its counts
-(`write_counts`), and `read_counts` adds count files up: the sum of the
-parts is exactly the count of the whole.
+`write_counts` keeps a corpus's counts, and `read_counts` reads them back
+(adding several files up), so that vocabularies of other sizes or settings
+are learned without counting again.
 
 Count files are UTF-8 text: a first line `#word_counts<TAB>do_lower_case=
 True` (or False), then one `word<TAB>count` line per word, by decreasing
@@ -42,16 +42,11 @@ import tensorflow as tf
 
 from engine import host_memory
 from corpus import text_files
-from corpus import workers
 from userio import cli
 from userio import utf8
 from userio import output_files
-from userio import progress
 import tokenization
 
-_MB = 1e6
-# Seconds between two progress lines.
-_PROGRESS_INTERVAL = 30.0
 _HEADER = "#word_counts\tdo_lower_case=%s"
 _HEADER_PATTERN = re.compile(r"#word_counts\tdo_lower_case=(True|False)$")
 
@@ -68,75 +63,25 @@ def count_lines(lines, basic_tokenizer, counts):
       counts[word] += number
 
 
-def count_shard(documents_lines, do_lower_case):
-  """The word Counter of one shard (runs in a worker process).
+def count_shard(spec, do_lower_case):
+  """The words of one shard (a corpus.text_files.ShardSpec); runs in a
+  worker.
 
-  Args:
-    documents_lines: list of documents, each a list of lines (str).
-    do_lower_case: as BasicTokenizer takes it.
+  Returns:
+    dict of counts (a Counter word -> count), documents and bytes (of
+    input).
   """
+  documents_lines, num_bytes = text_files.read_shard(spec)
   basic_tokenizer = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
   counts = collections.Counter()
   for lines in documents_lines:
     count_lines(lines, basic_tokenizer, counts)
+  result = {"counts": counts, "documents": len(documents_lines),
+            "bytes": num_bytes}
   del documents_lines
   # The next shard reuses little of this one's heap.
   host_memory.release_freed_heap()
-  return counts
-
-
-def count_corpus(input_files, do_lower_case, num_workers, shard_bytes,
-                 task_index=0, num_tasks=1):
-  """Counts the words of the corpus's shards in `num_workers` processes
-  (corpus/workers.py); logs how many shards and words it counted.
-
-  Args:
-    input_files: paths, read in this order.
-    do_lower_case: as BasicTokenizer takes it.
-    num_workers: worker processes.
-    shard_bytes: input bytes per shard (as --shard_size_mb of
-      create_pretraining_data.py).
-    task_index, num_tasks: count only the shards k with
-      k % num_tasks == task_index (all shards by default).
-
-  Returns:
-    Counter word -> count.
-
-  Raises:
-    cli.UserError: a file cannot be read or holds a line that is not UTF-8,
-      or a worker process died.
-  """
-  meter = progress.Progress(
-      "Counting words" + ("" if num_tasks == 1 else
-                          " (shards %d mod %d)" % (task_index, num_tasks)),
-      sum(tf.io.gfile.stat(p).length for p in input_files), unit="MB",
-      interval=_PROGRESS_INTERVAL, scale=_MB)
-  totals = collections.Counter()
-  num_counted = num_shards = 0
-  shards = text_files.read_shards(input_files, shard_bytes)
-  with workers.results_in_order(
-      count_shard, _count_jobs(shards, do_lower_case, task_index, num_tasks),
-      num_workers) as counted:
-    for counts, bytes_read in counted:
-      num_shards += 1
-      if counts is not None:
-        num_counted += 1
-        totals.update(counts)
-      meter.advance(bytes_read - meter.done,
-                    sizes={"distinct words": len(totals)})
-  meter.finish()
-  logging.info("%s: %s, %s.", meter.what,
-               _shards(num_counted, num_shards), _words_in(totals))
-  return totals
-
-
-def _count_jobs(shards, do_lower_case, task_index, num_tasks):
-  """The workers' jobs of `shards` (corpus/workers.py): this task's shards
-  are counted, the others skipped; each tagged with the input bytes read at
-  its end."""
-  for index, (documents_lines, bytes_read) in enumerate(shards):
-    counted = index % num_tasks == task_index
-    yield ((documents_lines, do_lower_case) if counted else None), bytes_read
+  return result
 
 
 def _amount(number, noun):
@@ -144,14 +89,7 @@ def _amount(number, noun):
   return "{:,} {}{}".format(number, noun, "" if number == 1 else "s")
 
 
-def _shards(num_counted, num_shards):
-  """E.g. "3 shards", or "2 of 5 shards" when a task counts a part."""
-  if num_counted == num_shards:
-    return _amount(num_shards, "shard")
-  return "%d of %s" % (num_counted, _amount(num_shards, "shard"))
-
-
-def _words_in(counts):
+def words_in(counts):
   """E.g. "1,192 distinct words, 5,422 words in all"."""
   return "%s, %s in all" % (_amount(len(counts), "distinct word"),
                             _amount(sum(counts.values()), "word"))
@@ -198,7 +136,7 @@ def read_counts(paths):
           (paths[0], casing, path, file_casing))
     casing = file_casing
   logging.info("Read %s: %s.", _amount(len(paths), "count file"),
-               _words_in(totals))
+               words_in(totals))
   return totals, casing
 
 
