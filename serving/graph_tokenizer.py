@@ -232,3 +232,36 @@ def _words(chars, bits, rows, source, ideograph):
       nrows=tf.size(word_rows, out_type=tf.int64))
   return (tf.strings.unicode_encode(code_points, "UTF-8"),
           code_points.row_lengths(), word_rows)
+
+
+def basic_words(tokenizer, texts):
+  """tokenization.BasicTokenizer(tokenizer.do_lower_case).tokenize of each
+  text as graph ops: the words that `tokenizer.tokenize` cuts into pieces,
+  cleaned (and lowercased without accents when uncased).
+
+  Args:
+    tokenizer: a GraphTokenizer.
+    texts: tf.string [batch], any bytes.
+
+  Returns:
+    tf.RaggedTensor tf.string [batch, (words)], UTF-8.
+  """
+  texts = tf.convert_to_tensor(texts, tf.string)
+  decoded = tf.strings.unicode_decode(texts, "UTF-8", errors="replace",
+                                      replacement_char=0xFFFD)
+  chars = decoded.flat_values
+  rows = decoded.value_rowids()
+  bits = tokenizer._classes(chars)  # pylint: disable=protected-access
+  keep = _without(bits, tables_lib.DROP)
+  chars, bits, rows = [tf.boolean_mask(t, keep) for t in (chars, bits, rows)]
+  source = tf.range(tf.size(chars, out_type=tf.int64))
+  if tokenizer.do_lower_case:
+    chars, source = tokenizer._lower(chars, bits, rows)  # pylint: disable=protected-access
+    rows = tf.gather(rows, source)
+    ideograph = _with(tf.gather(bits, source), tables_lib.CJK)
+    bits = tokenizer._classes(chars)  # pylint: disable=protected-access
+  else:
+    ideograph = _with(bits, tables_lib.CJK)
+  words, _, word_rows = _words(chars, bits, rows, source, ideograph)
+  return tf.RaggedTensor.from_value_rowids(
+      words, word_rows, nrows=tf.shape(texts, out_type=tf.int64)[0])

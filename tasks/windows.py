@@ -28,7 +28,7 @@ LONG_TEXT_MODES = (TRUNCATE, WINDOWS)
 
 # Weight of a window's length in its score: it only breaks ties between
 # windows that give a token the same context.
-_LENGTH_WEIGHT = 0.01
+LENGTH_WEIGHT = 0.01
 
 
 def doc_spans(num_tokens, max_tokens, stride, *, fix=None):
@@ -68,7 +68,7 @@ def _context_score(span, position):
   """The score of window `span` for the token at `position` (inside it)."""
   left = position - span.start
   right = span.start + span.length - 1 - position
-  return min(left, right) + _LENGTH_WEIGHT * span.length
+  return min(left, right) + LENGTH_WEIGHT * span.length
 
 
 def check_is_max_context(spans, span_index, position):
