@@ -54,13 +54,14 @@ SearchSettings.__doc__ = """The answer search's settings: run_squad.py's flags
   of the same names."""
 
 Windows = collections.namedtuple("Windows", [
-    "features", "batch", "example", "in_document", "max_context", "word", "words",
+    "features", "seq_length", "batch", "example", "in_document", "max_context", "word", "words",
     "word_chars", "char_position", "char_word"])
 Windows.__doc__ = """The windows of a batch of examples, and what the answer
   search needs of them.
 
   features: dict "input_ids", "input_mask", "segment_ids" -> int32
     [windows, max_seq_length], the model's rows.
+  seq_length: int, max_seq_length.
   batch: int64 scalar, the number of examples.
   example: int64 [windows], the example of each window; an example's
     windows are consecutive, in context order.
@@ -229,7 +230,7 @@ def context_windows(tokenizer, questions, contexts, settings):
   dense = [num_windows, seq_length]
   word = tf.gather(piece_word, window_pieces.flat_values)
   return Windows(
-      features=features, batch=batch, example=example,
+      features=features, seq_length=seq_length, batch=batch, example=example,
       in_document=tf.scatter_nd(cells, tf.ones_like(column, tf.bool), dense),
       max_context=tf.scatter_nd(cells, max_context, dense),
       word=tf.scatter_nd(cells, word + 1, dense) - 1,
@@ -254,8 +255,7 @@ def _best_spans(windows, start_logits, end_logits, search):
     window and positions in it); "start_logit", "end_logit" float32 [batch]
     (0 where nothing is found); "score" float64 [batch].
   """
-  seq_length = start_logits.shape[1]
-  k = min(search.n_best_size, seq_length)
+  k = min(search.n_best_size, windows.seq_length)
   start_values, start_index = tf.math.top_k(start_logits, k)
   end_values, end_index = tf.math.top_k(end_logits, k)
   start_ok = (tf.gather(windows.in_document, start_index, batch_dims=1) &
@@ -334,7 +334,7 @@ def _predicted_text(tokenizer, windows, best):
   tokens = sorted(tokenizer.vocab, key=tokenizer.vocab.get)
   flat_ids = tf.reshape(tf.cast(windows.features["input_ids"], tf.int64),
                         [-1])
-  row = best["window"] * windows.features["input_ids"].shape[1]
+  row = best["window"] * windows.seq_length
   first = row + best["start"]
   last = tf.where(best["found"], row + best["end"] + 1, first)
   pieces = tf.gather(tf.constant(tokens),
@@ -380,7 +380,7 @@ def _final_text(tokenizer, windows, best):
   """
   found = best["found"]
   flat_word = tf.reshape(windows.word, [-1])
-  row = best["window"] * windows.word.shape[1]
+  row = best["window"] * windows.seq_length
   first_word = _gather(flat_word, row + best["start"], found)
   last_word = _gather(flat_word, row + best["end"], found)
   orig_text = tf.strings.reduce_join(

@@ -7,6 +7,9 @@ SQuAD 2.0 null score diffs equal predict_example's, and the answers' offsets
 point at them in the context."""
 import json
 import os
+import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -16,6 +19,8 @@ import conftest
 from serving import graph_tokenizer
 from tasks import squad
 from tasks import squad_text
+import test_predictor
+from test_predictor import squad_dir  # pylint: disable=unused-import
 import tokenization
 
 # Contexts whose words and pieces stress split_context, the tokenizer and
@@ -95,7 +100,9 @@ class _Graph(object):
             self.contexts: [c for _, c in pairs]}
 
   def windows_of(self, pairs):
-    return self.session.run(self.windows._asdict(), self.feed(pairs))
+    tensors = self.windows._asdict()
+    del tensors["seq_length"]  # A Python int.
+    return self.session.run(tensors, self.feed(pairs))
 
   def answers_of(self, pairs, search, start, end):
     feed = self.feed(pairs)
@@ -239,3 +246,136 @@ def test_answers_equal_predict_example(setup, seed):
   # Most answers are spans, and get_final_text trims punctuation or
   # partial words off many.
   assert spans > 30 and cut > 5, (spans, cut)
+
+
+# ------------------------------------------------ served, without project --
+
+# Loads the export in a folder of its own with no PYTHONPATH (nothing of
+# the project importable) and calls the text signature once per batch.
+SERVE = """
+import importlib.util, json, sys
+import tensorflow as tf
+import tensorflow_text  # Registers the tokenizer's op.
+for name in ("tokenization", "modeling", "serving", "tasks"):
+  assert importlib.util.find_spec(name) is None, name
+request = json.load(sys.stdin)
+text = tf.saved_model.load(request["export"]).signatures["text"]
+replies = []
+for batch in request["batches"]:
+  outputs = text(**{k: tf.constant(v, tf.string) for k, v in batch.items()})
+  replies.append({k: [x.decode() if isinstance(x, bytes) else x
+                      for x in v.numpy().tolist()]
+                  for k, v in outputs.items()})
+json.dump(replies, sys.stdout)
+"""
+
+
+def _serve(tmp_path, export_dir, batches):
+  """The text signature's outputs on each batch of (question, context)."""
+  (version,) = os.listdir(export_dir)
+  folder = tmp_path / "client"
+  folder.mkdir(exist_ok=True)
+  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+  request = {"export": os.path.join(export_dir, version), "batches": [
+      {"question": [q for q, _ in batch], "context": [c for _, c in batch]}
+      for batch in batches]}
+  result = subprocess.run(
+      [sys.executable, "-c", SERVE], cwd=str(folder), env=env, text=True,
+      input=json.dumps(request), capture_output=True, timeout=600,
+      check=False)
+  assert result.returncode == 0, result.stderr[-3000:]
+  return json.loads(result.stdout)
+
+
+def _build_squad_text(run_script, squad_dir, root):
+  """Predictions (v1 and v2) and exports of test_predictor's SQuAD model
+  on its questions and on CONTEXTS' (accents, casing, punctuation,
+  whitespace of every kind)."""
+  shutil.copytree(os.path.join(squad_dir, "out"), os.path.join(root, "out"))
+  with open(os.path.join(squad_dir, "squad.json"), encoding="utf-8") as f:
+    data = json.load(f)
+  data["data"].append({"title": "own", "paragraphs": [
+      {"context": context, "qas": [{"id": "own%d" % i, "question": question}]}
+      for i, (question, context) in enumerate(zip(QUESTIONS, CONTEXTS))]})
+  predict_file = os.path.join(root, "squad.json")
+  with open(predict_file, "w", encoding="utf-8") as f:
+    json.dump(data, f, ensure_ascii=False)
+  common = ["run_squad.py", "--vocab_file=" + test_predictor._vocab_file(),  # pylint: disable=protected-access
+            "--bert_config_file=" + test_predictor.TINY_CONFIG,
+            "--output_dir=" + os.path.join(root, "out"),
+            "--predict_file=" + predict_file,
+            "--do_predict"] + test_predictor.SQUAD_FLAGS
+  for version, extra in (("v1", []), ("v2", [
+      "--version_2_with_negative",
+      "--null_score_diff_threshold=%s" % test_predictor.V2_THRESHOLD])):
+    conftest.run_logged(run_script, common[0], common[1:] + extra + [
+        "--export_dir=" + os.path.join(root, "export_" + version)],
+                        os.path.join(root, version + ".log"))
+    names = ["predictions.json", "nbest_predictions.json"]
+    if version == "v2":
+      names.append("null_odds.json")
+    for name in names:
+      shutil.move(os.path.join(root, "out", name),
+                  os.path.join(root, version + "_" + name))
+
+
+@pytest.fixture(scope="module")
+def squad_text_dir(shared_dir, run_script, squad_dir):
+  return conftest.build_once(
+      shared_dir, "squad_text",
+      lambda root: _build_squad_text(run_script, squad_dir, root))
+
+
+def _questions(root):
+  """[(id, question, context)] of the run's predict file, in file order."""
+  with open(os.path.join(root, "squad.json"), encoding="utf-8") as f:
+    data = json.load(f)["data"]
+  return [(qa["id"], qa["question"], paragraph["context"])
+          for article in data for paragraph in article["paragraphs"]
+          for qa in paragraph["qas"]]
+
+
+def _json(path):
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_served_answers_equal_run_squad_predictions(squad_text_dir, tmp_path,
+                                                    version):
+  root = squad_text_dir
+  questions = _questions(root)
+  pairs = [(q, c) for _, q, c in questions]
+  # The whole set in one batch (contexts of one to many windows), the
+  # longest context alone and a short one alone.
+  longest = max(range(len(pairs)), key=lambda i: len(pairs[i][1]))
+  alone = [longest, len(pairs) - 3]
+  replies = _serve(tmp_path, os.path.join(root, "export_" + version),
+                   [pairs] + [[pairs[i]] for i in alone])
+  predictions = _json(os.path.join(root, version + "_predictions.json"))
+  nbest = _json(os.path.join(root, version + "_nbest_predictions.json"))
+  got = replies[0]
+  for index, (qid, _, context) in enumerate(questions):
+    answer = got["answer"][index]
+    assert answer == predictions[qid], qid
+    entry = next((e for e in nbest[qid] if e["text"]), nbest[qid][-1])
+    for name in ("start_logit", "end_logit"):
+      assert got[name][index] == pytest.approx(entry[name], abs=1e-5)
+    start, end = got["answer_start"][index], got["answer_end"][index]
+    if answer in ("", "empty") and start == -1:
+      assert end == -1
+    else:
+      assert " ".join(squad.split_context(context[start:end])[0]) == answer
+  for reply, index in zip(replies[1:], alone):
+    assert {name: values[0] for name, values in reply.items()} == (
+        {name: values[index] for name, values in got.items()})
+  if version == "v2":
+    odds = _json(os.path.join(root, "v2_null_odds.json"))
+    np.testing.assert_allclose(got["null_score_diff"],
+                               [odds[qid] for qid, _, _ in questions],
+                               atol=1e-5)
+    # The threshold answers some questions and leaves others unanswered.
+    assert {a == "" for a in got["answer"]} == {True, False}
+  else:
+    assert "null_score_diff" not in got
