@@ -2,9 +2,11 @@
 tasks/squad.py's Python path: the windows of varied contexts (real SQuAD
 paragraphs, accents, casing, punctuation, CJK, every kind of whitespace,
 empty and long contexts) equal example_features' ids, segments, maps and
-max-context flags; on random logits, the answers, their logits and the
-SQuAD 2.0 null score diffs equal predict_example's, and the answers' offsets
-point at them in the context."""
+max-context flags; graph_tokenizer.basic_words equals BasicTokenizer; on
+random logits, the answers, their logits and the SQuAD 2.0 null score
+diffs equal predict_example's, and the answers' offsets point at them in
+the context. Then exports served in a process without the project answer
+as run_squad.py --do_predict's files do."""
 import json
 import os
 import shutil
@@ -84,6 +86,7 @@ class _Graph(object):
       self.questions = tf.compat.v1.placeholder(tf.string, [None])
       self.contexts = tf.compat.v1.placeholder(tf.string, [None])
       tokenizer = graph_tokenizer.GraphTokenizer(vocab_file, do_lower_case)
+      self.words = graph_tokenizer.basic_words(tokenizer, self.contexts)
       self.windows = squad_text.context_windows(
           tokenizer, self.questions, self.contexts, window_settings)
       shape = [None, window_settings.max_seq_length]
@@ -128,6 +131,17 @@ def setup(request, assets_dir):
   tokenizer = tokenization.FullTokenizer(vocab_file, lower)
   yield graph, tokenizer, window_settings, lower
   graph.session.close()
+
+
+def test_basic_words_equal_basic_tokenizer(setup):
+  graph, _, _, lower = setup
+  texts = [c for _, c in PAIRS] + [
+      "a\u0300\u0301 \u00c0 \u0130i \u03a3\u039f\u03a3 x\u0000y\ufffdz "
+      "\u4e00\u4e8c\x0b\x1c\x85\u2028\u2029\u202f\u200b end."]
+  got = graph.session.run(graph.words, {graph.contexts: texts})
+  basic = tokenization.BasicTokenizer(do_lower_case=lower)
+  assert [[w.decode() for w in row] for row in got.to_list()] == [
+      basic.tokenize(text) for text in texts]
 
 
 def _python_features(pairs, tokenizer, settings):
