@@ -90,6 +90,47 @@ class _CharacterRules(object):
     return tf.gather(self._constant("class_values"),
                      tf.searchsorted(starts, code_points, side="right") - 1)
 
+  def _basic_split(self, texts):
+    """BasicTokenizer(self.do_lower_case)'s words of `texts`.
+
+    Returns:
+      (words, lengths, word_rows): the words as UTF-8 strings [words],
+      their lengths in characters, and the text of each.
+    """
+    decoded = tf.strings.unicode_decode(texts, "UTF-8", errors="replace",
+                                        replacement_char=0xFFFD)
+    chars = decoded.flat_values
+    rows = decoded.value_rowids()
+    bits = self._classes(chars)
+    keep = _without(bits, tables_lib.DROP)
+    chars, bits, rows = [tf.boolean_mask(t, keep) for t in (chars, bits, rows)]
+    source = tf.range(tf.size(chars, out_type=tf.int64))
+    if self.do_lower_case:
+      chars, source = self._lower(chars, bits, rows, tables_lib.LOWER)
+      rows = tf.gather(rows, source)
+      ideograph = _with(tf.gather(bits, source), tables_lib.CJK)
+      bits = self._classes(chars)
+    else:
+      ideograph = _with(bits, tables_lib.CJK)
+    return _words(chars, bits, rows, source, ideograph)
+
+  def basic_words(self, texts):
+    """tokenization.BasicTokenizer(do_lower_case).tokenize of each text:
+    the words cleaned, split at whitespace, punctuation and ideographs (and
+    lowercased without accents when uncased), whichever vocabulary the
+    tokenizer has.
+
+    Args:
+      texts: tf.string [batch], any bytes.
+
+    Returns:
+      tf.RaggedTensor tf.string [batch, (words)], UTF-8.
+    """
+    texts = tf.convert_to_tensor(texts, tf.string)
+    words, _, word_rows = self._basic_split(texts)
+    return tf.RaggedTensor.from_value_rowids(
+        words, word_rows, nrows=tf.shape(texts, out_type=tf.int64)[0])
+
   def words_with_offsets(self, texts):
     """tokenization.split_words_with_offsets in the graph: the raw texts cut
     at whitespace, each punctuation character a word of its own, nothing
@@ -192,22 +233,7 @@ class GraphTokenizer(_CharacterRules):
       tf.RaggedTensor int64 [batch, (pieces)]: each text's ids.
     """
     texts = tf.convert_to_tensor(texts, tf.string)
-    decoded = tf.strings.unicode_decode(texts, "UTF-8", errors="replace",
-                                        replacement_char=0xFFFD)
-    chars = decoded.flat_values
-    rows = decoded.value_rowids()
-    bits = self._classes(chars)
-    keep = _without(bits, tables_lib.DROP)
-    chars, bits, rows = [tf.boolean_mask(t, keep) for t in (chars, bits, rows)]
-    source = tf.range(tf.size(chars, out_type=tf.int64))
-    if self.do_lower_case:
-      chars, source = self._lower(chars, bits, rows, tables_lib.LOWER)
-      rows = tf.gather(rows, source)
-      ideograph = _with(tf.gather(bits, source), tables_lib.CJK)
-      bits = self._classes(chars)
-    else:
-      ideograph = _with(bits, tables_lib.CJK)
-    words, lengths, word_rows = _words(chars, bits, rows, source, ideograph)
+    words, lengths, word_rows = self._basic_split(texts)
     pieces = self._unknown_if_long(self._wordpiece.tokenize(words), lengths)
     batch = tf.shape(texts, out_type=tf.int64)[0]
     return tf.RaggedTensor.from_value_rowids(

@@ -11,12 +11,14 @@ context plus a hundredth of the window's length, the first window on a tie.
 
 import tensorflow as tf
 
-# tasks/windows.py's weight of a window's length in the context score.
+# Weight of a window's length in its context score: it only breaks ties
+# between windows that give a token the same context.
 LENGTH_WEIGHT = 0.01
 
 
-def _step(max_tokens, stride):
-  return min(stride, max_tokens)
+def _per_text(value, num_tokens):
+  """`value` (an int, or int64 [batch]) as int64 [batch]."""
+  return tf.broadcast_to(tf.cast(value, tf.int64), tf.shape(num_tokens))
 
 
 def doc_spans(num_tokens, max_tokens, stride, keep_empty=False):
@@ -31,11 +33,8 @@ def doc_spans(num_tokens, max_tokens, stride, keep_empty=False):
   Returns:
     (starts, lengths): int64 ragged [batch, (windows)].
   """
-  def per_text(value):
-    return tf.broadcast_to(tf.cast(value, tf.int64), tf.shape(num_tokens))
-
-  max_tokens, stride = per_text(max_tokens), per_text(stride)
-  step = tf.minimum(stride, max_tokens)
+  max_tokens = _per_text(max_tokens, num_tokens)
+  step = tf.minimum(_per_text(stride, num_tokens), max_tokens)
   beyond = tf.maximum(num_tokens - max_tokens, 0)
   count = tf.where(num_tokens > 0, (beyond + step - 1) // step + 1,
                    tf.fill(tf.shape(num_tokens),
@@ -54,25 +53,29 @@ def max_context_owners(lengths, num_tokens, max_tokens, stride):
   Args:
     lengths: int64 ragged [batch, (windows)], doc_spans' lengths.
     num_tokens: int64 [batch], the texts' token counts.
-    max_tokens, stride: ints, as doc_spans was given them.
+    max_tokens, stride: as doc_spans was given them.
 
   Returns:
     int64 ragged [batch, (tokens)]: for each token, the index of its window
     among its text's windows.
   """
-  step = _step(max_tokens, stride)
+  max_tokens = _per_text(max_tokens, num_tokens)
+  step = tf.minimum(_per_text(stride, num_tokens), max_tokens)
   positions = tf.ragged.range(num_tokens)
   rows = positions.value_rowids()
   tokens = positions.flat_values
+  token_step = tf.gather(step, rows)
   # The windows holding a token: those started at most `tokens` and ending
   # after it (all but the last are max_tokens long; the last ends the text).
   last = tf.gather(lengths.row_lengths(), rows) - 1
-  first = tf.maximum((tokens - max_tokens) // step + 1, 0)
-  candidates = tf.ragged.range(first, tf.minimum(tokens // step, last) + 1)
+  first = tf.maximum(
+      (tokens - tf.gather(max_tokens, rows)) // token_step + 1, 0)
+  candidates = tf.ragged.range(first,
+                               tf.minimum(tokens // token_step, last) + 1)
   token_of = candidates.value_rowids()
   window = candidates.flat_values
   position = tf.gather(tokens, token_of)
-  start = window * step
+  start = window * tf.gather(token_step, token_of)
   length = tf.gather(lengths.flat_values,
                      tf.gather(lengths.row_starts(),
                                tf.gather(rows, token_of)) + window)

@@ -44,6 +44,7 @@ Beyond the original:
 """
 
 import collections
+import functools
 import json
 import math
 import os
@@ -61,6 +62,7 @@ from runner import serving_input
 from runner import tfrecord_input
 from runner import training_graph
 from tasks import squad_metrics
+from tasks import squad_text
 from tasks import task
 from tasks import windows
 import tokenization
@@ -203,6 +205,13 @@ def _field(container, key, input_file, where, fix):
 def _is_whitespace(c):
   """Whether `c` separates words of a context (ASCII or Unicode space)."""
   return c in " \t\r\n" or unicodedata.category(c) == "Zs"
+
+
+@functools.lru_cache(maxsize=None)
+def whitespace_code_points():
+  """The code points `_is_whitespace` accepts, ascending (a tuple)."""
+  return tuple(code for code in range(0x110000)
+               if _is_whitespace(chr(code)))
 
 
 def split_context(paragraph_text):
@@ -796,17 +805,19 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
           gradient_checkpointing, compute_dtype))
 
 
-def serving_input_receiver_fn_builder(seq_length):
+def serving_input_receiver_fn_builder(seq_length, text_signature=None):
   """The serving input of an exported SQuAD model (see runner/serving_input.py).
 
   A request feeds int32 "input_ids", "input_mask" and "segment_ids" of shape
   [batch, seq_length], as `convert_examples_to_features` makes them; the
   outputs are "start_logits" and "end_logits" [batch, seq_length]. The
   model_fn's "unique_ids" prediction is left out of the signature: a
-  request's ids are the caller's to keep.
+  request's ids are the caller's to keep. With a `text_signature`
+  (squad_text.text_signature_of), the "text" signature takes questions and
+  contexts instead and answers them.
   """
-  return serving_input.receiver_fn_builder(seq_length,
-                                           {"unique_ids": tf.int32})
+  return serving_input.receiver_fn_builder(
+      seq_length, {"unique_ids": tf.int32}, text_signature=text_signature)
 
 
 # ------------------------------------------------------------ predictions --
@@ -1163,6 +1174,7 @@ class SquadTask(task.Task):
   the official metrics."""
 
   name = "squad"
+  serves_text = True
 
   def __init__(self, *, train_file=None, predict_file=None,
                version_2_with_negative=False, window_flags=None,
@@ -1284,7 +1296,18 @@ class SquadTask(task.Task):
     return self._evaluate(predictions)
 
   def serving_input_receiver_fn(self):
-    return serving_input_receiver_fn_builder(self.flags.max_seq_length)
+    text_signature = None
+    if self.exports_text():
+      text_signature = squad_text.text_signature_of(
+          self.graph_tokenizer_fn(),
+          squad_text.WindowSettings(
+              self.flags.max_seq_length, self.doc_stride,
+              self.max_query_length, whitespace_code_points()),
+          squad_text.SearchSettings(
+              self.n_best_size, self.max_answer_length,
+              self.version_2_with_negative, self.null_score_diff_threshold))
+    return serving_input_receiver_fn_builder(self.flags.max_seq_length,
+                                             text_signature)
 
   def _output_path(self, name):
     return os.path.join(self.flags.output_dir, name)

@@ -17,6 +17,7 @@ import collections
 
 import numpy as np
 
+from serving import text_windows
 from userio import cli
 
 DocSpan = collections.namedtuple("DocSpan", ["start", "length"])
@@ -26,9 +27,7 @@ DocSpan = collections.namedtuple("DocSpan", ["start", "length"])
 TRUNCATE, WINDOWS = "truncate", "windows"
 LONG_TEXT_MODES = (TRUNCATE, WINDOWS)
 
-# Weight of a window's length in its score: it only breaks ties between
-# windows that give a token the same context.
-_LENGTH_WEIGHT = 0.01
+LENGTH_WEIGHT = text_windows.LENGTH_WEIGHT
 
 
 def doc_spans(num_tokens, max_tokens, stride, *, fix=None):
@@ -68,7 +67,7 @@ def _context_score(span, position):
   """The score of window `span` for the token at `position` (inside it)."""
   left = position - span.start
   right = span.start + span.length - 1 - position
-  return min(left, right) + _LENGTH_WEIGHT * span.length
+  return min(left, right) + LENGTH_WEIGHT * span.length
 
 
 def check_is_max_context(spans, span_index, position):
