@@ -830,7 +830,8 @@ _NbestPrediction = collections.namedtuple(
     "NbestPrediction", ["text", "start_logit", "end_logit"])
 
 # Stands in when no candidate survives, so every n-best list is non-empty.
-_PLACEHOLDER = _NbestPrediction(text="empty", start_logit=0.0, end_logit=0.0)
+_PLACEHOLDER = _NbestPrediction(text=squad_text.NO_SPAN_TEXT, start_logit=0.0,
+                                end_logit=0.0)
 
 SquadPredictions = collections.namedtuple(
     "SquadPredictions", ["predictions", "null_odds", "best_non_null"])

@@ -34,8 +34,8 @@ import tensorflow as tf
 from runner import serving_input
 from serving import text_windows
 
-# The script's answer when no span of a SQuAD 1.1 question survives the
-# search (squad._PLACEHOLDER's text).
+# The answer when no span of a SQuAD 1.1 question survives the search
+# (Google's placeholder n-best entry, squad._PLACEHOLDER).
 NO_SPAN_TEXT = "empty"
 
 WindowSettings = collections.namedtuple(
