@@ -15,8 +15,9 @@ For one MRPC pair and for one SQuAD question, each call timed alone:
     none; a question: its windows as one batch, padded to the longest);
   * session: the same ids through a `tf.compat.v1.Session` callable of the
     SavedModel's graph, the other way to run a TF1 export in Python;
-  * text (MRPC): the export's "text" signature on the raw pair, which
-    tokenizes and lays it out in the graph.
+  * text: the export's "text" signature on the raw pair or question, which
+    tokenizes and lays it out in the graph (for SQuAD also the windows,
+    each padded to max_seq_length, and the answer search).
 
 The rounds cycle through --num_examples examples (MRPC dev pairs; questions
 of articles the SQuAD model did not train on), one call of each kind per
@@ -131,16 +132,19 @@ class BareSignature(object):
 
 
 class TextSignature(object):
-  """The export's "text" signature, called on raw text pairs: tokenization
-  and layout in the graph."""
+  """The export's "text" signature, called on raw texts: tokenization,
+  layout (and for SQuAD the answer search) in the graph."""
 
-  def __init__(self, path):
+  def __init__(self, path, names):
+    """`names`: the signature's inputs, one per column of the examples."""
     self.serve = tf.saved_model.load(path).signatures[
         serving_input.TEXT_SIGNATURE]
+    self.names = names
 
-  def prepare(self, pairs):
-    return {"text_a": tf.constant([a for a, _ in pairs]),
-            "text_b": tf.constant([b for _, b in pairs])}
+  def prepare(self, examples):
+    """The inputs of a list of examples (tuples of texts)."""
+    return {name: tf.constant(list(column))
+            for name, column in zip(self.names, zip(*examples))}
 
   def __call__(self, prepared):
     return {name: value.numpy()
@@ -216,7 +220,7 @@ def bench_mrpc():
                      max(FLAGS.num_examples, 4 * FLAGS.batch_size))
   bare = BareSignature(model.model.path)
   session = SessionCallable(model.model.path)
-  text = TextSignature(model.model.path)
+  text = TextSignature(model.model.path, ["text_a", "text_b"])
   singles = pairs[:FLAGS.num_examples]
   rows = classifier_rows(model, singles)
   bare_in = [bare.prepare(padded([row])) for row in rows]
@@ -248,19 +252,23 @@ def bench_squad():
                               max(FLAGS.num_examples, 4 * FLAGS.batch_size))
   bare = BareSignature(model.model.path)
   session = SessionCallable(model.model.path)
+  text = TextSignature(model.model.path, ["question", "context"])
   singles = questions[:FLAGS.num_examples]
   rows = [squad_rows(model, q, c) for q, c in singles]
   bare_in = [bare.prepare(padded(r)) for r in rows]
   session_in = [session.prepare(padded(r)) for r in rows]
+  text_in = [text.prepare([question]) for question in singles]
   result = {
       "windows_per_question_mean": float(np.mean([len(r) for r in rows])),
       "tokens_per_window_mean": float(np.mean(
           [len(ids) for r in rows for ids, _ in r])),
       "latency": latency({
           "predictor": lambda i: model.predict(*singles[i]),
+          "text": lambda i: text(text_in[i]),
           "bare": lambda i: bare(bare_in[i]),
           "session": lambda i: session(session_in[i])}, len(singles))}
   groups = batches(questions, FLAGS.batch_size)
+  text_groups = [text.prepare(group) for group in groups]
   group_in = []
   for group in groups:
     windows = [w for q, c in group for w in squad_rows(model, q, c)]
@@ -269,6 +277,7 @@ def bench_squad():
                      for i in range(0, len(windows), FLAGS.batch_size)])
   result["throughput_examples_per_s"] = throughput({
       "predictor": lambda i: model.predict_batch(groups[i]),
+      "text": lambda i: text(text_groups[i]),
       "bare": lambda i: [bare(b) for b in group_in[i]]}, len(groups))
   return result
 
@@ -300,10 +309,10 @@ def table(results):
                            p50["bare"]["p50_ms"],
                            p50["predictor"]["p50_ms"] /
                            p50["session"]["p50_ms"]))
-  if "mrpc" in results:
-    p50 = results["mrpc"]["latency"]
-    lines.append("mrpc: text signature p50 / bare p50 = %.2f" % (
-        p50["text"]["p50_ms"] / p50["bare"]["p50_ms"]))
+  for task in tasks:
+    p50 = results[task]["latency"]
+    lines.append("%s: text signature p50 / bare p50 = %.2f" % (
+        task, p50["text"]["p50_ms"] / p50["bare"]["p50_ms"]))
   return "\n".join(lines)
 
 
