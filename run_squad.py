@@ -28,12 +28,9 @@ def define_flags(flag_values=flags.FLAGS):
   """
   shared_flags.define_common_flags(
       max_seq_length_default=384, flag_values=flag_values,
-      serving_outputs="start_logits and end_logits [batch, length]; its "
-      "\"text\" signature takes question and context strings [batch] and "
-      "returns answer (predictions.json's text), start_logit, end_logit and "
-      "the answer's character offsets answer_start and answer_end [batch] "
-      "(with null_score_diff for SQuAD 2.0), searched with this run's "
-      "window and n-best flags")
+      serving_outputs="start_logits and end_logits [batch, length]",
+      text_inputs="question and context [batch] (the answer, its logits and "
+      "offsets, searched with this run's window and n-best flags)")
   # --help lists the shared flags with the script's own.
   flags.adopt_module_key_flags(shared_flags, flag_values=flag_values)
   flags.DEFINE_string(

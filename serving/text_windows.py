@@ -5,15 +5,13 @@ A text of n tokens is read in windows of at most `max_tokens` tokens,
 started every `stride` tokens (never past the end of the window before:
 the step is min(stride, max_tokens)) until one reaches the end. Each token
 belongs to the window that gives it the most context, as
-`windows.max_context_owners` decides: the smaller of its left and right
-context plus a hundredth of the window's length, the first window on a tie.
+`windows.max_context_owners` decides (serving/context_score.py's score, the
+first window on a tie).
 """
 
 import tensorflow as tf
 
-# Weight of a window's length in its context score: it only breaks ties
-# between windows that give a token the same context.
-LENGTH_WEIGHT = 0.01
+from serving import context_score
 
 
 def _per_text(value, num_tokens):
@@ -81,7 +79,7 @@ def max_context_owners(lengths, num_tokens, max_tokens, stride):
                                tf.gather(rows, token_of)) + window)
   context = tf.minimum(position - start, start + length - 1 - position)
   score = (tf.cast(context, tf.float64) +
-           LENGTH_WEIGHT * tf.cast(length, tf.float64))
+           context_score.LENGTH_WEIGHT * tf.cast(length, tf.float64))
   best = tf.math.segment_max(score, token_of)
   first_best = tf.math.segment_min(
       tf.where(tf.equal(score, tf.gather(best, token_of)), window,

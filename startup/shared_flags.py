@@ -132,7 +132,7 @@ def define_fine_tuning_flags(fv=flags.FLAGS, *,
   strings its "text" signature takes (None: it has none).
   """
   text_help = "" if text_inputs is None else (
-      " With a WordPiece vocabulary its \"text\" signature takes %s instead "
+      " Its \"text\" signature takes %s instead "
       "(raw strings; needs tensorflow-text; docs/serving.md)." % text_inputs)
   flags.DEFINE_bool("do_predict", False,
                     "Whether to predict on the test/predict set.",

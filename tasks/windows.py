@@ -17,7 +17,7 @@ import collections
 
 import numpy as np
 
-from serving import text_windows
+from serving import context_score
 from userio import cli
 
 DocSpan = collections.namedtuple("DocSpan", ["start", "length"])
@@ -26,8 +26,6 @@ DocSpan = collections.namedtuple("DocSpan", ["start", "length"])
 # --long_text): Google's truncation, or windows over the text.
 TRUNCATE, WINDOWS = "truncate", "windows"
 LONG_TEXT_MODES = (TRUNCATE, WINDOWS)
-
-LENGTH_WEIGHT = text_windows.LENGTH_WEIGHT
 
 
 def doc_spans(num_tokens, max_tokens, stride, *, fix=None):
@@ -65,9 +63,7 @@ def doc_spans(num_tokens, max_tokens, stride, *, fix=None):
 
 def _context_score(span, position):
   """The score of window `span` for the token at `position` (inside it)."""
-  left = position - span.start
-  right = span.start + span.length - 1 - position
-  return min(left, right) + LENGTH_WEIGHT * span.length
+  return context_score.context_score(span.start, span.length, position)
 
 
 def check_is_max_context(spans, span_index, position):

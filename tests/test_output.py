@@ -257,8 +257,8 @@ def test_help_lists_the_script_flags_and_the_verbose_flag():
     ("run_classifier.py", "[batch, length]", "returns probabilities [batch, "
      "labels] (for a regression task, predictions [batch])"),
     ("run_squad.py", "[batch, length]",
-     "returns start_logits and end_logits [batch, length]; its \"text\" "
-     "signature takes question and context strings [batch]"),
+     "returns start_logits and end_logits [batch, length]. Its \"text\" "
+     "signature takes question and context [batch]"),
     ("run_ner.py", "[batch, length]", "returns tag_ids [batch, length]"),
     ("run_swag.py", "[batch, choices, length]",
      "returns probabilities [batch, choices]")])
