@@ -60,10 +60,12 @@ flags.DEFINE_list(
                 os.path.join(CORPUS_DIR, "corpus_4x.txt")],
     "Corpus files, smallest first (python -m "
     "tools.build_pretraining_corpus).")
-flags.DEFINE_multi_enum("modes", ["faithful", "scalable"],
-                        ["faithful", "scalable"], "Modes to run.")
+flags.DEFINE_multi_enum(
+    "modes", ["faithful", "scalable"], ["faithful", "scalable", "beam"],
+    "Modes to run: beam is the scalable mode on Apache Beam's DirectRunner "
+    "(multi_processing, --direct_num_workers).")
 flags.DEFINE_list("num_workers", ["1", "2"],
-                  "--num_workers of the scalable mode's runs, one run each.")
+                  "Workers of the scalable and beam runs, one run each.")
 flags.DEFINE_float("cut_mb", None,
                    "Cut each corpus to its first documents of at most this "
                    "many MB (default: whole corpora).")
@@ -204,9 +206,15 @@ def run_once(corpus, mode, output_dir, num_workers=None):
              "--input_file=" + corpus, "--output_file=" + output,
              "--vocab_file=" + FLAGS.vocab_file, "--max_seq_length=128",
              "--max_predictions_per_seq=20",
-             "--dupe_factor=%d" % FLAGS.dupe_factor, "--mode=" + mode]
+             "--dupe_factor=%d" % FLAGS.dupe_factor,
+             "--mode=" + ("faithful" if mode == "faithful" else "scalable")]
   if mode == "scalable":
     command.append("--num_workers=%d" % num_workers)
+  elif mode == "beam":
+    command += ["--runner=DirectRunner",
+                "--direct_num_workers=%d" % num_workers,
+                "--direct_running_mode=multi_processing"]
+  if mode != "faithful":
     if FLAGS.shard_size_mb:
       command.append("--shard_size_mb=%g" % FLAGS.shard_size_mb)
   logging.info("Running %s", " ".join(command))
@@ -283,27 +291,39 @@ def targets(records):
 
 
 def scaling(records):
-  """Per corpus: the scalable mode's instances/s with each worker count
-  over that with the fewest workers."""
+  """Per corpus and worker mode (scalable, beam): instances/s with each
+  worker count over that with the fewest workers; and beam's over the
+  scalable mode's at the same count."""
   lines = []
   for corpus in dict.fromkeys(r["corpus"] for r in records):
-    runs = sorted((r for r in records if r["corpus"] == corpus and
-                   r["mode"] == "scalable" and "error" not in r),
-                  key=lambda r: r["num_workers"])
-    if len(runs) < 2:
-      continue
-    base = runs[0]
-    lines.append("%s scalable scaling: %s" % (corpus, ", ".join(
-        "%d -> %d processes %.2fx" % (
-            base["num_workers"], r["num_workers"],
-            r["instances_per_second"] / base["instances_per_second"])
-        for r in runs[1:])))
+    by_mode = {}
+    for mode in ("scalable", "beam"):
+      runs = sorted((r for r in records if r["corpus"] == corpus and
+                     r["mode"] == mode and "error" not in r),
+                    key=lambda r: r["num_workers"])
+      by_mode[mode] = {r["num_workers"]: r for r in runs}
+      if len(runs) < 2:
+        continue
+      base = runs[0]
+      lines.append("%s %s scaling: %s" % (corpus, mode, ", ".join(
+          "%d -> %d processes %.2fx" % (
+              base["num_workers"], r["num_workers"],
+              r["instances_per_second"] / base["instances_per_second"])
+          for r in runs[1:])))
+    for count, beam in sorted(by_mode["beam"].items()):
+      local = by_mode["scalable"].get(count)
+      if local:
+        lines.append("%s beam / scalable at %d workers: %.2fx" % (
+            corpus, count, beam["instances_per_second"] /
+            local["instances_per_second"]))
   return lines
 
 
 def _mode_label(record):
   if record["mode"] == "scalable":
     return "scalable, num_workers=%d" % record["num_workers"]
+  if record["mode"] == "beam":
+    return "scalable on DirectRunner, %d workers" % record["num_workers"]
   return record["mode"]
 
 
@@ -343,7 +363,7 @@ def main(argv):
         cut_corpus(corpus, FLAGS.cut_mb * 1e6, cut)
         corpus = cut
       for mode in FLAGS.modes:
-        for num_workers in (workers if mode == "scalable" else [None]):
+        for num_workers in (workers if mode != "faithful" else [None]):
           records.append(run_once(corpus, mode, output_dir, num_workers))
           logging.info("%s", json.dumps(records[-1]))
   machine = {"cpus": os.cpu_count(), "load_average": os.getloadavg(),
