@@ -250,3 +250,16 @@ def test_targets_take_the_most_workers_and_give_the_scaling():
   assert lines[2].startswith("scalable peaks c1 -> c4: tree PSS +10% "
                              "(target within 20%: met)")
   assert len(lines) == 3
+
+
+def test_scaling_compares_beam_with_the_local_mode():
+  records = [_record("c1", "scalable", 12.0, workers=1),
+             _record("c1", "scalable", 21.0, workers=2),
+             _record("c1", "beam", 9.0, workers=1),
+             _record("c1", "beam", 18.0, workers=2),
+             dict(_record("c1", "beam", 1.0, workers=4), error="killed")]
+  assert pretraining_data.scaling(records) == [
+      "c1 scalable scaling: 1 -> 2 processes 1.75x",
+      "c1 beam scaling: 1 -> 2 processes 2.00x",
+      "c1 beam / scalable at 1 workers: 0.75x",
+      "c1 beam / scalable at 2 workers: 0.86x"]
