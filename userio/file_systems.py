@@ -1,0 +1,82 @@
+# coding=utf-8
+"""Paths on any file system TensorFlow knows, as Google's scripts had them.
+
+Data, models and outputs are named by paths that tf.io.gfile opens: local
+paths, gs:// (TensorFlow's own Cloud Storage support), ram:// (in memory,
+one process), and s3:// or hdfs:// once tensorflow-io is imported. A path
+with a scheme ("<scheme>://") is remote: it is no folder of this machine,
+so what only a local disk offers (flock, free space, an atomic rename)
+either has a remote equivalent where it is used or is announced by
+`note_remote`.
+
+TensorFlow is imported when a function first needs it, so that the light
+modules of userio stay free of it.
+"""
+
+from absl import logging
+
+from userio import cli
+
+
+def gfile():
+  """tf.io.gfile, imported on first use."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  return tf.io.gfile
+
+
+def is_remote(path):
+  """Whether `path` names a place on another file system than the local
+  one ("gs://bucket/run", "ram://data")."""
+  return "://" in path
+
+
+def isdir(path):
+  """Whether `path` is a folder (on any file system)."""
+  return gfile().isdir(path)
+
+
+def isfile(path):
+  """Whether `path` exists and is no folder (on any file system)."""
+  return gfile().exists(path) and not gfile().isdir(path)
+
+
+def read_bytes(path):
+  """The whole content of file `path` (on any file system).
+
+  Raises:
+    cli.UserError naming the file and what kept it from being read.
+  """
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  try:
+    with gfile().GFile(path, "rb") as reader:
+      return reader.read()
+  except (tf.errors.OpError, OSError) as e:
+    text = " ".join((getattr(e, "message", None) or str(e)).split())
+    raise cli.UserError("%s: cannot be read (%s)" % (path, text),
+                        fix="Check the path and your access to it.") from None
+
+
+def move_folder(source, target):
+  """Moves folder `source` to the new name `target` on the same file system.
+
+  Locally one atomic rename. A remote file system has no folders to rename
+  (Cloud Storage renames a folder object by object; ram:// moves only the
+  folder's own entry and loses its files), so there each file moves on its
+  own and `source` is removed last: `target` is whole once this returns.
+  """
+  if not is_remote(source):
+    gfile().rename(source, target)
+    return
+  for folder, _, names in gfile().walk(source):
+    inside = target + folder[len(source):]
+    gfile().makedirs(inside)
+    for name in names:
+      gfile().rename(folder + "/" + name, inside + "/" + name,
+                     overwrite=True)
+  gfile().rmtree(source)
+
+
+def note_remote(folder, limits):
+  """Logs the one line that says what remote `folder` does not guarantee:
+  "Note: <folder> is not a local folder: <limits>."."""
+  logging.info("Note: %s is not a local folder: %s.", folder, limits)
