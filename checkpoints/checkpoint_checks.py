@@ -11,7 +11,6 @@ extra layers silently random; both are found here, before anything
 expensive starts, by reading every variable once.
 """
 
-import glob
 import os
 import re
 
@@ -19,6 +18,7 @@ from absl import logging
 import tensorflow as tf
 
 from userio import cli
+from userio import file_systems
 from userio import verbosity
 
 # The runner's checkpoints in a run's folder: model.ckpt-<global step>.
@@ -81,7 +81,8 @@ def remove_unfinished_saves(model_dir):
   Returns:
     The names removed.
   """
-  if not model_dir or "://" in model_dir or not os.path.isdir(model_dir):
+  if (not model_dir or file_systems.is_remote(model_dir) or
+      not os.path.isdir(model_dir)):
     return []
   removed = sorted(
       name for name in os.listdir(model_dir)
@@ -166,7 +167,7 @@ def pretraining_head_shapes(bert_config):
 
 def _files_of(prefix):
   """The files of checkpoint `prefix` (index and data shards)."""
-  return sorted(glob.glob(glob.escape(prefix) + ".data-*")) + [
+  return sorted(tf.io.gfile.glob(prefix + ".data-*")) + [
       prefix + ".index"]
 
 

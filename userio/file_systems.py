@@ -9,9 +9,12 @@ so what only a local disk offers (flock, free space, an atomic rename)
 either has a remote equivalent where it is used or is announced by
 `note_remote`.
 
-TensorFlow is imported when a function first needs it, so that the light
-modules of userio stay free of it.
+TensorFlow is imported when a function first needs it; `open_file` and
+`exists` use Python's own files for a local path, so that light commands
+(squad_evaluate.py, reproduce.py) stay free of it.
 """
+
+import os
 
 from absl import logging
 
@@ -28,6 +31,24 @@ def is_remote(path):
   """Whether `path` names a place on another file system than the local
   one ("gs://bucket/run", "ram://data")."""
   return "://" in path
+
+
+def absolute(path):
+  """`path` made absolute when local (os.path.abspath would fold the "//"
+  of a remote one into a local name)."""
+  return path if is_remote(path) else os.path.abspath(path)
+
+
+def open_file(path, mode):
+  """`path` opened in `mode` ("r", "rb", "w", ...; text as UTF-8)."""
+  if is_remote(path):
+    return gfile().GFile(path, mode)
+  return open(path, mode, encoding=None if "b" in mode else "utf-8")  # pylint: disable=consider-using-with
+
+
+def exists(path):
+  """Whether `path` exists (on any file system)."""
+  return gfile().exists(path) if is_remote(path) else os.path.exists(path)
 
 
 def isdir(path):
