@@ -179,6 +179,16 @@ def _damaged(prefix, flag, error):
           flag, prefix, " ".join(str(error).split())[:200], files))
 
 
+def reader_of(prefix):
+  """A tf.train.CheckpointReader of the checkpoint at `prefix` itself.
+
+  tf.train.load_checkpoint first asks whether its argument is a folder (to
+  read that folder's newest checkpoint instead), and ram:// answers yes for
+  a prefix, since the names of the checkpoint's files begin with it.
+  """
+  return tf.compat.v1.train.NewCheckpointReader(prefix)
+
+
 def load_readable(prefix, flag="--init_checkpoint"):
   """Reads every variable of checkpoint `prefix` once; returns its shapes.
 
@@ -194,7 +204,7 @@ def load_readable(prefix, flag="--init_checkpoint"):
     cli.UserError naming the checkpoint's files when one is damaged.
   """
   try:
-    reader = tf.train.load_checkpoint(prefix)
+    reader = reader_of(prefix)
     shapes = reader.get_variable_to_shape_map()
     for name in shapes:
       reader.get_tensor(name)

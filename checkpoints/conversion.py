@@ -45,6 +45,7 @@ import tensorflow as tf
 from userio import cli
 from userio import disk_space
 from userio import folder_lock
+from checkpoints import checkpoint_checks
 from checkpoints import hf_mapping
 from checkpoints import layouts
 import modeling
@@ -181,7 +182,7 @@ def read_google_checkpoint(prefix):
     cli.UserError naming the checkpoint when it cannot be read.
   """
   try:
-    reader = tf.train.load_checkpoint(prefix)
+    reader = checkpoint_checks.reader_of(prefix)
     return {name: reader.get_tensor(name)
             for name in sorted(reader.get_variable_to_shape_map())}
   except (tf.errors.OpError, ValueError, IndexError) as e:

@@ -727,7 +727,7 @@ class Estimator(object):
 
   def _checkpoint_counters(self, checkpoint):
     """(global_step, micro_step) stored in `checkpoint` (0 if absent)."""
-    reader = tf.train.load_checkpoint(checkpoint)
+    reader = checkpoint_checks.reader_of(checkpoint)
     values = []
     for name in ("global_step", "micro_step"):
       values.append(int(reader.get_tensor(name))
