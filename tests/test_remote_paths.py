@@ -15,12 +15,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from absl import flags
+from safetensors import numpy as safetensors_numpy
 
 from checkpoints import checkpoint_checks
+from checkpoints import conversion
 import modeling
 import run_classifier
 import run_ner
 import run_swag
+import test_convert_checkpoint
 import test_run_classifier
 import test_run_ner
 import test_run_swag
@@ -339,3 +342,36 @@ def test_swag_on_ram_matches_the_local_run(tmp_path):
           root, out, ["do_train", "do_eval", "do_predict"]) + [
               "--num_train_epochs=1"])
   _assert_same_outputs(local, remote)
+
+
+def test_conversion_reads_and_writes_ram(tmp_path):
+  """convert_checkpoint's conversions with both folders on ram://: MiniLM's
+  Hugging Face copy becomes the published Google copy and back."""
+  hf_source = os.path.join(_ram_root(), "hf")
+  _copy_tree(test_convert_checkpoint.HF_MINILM_DIR, hf_source)
+  google_dir = os.path.join(os.path.dirname(hf_source), "google")
+  hf_dir = os.path.join(os.path.dirname(hf_source), "hf_again")
+  with conversion.lock_output_dir(google_dir):
+    assert conversion.convert(hf_source, google_dir) == conversion.GOOGLE
+  reader = checkpoint_checks.reader_of(
+      os.path.join(google_dir, "bert_model.ckpt"))
+  published = checkpoint_checks.reader_of(test_convert_checkpoint.GOOGLE_MINILM)
+  assert reader.get_variable_to_shape_map() == (
+      published.get_variable_to_shape_map())
+  for name in published.get_variable_to_shape_map():
+    np.testing.assert_array_equal(reader.get_tensor(name),
+                                  published.get_tensor(name), err_msg=name)
+  assert not tf.io.gfile.exists(google_dir + ".tmp/bert_model.ckpt.index")
+  conversion.convert(google_dir, hf_dir)
+  got = safetensors_numpy.load(
+      file_systems.read_bytes(os.path.join(hf_dir, "model.safetensors")))
+  want = safetensors_numpy.load_file(os.path.join(
+      test_convert_checkpoint.HF_MINILM_DIR, "model.safetensors"))
+  want.pop("embeddings.position_ids")  # A buffer old transformers saved.
+  assert sorted(got) == sorted(want)
+  for name, value in want.items():
+    np.testing.assert_array_equal(got[name], value, err_msg=name)
+  local = str(tmp_path / "hf_local")
+  conversion.convert(google_dir, local)
+  assert _read(os.path.join(hf_dir, "config.json")) == _read(
+      os.path.join(local, "config.json"))

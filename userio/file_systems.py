@@ -9,9 +9,11 @@ so what only a local disk offers (flock, free space, an atomic rename)
 either has a remote equivalent where it is used or is announced by
 `note_remote`.
 
-TensorFlow is imported when a function first needs it; `open_file` and
-`exists` use Python's own files for a local path, so that light commands
-(squad_evaluate.py, reproduce.py) stay free of it.
+A local path is read and written with Python's own files and os
+functions, which do what tf.io.gfile's local file system does (the same
+bytes, the same folders) without importing TensorFlow, so that light
+commands (squad_evaluate.py, reproduce.py) stay free of it; a remote path
+goes through tf.io.gfile, imported then.
 """
 
 import os
@@ -21,10 +23,22 @@ from absl import logging
 from userio import cli
 
 
+def _tensorflow():
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  return tf
+
+
 def gfile():
   """tf.io.gfile, imported on first use."""
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
-  return tf.io.gfile
+  return _tensorflow().io.gfile
+
+
+def errors(path):
+  """The exceptions a failed read or write of `path` raises: OSError, and
+  TensorFlow's OpError for a remote path."""
+  if is_remote(path):
+    return (OSError, _tensorflow().errors.OpError)
+  return (OSError,)
 
 
 def is_remote(path):
@@ -53,12 +67,22 @@ def exists(path):
 
 def isdir(path):
   """Whether `path` is a folder (on any file system)."""
-  return gfile().isdir(path)
+  return gfile().isdir(path) if is_remote(path) else os.path.isdir(path)
 
 
 def isfile(path):
   """Whether `path` exists and is no folder (on any file system)."""
-  return gfile().exists(path) and not gfile().isdir(path)
+  if is_remote(path):
+    return gfile().exists(path) and not gfile().isdir(path)
+  return os.path.isfile(path)
+
+
+def listdir(path):
+  """The names in folder `path` (a remote file system may end a folder's
+  name with "/"; it is dropped)."""
+  if is_remote(path):
+    return [name.rstrip("/") for name in gfile().listdir(path)]
+  return os.listdir(path)
 
 
 def read_bytes(path):
@@ -67,12 +91,12 @@ def read_bytes(path):
   Raises:
     cli.UserError naming the file and what kept it from being read.
   """
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
   try:
-    with gfile().GFile(path, "rb") as reader:
+    with open_file(path, "rb") as reader:
       return reader.read()
-  except (tf.errors.OpError, OSError) as e:
-    text = " ".join((getattr(e, "message", None) or str(e)).split())
+  except errors(path) as e:
+    text = " ".join((getattr(e, "strerror", None) or
+                     getattr(e, "message", None) or str(e)).split())
     raise cli.UserError("%s: cannot be read (%s)" % (path, text),
                         fix="Check the path and your access to it.") from None
 
@@ -86,7 +110,7 @@ def move_folder(source, target):
   own and `source` is removed last: `target` is whole once this returns.
   """
   if not is_remote(source):
-    gfile().rename(source, target)
+    os.rename(source, target)
     return
   for folder, _, names in gfile().walk(source):
     inside = target + folder[len(source):]

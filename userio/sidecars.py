@@ -178,12 +178,12 @@ def check_files(folder, files):
 
 
 def write_folder(folder, depends_on):
-  """Vouches for every file of the complete local `folder`: writes
+  """Vouches for every file of the complete `folder`: writes
   FOLDER_SIDECAR in it, the keys of `depends_on` and under FILES_KEY each
   file's size and checksum."""
-  names = sorted(name for name in os.listdir(folder)
+  names = sorted(name for name in file_systems.listdir(folder)
                  if name != FOLDER_SIDECAR and
-                 os.path.isfile(os.path.join(folder, name)))
+                 file_systems.isfile(os.path.join(folder, name)))
   record = dict(depends_on)
   record[FILES_KEY] = describe_files(folder, names)
   _write_json(os.path.join(folder, FOLDER_SIDECAR), record)
@@ -192,7 +192,7 @@ def write_folder(folder, depends_on):
 def check_folder(folder, depends_on):
   """Why `folder` may not be reused as the one made from `depends_on`, or
   None when its FOLDER_SIDECAR vouches for every file it recorded."""
-  if not os.path.isdir(folder):
+  if not file_systems.isdir(folder):
     return "it does not exist"
   record = _read_json(os.path.join(folder, FOLDER_SIDECAR))
   if record is None:
