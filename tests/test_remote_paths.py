@@ -6,9 +6,11 @@ Cloud Storage: data, vocabulary, config, init checkpoint, --output_dir and
 is the same run on local paths (same seed, so the same numbers): the remote
 run must write the same results, and its export the same weights.
 """
+import importlib.util
 import logging
 import os
 import re
+import sys
 import uuid
 
 import numpy as np
@@ -30,6 +32,7 @@ import test_run_swag
 from tasks import conll
 from tasks import glue
 from tasks import labeled_files
+from tasks import pretraining
 from tasks import swag
 from tasks import task as task_lib
 from userio import cli
@@ -273,7 +276,38 @@ def test_bad_files_on_ram_are_named_as_locally(tmp_path, read, name, data):
   assert "<root>/%s:" % name in messages[0]
 
 
-def test_missing_remote_files_are_named(tmp_path):
+def test_pretraining_input_globs_on_ram():
+  """run_pretraining.py's --input_file patterns match remote files, sorted,
+  without sidecars or folders."""
+  remote = _ram_root()
+  for name in ("b.tfrecord", "a.tfrecord", "a.tfrecord.meta.json",
+               "other.txt"):
+    with tf.io.gfile.GFile(os.path.join(remote, name), "w") as writer:
+      writer.write("x")
+  assert pretraining.expand_input_files(
+      "%s/*.tfrecord*, %s/other.txt" % (remote, remote)) == [
+          remote + "/a.tfrecord", remote + "/b.tfrecord",
+          remote + "/other.txt"]
+  with pytest.raises(cli.UserError, match="matches no file"):
+    pretraining.expand_input_files(remote + "/c*")
+
+
+def test_s3_paths_need_tensorflow_io():
+  """s3:// and hdfs:// come with tensorflow-io: imported when an argument
+  names such a path, else one line naming the argument."""
+  file_systems.load_file_systems(["x.py", "--data_dir=gs://b/d", "ram://x"])
+  argv = ["run_classifier.py", "--do_train", "--data_dir=s3://bucket/mrpc"]
+  if importlib.util.find_spec("tensorflow_io") is None:
+    with pytest.raises(cli.UserError, match=r"^--data_dir=s3://bucket/mrpc: "
+                       r"TensorFlow reads s3:// paths through the "
+                       r"tensorflow-io package"):
+      file_systems.load_file_systems(argv)
+  else:
+    file_systems.load_file_systems(argv)
+    assert "tensorflow_io" in sys.modules
+
+
+def test_missing_remote_files_are_named():
   remote = _ram_root()
   with pytest.raises(cli.UserError, match="ram://.*/dev.tsv does not exist"):
     glue.MrpcProcessor().get_dev_examples(remote)

@@ -16,16 +16,43 @@ commands (squad_evaluate.py, reproduce.py) stay free of it; a remote path
 goes through tf.io.gfile, imported then.
 """
 
+import importlib
 import os
 
 from absl import logging
 
 from userio import cli
 
+# Schemes whose file systems the tensorflow-io package adds to TensorFlow
+# (they register when it is imported); gs:// and ram:// are TensorFlow's own.
+TENSORFLOW_IO_SCHEMES = ("s3", "hdfs")
+
 
 def _tensorflow():
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   return tf
+
+
+def load_file_systems(argv):
+  """Imports tensorflow-io when an argument of the command line `argv`
+  names a path of one of TENSORFLOW_IO_SCHEMES.
+
+  Raises:
+    cli.UserError naming the argument when tensorflow-io is not installed.
+  """
+  for arg in argv[1:]:
+    value = arg.split("=", 1)[-1]
+    scheme = value.split("://", 1)[0] if is_remote(value) else None
+    if scheme in TENSORFLOW_IO_SCHEMES:
+      try:
+        importlib.import_module("tensorflow_io")
+      except ImportError:
+        raise cli.UserError(
+            "%s: TensorFlow reads %s:// paths through the tensorflow-io "
+            "package, which is not installed" % (arg, scheme),
+            fix="Install the tensorflow-io release made for your "
+            "TensorFlow (pip install tensorflow-io).") from None
+      return
 
 
 def gfile():
@@ -107,12 +134,14 @@ def move_folder(source, target):
   Locally one atomic rename. A remote file system has no folders to rename
   (Cloud Storage renames a folder object by object; ram:// moves only the
   folder's own entry and loses its files), so there each file moves on its
-  own and `source` is removed last: `target` is whole once this returns.
+  own, those of subfolders first and those of `source` itself last (a
+  SavedModel is taken for whole once its saved_model.pb is there), and
+  `source` is removed at the end.
   """
   if not is_remote(source):
     os.rename(source, target)
     return
-  for folder, _, names in gfile().walk(source):
+  for folder, _, names in gfile().walk(source, topdown=False):
     inside = target + folder[len(source):]
     gfile().makedirs(inside)
     for name in names:
