@@ -125,7 +125,8 @@ def classifier_runs(tmp_path_factory):
             "export_dir=" + os.path.join(root, "export")]) + [
                 "--init_checkpoint=" + os.path.join(local, "init",
                                                      "bert_model.ckpt")])
-  return local, remote
+  yield local, remote
+  tf.io.gfile.rmtree(remote)
 
 
 @pytest.mark.slow
@@ -381,10 +382,11 @@ def test_swag_on_ram_matches_the_local_run(tmp_path):
 def test_conversion_reads_and_writes_ram(tmp_path):
   """convert_checkpoint's conversions with both folders on ram://: MiniLM's
   Hugging Face copy becomes the published Google copy and back."""
-  hf_source = os.path.join(_ram_root(), "hf")
+  # Names no other begins with: ram:// lists "hf_again" in a folder "hf".
+  hf_source = os.path.join(_ram_root(), "source")
   _copy_tree(test_convert_checkpoint.HF_MINILM_DIR, hf_source)
   google_dir = os.path.join(os.path.dirname(hf_source), "google")
-  hf_dir = os.path.join(os.path.dirname(hf_source), "hf_again")
+  hf_dir = os.path.join(os.path.dirname(hf_source), "back")
   with conversion.lock_output_dir(google_dir):
     assert conversion.convert(hf_source, google_dir) == conversion.GOOGLE
   reader = checkpoint_checks.reader_of(
@@ -409,3 +411,6 @@ def test_conversion_reads_and_writes_ram(tmp_path):
   conversion.convert(google_dir, local)
   assert _read(os.path.join(hf_dir, "config.json")) == _read(
       os.path.join(local, "config.json"))
+  for folder in (hf_source, google_dir, hf_dir):  # Frees the memory they hold.
+    for name in tf.io.gfile.listdir(folder):
+      tf.io.gfile.remove(os.path.join(folder, name))
