@@ -102,6 +102,7 @@ from tasks import text_pair
 import tokenization
 from userio import verbosity
 from userio import disk_space
+from userio import file_systems
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 
@@ -352,7 +353,7 @@ def run(flag_obj):
   """
   shared = shared_flags.read(flag_obj)
   _check_flags(flag_obj, shared)
-  output_folder = os.path.dirname(os.path.abspath(flag_obj.output_file))
+  output_folder = os.path.dirname(file_systems.absolute(flag_obj.output_file))
   shared = run_setup.use_hf_init_checkpoint(shared, output_folder)
   # A Hugging Face folder as --init_checkpoint supplies these two.
   _check_required(shared, ("vocab_file", "bert_config_file"))

@@ -24,13 +24,14 @@ from absl import flags
 from engine import optimizer_names
 from memory import memory_model
 from userio import cli
+from userio import file_systems
 from userio import units
 
 
 def load_config(path):
   """The modeling.BertConfig of the bert_config.json at `path`; ValueError
   naming the flag when it is missing or not a BERT config."""
-  if not path or not os.path.isfile(path):
+  if not path or not file_systems.isfile(path):
     raise ValueError("--bert_config_file=%r is not a file; point it at the "
                      "model's bert_config.json." % path)
   return modeling.BertConfig.from_json_file(path)
@@ -102,7 +103,7 @@ def main(argv):
                          f.gpu_memory_gb * units.GIB, precisions, checkpointing,
                          f.train_batch_size, f.optimizer,
                          name=os.path.basename(
-                             os.path.dirname(os.path.abspath(
+                             os.path.dirname(file_systems.absolute(
                                  f.bert_config_file))),
                          max_predictions_per_seq=f.max_predictions_per_seq)
   except ValueError as e:

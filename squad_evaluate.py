@@ -21,6 +21,7 @@ import sys
 
 from tasks import squad_metrics
 from userio import cli
+from userio import file_systems
 from userio import utf8
 
 
@@ -29,13 +30,12 @@ from userio import utf8
 
 def load_json(path, what):
   """Parsed JSON of `path`; errors name the file, the position and the fix."""
-  try:
-    with open(path, "rb") as f:
-      text = utf8.decode(f.read(), path,
-                         fix="Save the %s file as UTF-8." % what.lower())
-  except FileNotFoundError:
+  if not file_systems.exists(path):
     raise cli.UserError("%s file %s does not exist; check the path." %
-                        (what, path)) from None
+                        (what, path))
+  with file_systems.open_file(path, "rb") as f:
+    text = utf8.decode(f.read(), path,
+                       fix="Save the %s file as UTF-8." % what.lower())
   try:
     return json.loads(text)
   except json.JSONDecodeError as e:
@@ -117,7 +117,7 @@ def main(argv=None):
   text = json.dumps(result) if "exact_match" in result else json.dumps(
       result, indent=2)
   if args.out_file:
-    with open(args.out_file, "w", encoding="utf-8") as f:
+    with file_systems.open_file(args.out_file, "w") as f:
       f.write(text + "\n")
   else:
     print(text)

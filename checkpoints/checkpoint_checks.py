@@ -11,7 +11,6 @@ extra layers silently random; both are found here, before anything
 expensive starts, by reading every variable once.
 """
 
-import glob
 import os
 import re
 
@@ -19,6 +18,7 @@ from absl import logging
 import tensorflow as tf
 
 from userio import cli
+from userio import file_systems
 from userio import verbosity
 
 # The runner's checkpoints in a run's folder: model.ckpt-<global step>.
@@ -81,7 +81,8 @@ def remove_unfinished_saves(model_dir):
   Returns:
     The names removed.
   """
-  if not model_dir or "://" in model_dir or not os.path.isdir(model_dir):
+  if (not model_dir or file_systems.is_remote(model_dir) or
+      not os.path.isdir(model_dir)):
     return []
   removed = sorted(
       name for name in os.listdir(model_dir)
@@ -166,7 +167,7 @@ def pretraining_head_shapes(bert_config):
 
 def _files_of(prefix):
   """The files of checkpoint `prefix` (index and data shards)."""
-  return sorted(glob.glob(glob.escape(prefix) + ".data-*")) + [
+  return sorted(tf.io.gfile.glob(prefix + ".data-*")) + [
       prefix + ".index"]
 
 
@@ -176,6 +177,16 @@ def _damaged(prefix, flag, error):
       "%s=%s cannot be read (%s): %s is damaged or incomplete; download or "
       "copy the checkpoint again." % (
           flag, prefix, " ".join(str(error).split())[:200], files))
+
+
+def reader_of(prefix):
+  """A tf.train.CheckpointReader of the checkpoint at `prefix` itself.
+
+  tf.train.load_checkpoint first asks whether its argument is a folder (to
+  read that folder's newest checkpoint instead), and ram:// answers yes for
+  a prefix, since the names of the checkpoint's files begin with it.
+  """
+  return tf.compat.v1.train.NewCheckpointReader(prefix)
 
 
 def load_readable(prefix, flag="--init_checkpoint"):
@@ -193,7 +204,7 @@ def load_readable(prefix, flag="--init_checkpoint"):
     cli.UserError naming the checkpoint's files when one is damaged.
   """
   try:
-    reader = tf.train.load_checkpoint(prefix)
+    reader = reader_of(prefix)
     shapes = reader.get_variable_to_shape_map()
     for name in shapes:
       reader.get_tensor(name)

@@ -30,10 +30,10 @@ Face's files; PyTorch is not needed.
 """
 
 import collections
+import contextlib
 import hashlib
 import json
 import os
-import shutil
 
 from absl import logging
 import safetensors
@@ -44,7 +44,9 @@ import tensorflow as tf
 
 from userio import cli
 from userio import disk_space
+from userio import file_systems
 from userio import folder_lock
+from checkpoints import checkpoint_checks
 from checkpoints import hf_mapping
 from checkpoints import layouts
 import modeling
@@ -111,7 +113,7 @@ def resolve_bert_config_file(path, work_dir):
   """A bert_config.json for `path`: itself if it is one; for a Hugging Face
   config.json (or a folder holding one), its conversion written once into
   `work_dir` (named by the sha256 of the config's content)."""
-  if os.path.isdir(path):
+  if file_systems.isdir(path):
     path = os.path.join(path, HF_CONFIG_FILE)
   if not is_hf_config(path):
     return path
@@ -141,8 +143,8 @@ def detect_layout(path):
   Raises:
     cli.UserError when it is neither.
   """
-  if os.path.isdir(path):
-    names = set(os.listdir(path))
+  if file_systems.isdir(path):
+    names = set(file_systems.listdir(path))
     if names & {HF_CONFIG_FILE, HF_WEIGHTS_FILE, HF_SHARDS_INDEX_FILE} or (
         names & set(PYTORCH_WEIGHTS_FILES)):
       return HF
@@ -159,12 +161,13 @@ def detect_layout(path):
 def google_checkpoint_prefix(path):
   """The checkpoint of --input: the prefix itself, a folder's latest
   checkpoint (its `checkpoint` file), or a folder's only checkpoint."""
-  if not os.path.isdir(path):
+  if not file_systems.isdir(path):
     return path
   latest = tf.train.latest_checkpoint(path)
   if latest:
     return latest
-  prefixes = sorted(name[:-len(".index")] for name in os.listdir(path)
+  prefixes = sorted(name[:-len(".index")]
+                    for name in file_systems.listdir(path)
                     if name.endswith(".index"))
   if len(prefixes) != 1:
     raise cli.UserError(
@@ -181,7 +184,7 @@ def read_google_checkpoint(prefix):
     cli.UserError naming the checkpoint when it cannot be read.
   """
   try:
-    reader = tf.train.load_checkpoint(prefix)
+    reader = checkpoint_checks.reader_of(prefix)
     return {name: reader.get_tensor(name)
             for name in sorted(reader.get_variable_to_shape_map())}
   except (tf.errors.OpError, ValueError, IndexError) as e:
@@ -207,15 +210,15 @@ def hf_weight_files(folder):
     make them from PyTorch weights.
   """
   single = os.path.join(folder, HF_WEIGHTS_FILE)
-  if os.path.exists(single):
+  if tf.io.gfile.exists(single):
     return [single]
   index = os.path.join(folder, HF_SHARDS_INDEX_FILE)
-  if os.path.exists(index):
+  if tf.io.gfile.exists(index):
     weight_map = _read_json(index, "it lists the weight shards").get(
         "weight_map", {})
     return [os.path.join(folder, name)
             for name in sorted(set(weight_map.values()))]
-  if any(os.path.exists(os.path.join(folder, name))
+  if any(tf.io.gfile.exists(os.path.join(folder, name))
          for name in PYTORCH_WEIGHTS_FILES):
     raise cli.UserError(
         "%s has PyTorch weights (pytorch_model.bin) only, which need PyTorch "
@@ -229,7 +232,7 @@ def hf_weight_files(folder):
 def _model_class(folder):
   """The transformers class config.json names (AutoModel without one)."""
   path = os.path.join(folder, HF_CONFIG_FILE)
-  if os.path.exists(path):
+  if tf.io.gfile.exists(path):
     architectures = _read_json(path, "pass the model's config.json").get(
         "architectures")
     if architectures:
@@ -245,11 +248,14 @@ def read_safetensors(files):
   """
   tensors = {}
   for path in files:
-    try:
-      loaded = safetensors_numpy.load_file(path)
-    except FileNotFoundError:
+    if not file_systems.exists(path):
       raise cli.UserError("%s not found (listed in %s)." % (
-          path, HF_SHARDS_INDEX_FILE)) from None
+          path, HF_SHARDS_INDEX_FILE))
+    try:
+      # A local file is mapped, not read: a model may be gigabytes.
+      loaded = (safetensors_numpy.load(file_systems.read_bytes(path))
+                if file_systems.is_remote(path) else
+                safetensors_numpy.load_file(path))
     except TypeError as e:  # NumPy has no bfloat16.
       raise cli.UserError(
           "%s holds tensors NumPy cannot read (%s); save the model in "
@@ -268,7 +274,7 @@ def read_safetensors(files):
 
 def _hf_config_path(folder):
   path = os.path.join(folder, HF_CONFIG_FILE)
-  if not os.path.exists(path):
+  if not tf.io.gfile.exists(path):
     raise cli.UserError(
         "%s has no config.json; a Hugging Face model folder needs the "
         "config.json that was saved with its weights." % folder)
@@ -279,7 +285,7 @@ def hf_do_lower_case(folder, vocab):
   """The casing of a Hugging Face folder's tokenizer: tokenizer_config.json,
   else tokenizer.json's normalizer, else the vocabulary's pieces."""
   path = os.path.join(folder, HF_TOKENIZER_CONFIG_FILE)
-  if os.path.exists(path):
+  if tf.io.gfile.exists(path):
     value = _read_json(path, "it configures the tokenizer").get(
         "do_lower_case")
     if value is not None:
@@ -302,7 +308,7 @@ def _casing_of_vocab(tokens, where, fix):
 
 def _read_tokenizer_json(folder):
   path = os.path.join(folder, HF_TOKENIZER_FILE)
-  if not os.path.exists(path):
+  if not tf.io.gfile.exists(path):
     return None
   return _read_json(path, "it is the tokenizer's description")
 
@@ -316,7 +322,7 @@ def hf_vocab(folder):
     not 0, 1, 2, ...
   """
   path = os.path.join(folder, VOCAB_FILE)
-  if os.path.exists(path):
+  if tf.io.gfile.exists(path):
     return list(tokenization.load_vocab(path)), path
   model = (_read_tokenizer_json(folder) or {}).get("model") or {}
   vocab = model.get("vocab")
@@ -361,9 +367,13 @@ def write_google_checkpoint(tensors, prefix):
 
 def write_safetensors(tensors, path):
   """Saves {name: np.ndarray} as a safetensors file transformers loads."""
+  metadata = {"format": "pt"}
   with output_files.replacing(path) as temporary:
-    safetensors_numpy.save_file(tensors, temporary,
-                                metadata={"format": "pt"})
+    if file_systems.is_remote(temporary):
+      with tf.io.gfile.GFile(temporary, "wb") as writer:
+        writer.write(safetensors_numpy.save(tensors, metadata=metadata))
+      return
+    safetensors_numpy.save_file(tensors, temporary, metadata=metadata)
     # safetensors makes the file readable by its owner only; give it the
     # permissions of the other files written here.
     mask = os.umask(0)
@@ -389,26 +399,29 @@ class _NewFolder(object):
 
   def __init__(self, path):
     self.path = path
-    if os.path.isdir(path) and os.listdir(path):
+    if file_systems.isdir(path) and file_systems.listdir(path):
       raise cli.UserError("--output_dir=%s already holds files; pass a new "
                           "or empty folder." % path)
-    if os.path.exists(path) and not os.path.isdir(path):
+    if file_systems.isfile(path):
       raise cli.UserError("--output_dir=%s is a file; pass a folder." % path)
     self.temporary = path.rstrip("/") + output_files.TEMPORARY_SUFFIX
 
   def __enter__(self):
-    if os.path.exists(self.temporary):
-      shutil.rmtree(self.temporary)
-    os.makedirs(self.temporary)
+    if tf.io.gfile.exists(self.temporary):
+      tf.io.gfile.rmtree(self.temporary)
+    tf.io.gfile.makedirs(self.temporary)
     return self.temporary
 
   def __exit__(self, kind, value, trace):
     if kind is not None:
-      shutil.rmtree(self.temporary, ignore_errors=True)
+      try:
+        tf.io.gfile.rmtree(self.temporary)
+      except file_systems.errors(self.temporary):
+        pass  # The original error is what the user needs to see.
       return False
-    if os.path.isdir(self.path):
-      os.rmdir(self.path)
-    os.rename(self.temporary, self.path)
+    if not file_systems.is_remote(self.path) and os.path.isdir(self.path):
+      os.rmdir(self.path)  # Empty (checked above); a rename replaces none.
+    file_systems.move_folder(self.temporary, self.path)
     return False
 
 
@@ -467,7 +480,7 @@ def read_hf_model(folder):
     task = TOKEN_CLASSIFICATION_TASK
   return Model(tensors, bert_config, architecture, labels, task,
                hf_do_lower_case(folder, vocab), vocab, vocab_file,
-               {"layout": HF, "path": os.path.abspath(folder),
+               {"layout": HF, "path": file_systems.absolute(folder),
                 "sha256": _files_sha256(weight_files + [config_path])},
                problem_type)
 
@@ -543,7 +556,7 @@ def read_google_model(path, bert_config_file=None, vocab_file=None,
                                      "pass --do_lower_case")
   return Model(tensors, config.to_dict(), architecture, labels,
                record.get("task"), bool(do_lower_case), vocab, vocab_file,
-               {"layout": GOOGLE, "path": os.path.abspath(prefix)},
+               {"layout": GOOGLE, "path": file_systems.absolute(prefix)},
                record.get("problem_type") if labels is not None else None)
 
 
@@ -614,7 +627,7 @@ def convert(input_path, output_dir, layout=None, *, bert_config_file=None,
   else:
     model = read_google_model(input_path, bert_config_file, vocab_file,
                               do_lower_case)
-  parent, name = os.path.split(os.path.abspath(output_dir))
+  parent, name = os.path.split(file_systems.absolute(output_dir))
   with disk_space.writing(
       parent, "the converted model %s" % name, size=lambda: _model_bytes(
           model), flag="--output_dir",
@@ -646,18 +659,19 @@ def lock_output_dir(output_dir):
   Raises:
     cli.UserError naming the run that holds it.
   """
-  parent = os.path.dirname(os.path.abspath(output_dir))
+  parent = os.path.dirname(file_systems.absolute(output_dir))
   with disk_space.writing(parent, "the lock of --output_dir=%s" % output_dir,
                           flag="--output_dir"):
-    os.makedirs(parent, exist_ok=True)
-    return folder_lock.hold(output_dir, beside=True)
+    tf.io.gfile.makedirs(parent)
+    return (folder_lock.hold(output_dir, beside=True) or
+            contextlib.nullcontext())
 
 
 def is_hf_folder(path):
   """Whether `path` is a folder holding a Hugging Face model (anything else,
   a checkpoint prefix or a folder of neither layout, is not)."""
   try:
-    return os.path.isdir(path) and detect_layout(path) == HF
+    return file_systems.isdir(path) and detect_layout(path) == HF
   except cli.UserError:
     return False  # checkpoint_checks.check_checkpoint_prefix explains.
 
@@ -677,7 +691,7 @@ def resolve_init_checkpoint(path, work_dir):
     A checkpoint prefix for modeling.get_assignment_map_from_checkpoint and
     tf.compat.v1.train.init_from_checkpoint.
   """
-  if not (os.path.isdir(path) and detect_layout(path) == HF):
+  if not is_hf_folder(path):
     return path
   key = _files_sha256(hf_weight_files(path) + [_hf_config_path(path)])
   folder = os.path.join(work_dir, "hf-%s" % key[:16])
@@ -688,19 +702,19 @@ def resolve_init_checkpoint(path, work_dir):
     logging.info("--init_checkpoint=%s: using its conversion %s.", path,
                  prefix)
     return prefix
-  if os.path.isdir(folder):
+  if file_systems.isdir(folder):
     logging.info("--init_checkpoint=%s: converting it again, as %s cannot "
                  "be reused: %s.", path, folder, reason)
-    shutil.rmtree(folder)
+    tf.io.gfile.rmtree(folder)
   # Another process may convert the same folder at the same time: each
   # writes its own, and the first to finish names it.
   staging = "%s.%d" % (folder, os.getpid())
   convert(path, staging, HF, shown_as=folder)
   sidecars.write_folder(staging, source)
   try:
-    os.rename(staging, folder)
-  except OSError:
-    shutil.rmtree(staging)
+    file_systems.move_folder(staging, folder)
+  except file_systems.errors(staging):
+    tf.io.gfile.rmtree(staging)
   return prefix
 
 

@@ -4,11 +4,11 @@ JSON object, each checked against the fields of the model's examples, read
 in batches from a file or stdin."""
 
 import json
-import os
 import sys
 
 from prediction import exported_models
 from userio import cli
+from userio import file_systems
 from userio import utf8
 
 
@@ -80,14 +80,14 @@ class LineSource(object):
     self.total = None
     self._path = path
     if path != "-":
-      if not os.path.isfile(path):
+      if not file_systems.isfile(path):
         raise cli.UserError("--input=%s is not a file." % path)
       self.total = sum(1 for _ in self._lines())
 
   def _lines(self):
     """Yields (line number, id, field values); LineError for a bad line."""
     reader = (sys.stdin.buffer if self._path == "-" else
-              open(self._path, "rb"))
+              file_systems.open_file(self._path, "rb"))
     try:
       for number, line in enumerate(reader, 1):
         try:

@@ -65,6 +65,7 @@ from memory import out_of_memory
 from runner import summaries
 from runner import tfrecord_input
 from userio import disk_space
+from userio import file_systems
 from userio import progress
 from engine import tf_internals
 
@@ -726,7 +727,7 @@ class Estimator(object):
 
   def _checkpoint_counters(self, checkpoint):
     """(global_step, micro_step) stored in `checkpoint` (0 if absent)."""
-    reader = tf.train.load_checkpoint(checkpoint)
+    reader = checkpoint_checks.reader_of(checkpoint)
     values = []
     for name in ("global_step", "micro_step"):
       values.append(int(reader.get_tensor(name))
@@ -1168,7 +1169,7 @@ class Estimator(object):
           flag="--export_dir"):
         self._write_saved_model(graph, checkpoint, signatures,
                                 temporary_dir, assets)
-        tf.io.gfile.rename(temporary_dir, export_dir)
+        file_systems.move_folder(temporary_dir, export_dir)
     logging.info("Exported %s as a SavedModel to %s", checkpoint, export_dir)
     return export_dir
 

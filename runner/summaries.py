@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from runner import tfrecord_input
 from userio import disk_space
+from userio import file_systems
 
 
 def scalar_summary(values, step, writer):
@@ -76,7 +77,7 @@ class EventFile(object):
       self._writer.close()
     except Exception:  # pylint: disable=broad-except
       pass  # The write's own error is the one to report.
-    if "://" in self.path or not os.path.exists(self.path):
+    if file_systems.is_remote(self.path) or not os.path.exists(self.path):
       return
     if self._complete_bytes:
       os.truncate(self.path, self._complete_bytes)

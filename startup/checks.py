@@ -21,6 +21,7 @@ from runner import distribution as distribution_lib
 from startup import precision
 import tokenization
 from userio import cli
+from userio import file_systems
 
 # ------------------------------------------------------------------ flags
 
@@ -282,7 +283,7 @@ def prepare_output_dir(output_dir, flag="--output_dir"):
     raise cli.UserError("%s=%s cannot be created (%s); pass a folder you can "
                         "write to." % (flag, output_dir,
                                        " ".join(str(e).split()))) from None
-  if "://" in output_dir:
+  if file_systems.is_remote(output_dir):
     return  # Remote file systems report their own errors on writing.
   try:
     with tempfile.TemporaryFile(dir=output_dir):

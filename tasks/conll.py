@@ -37,6 +37,7 @@ import collections
 import os
 
 from userio import cli
+from userio import file_systems
 from userio import utf8
 
 TAG_SCHEMES = ("iob1", "iob2", "bioes")
@@ -78,7 +79,7 @@ def find_data_file(data_dir, set_type):
   names = DATA_FILES[set_type]
   for name in names:
     path = os.path.join(data_dir, name)
-    if os.path.isfile(path):
+    if file_systems.isfile(path):
       return path
   raise cli.UserError(
       "--data_dir=%s holds no %s file (looked for %s)" % (
@@ -172,10 +173,9 @@ def check_scheme(sentence, tag_scheme, path):
 
 
 def _decode(path):
-  with open(path, "rb") as f:
-    return utf8.decode(
-        f.read(), path,
-        fix="Convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8).")
+  return utf8.decode(
+      file_systems.read_bytes(path), path,
+      fix="Convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8).")
 
 
 class _Reader(object):
@@ -247,7 +247,7 @@ def read_file(path, tag_scheme):
     tag that is not O or one of the scheme's prefixes and a type, a tag
     sequence the scheme forbids, or no token.
   """
-  if not os.path.isfile(path):
+  if not file_systems.isfile(path):
     raise cli.UserError("%s: file not found (or a folder)" % path,
                         fix="Pass the path of the CoNLL file itself.")
   reader = _Reader(path, tag_scheme)

@@ -17,6 +17,7 @@ import os
 
 import tokenization
 from userio import cli
+from userio import file_systems
 from userio import utf8
 
 
@@ -91,20 +92,19 @@ class DataProcessor(object):
     Blank lines stay in the list as empty rows, so row i is line i + 1.
     A UTF-8 byte-order mark (MRPC's header has one) is dropped.
     """
-    if os.path.isdir(input_file):
+    if file_systems.isdir(input_file):
       raise cli.UserError(
           "Data file %s is a folder, not a file" % input_file,
           fix="Point --data_dir at the folder that holds the task's files "
           "as the GLUE/XNLI download writes them.")
-    if not os.path.isfile(input_file):
+    if not file_systems.isfile(input_file):
       raise cli.UserError(
           "Data file %s does not exist" % input_file,
           fix="Point --data_dir at the folder that holds the task's files "
           "as the GLUE/XNLI download writes them.")
-    with open(input_file, "rb") as f:
-      text = utf8.decode(f.read(), input_file,
-                         fix="Save the file as UTF-8 (GLUE's files are) or "
-                         "repair that line.")
+    text = utf8.decode(file_systems.read_bytes(input_file), input_file,
+                       fix="Save the file as UTF-8 (GLUE's files are) or "
+                       "repair that line.")
     return list(csv.reader(io.StringIO(text, newline=""), delimiter="\t",
                            quotechar=quotechar))
 

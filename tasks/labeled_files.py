@@ -28,6 +28,7 @@ import os
 
 from checkpoints import problem_types
 from userio import cli
+from userio import file_systems
 from userio import utf8
 
 CSV, TSV, JSONL = "csv", "tsv", "jsonl"
@@ -73,12 +74,11 @@ def file_format(path, input_format=AUTO):
 
 def _decoded(path):
   """The text of `path`; cli.UserError when it is missing or not UTF-8."""
-  if not os.path.isfile(path):
+  if not file_systems.isfile(path):
     raise cli.UserError("%s: file not found (or a folder)" % path,
                         fix="Pass the path of the data file itself.")
-  with open(path, "rb") as f:
-    return utf8.decode(f.read(), path,
-                       fix="Save the file as UTF-8 or repair that line.")
+  return utf8.decode(file_systems.read_bytes(path), path,
+                     fix="Save the file as UTF-8 or repair that line.")
 
 
 def _has_header(columns):

@@ -26,6 +26,7 @@ import os
 
 from tasks import text_pair
 from userio import cli
+from userio import file_systems
 from userio import utf8
 
 NUM_CHOICES = 4
@@ -78,15 +79,14 @@ def read_csv_rows(input_file):
     cli.UserError naming the file (and line) when it is missing, not
     UTF-8, empty or not valid CSV.
   """
-  if not os.path.isfile(input_file):
+  if not file_systems.isfile(input_file):
     raise cli.UserError(
         "Data file %s does not exist" % input_file,
         fix="Point --data_dir at the folder holding SWAG's train.csv, "
         "val.csv and test.csv.")
-  with open(input_file, "rb") as f:
-    text = utf8.decode(f.read(), input_file,
-                       fix="Save the file as UTF-8 (SWAG's files are) or "
-                       "repair that line.")
+  text = utf8.decode(file_systems.read_bytes(input_file), input_file,
+                     fix="Save the file as UTF-8 (SWAG's files are) or "
+                     "repair that line.")
   reader = csv.reader(io.StringIO(text, newline=""), strict=True)
   rows = []
   next_line = 1

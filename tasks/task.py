@@ -39,6 +39,7 @@ from runner import feature_cache
 from serving import graph_tokenizer
 from tasks import text_pair
 from userio import cli
+from userio import file_systems
 from userio import output_files
 
 # The sets of data a run reads, and the flag of the action that reads each.
@@ -124,7 +125,7 @@ def num_train_and_warmup_steps(num_examples, train_batch_size,
 def check_data_dir(data_dir, fix):
   """Refuses a --data_dir that is not a folder; `fix` says what it should
   hold."""
-  if not os.path.isdir(data_dir):
+  if not file_systems.isdir(data_dir):
     raise cli.UserError("--data_dir=%s is not a directory; %s" % (data_dir,
                                                                   fix))
 

@@ -50,6 +50,7 @@ from absl import app
 from absl import flags
 
 from userio import disk_space
+from userio import file_systems
 
 USAGE_STATUS = 2
 FAILURE_STATUS = 1
@@ -233,6 +234,7 @@ def call(main, *args):
   try:
     with sigterm:
       check_cpu_allocator_cap(os.environ)
+      file_systems.load_file_systems(sys.argv)
       return main(*args)
   except (UserError, app.UsageError) as e:
     _exit(USAGE_STATUS, error_line(e))

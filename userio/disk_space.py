@@ -20,7 +20,8 @@ failures as its own errors, not OSErrors (a checkpoint's save op raises
 ResourceExhaustedError, which is then no out-of-memory); they are known by
 the C library's words, which TensorFlow's messages keep.
 
-This module imports neither TensorFlow nor the project's modules.
+This module imports no TensorFlow, and of the project's modules only
+userio/units.py and userio/file_systems.py.
 """
 
 import contextlib
@@ -30,6 +31,7 @@ import re
 import resource
 import shutil
 
+from userio import file_systems
 from userio import units
 
 FULL = "full"
@@ -97,14 +99,10 @@ def is_partial(name):
           name.endswith(".incomplete"))
 
 
-def _local(folder):
-  return "://" not in folder
-
-
 def _names(folder):
   """The names in local `folder` (empty if it does not exist), or None for
   a remote one."""
-  if not _local(folder):
+  if file_systems.is_remote(folder):
     return None
   try:
     return set(os.listdir(folder))
@@ -133,7 +131,7 @@ def _remove_new(folder, before, partial):
 def free_bytes(folder):
   """The bytes this process may still write in local `folder` (or its
   nearest existing parent), or None when unknown."""
-  if not _local(folder):
+  if file_systems.is_remote(folder):
     return None
   path = os.path.abspath(folder)
   while not os.path.isdir(path) and os.path.dirname(path) != path:

@@ -18,10 +18,12 @@ as a context manager). The lock is released, and its file removed, when the
 FolderLock is released or no longer referenced, or by `release_all`, which
 userio/cli.py calls when the command ends. While a FolderLock lives, `hold`
 on the same folder in the same process returns it (a process may reach the
-same folder twice in one run). Only local folders are locked (flock means
-nothing on a remote file system).
+same folder twice in one run). Only local folders are locked: flock means
+nothing on a remote file system, so `hold` on a remote folder says in one
+line that a second run writing there is not detected.
 
-This module imports no TensorFlow (of the project, userio/cli.py alone).
+This module imports no TensorFlow (of the project, userio/cli.py and
+userio/file_systems.py alone).
 """
 
 import datetime
@@ -36,6 +38,7 @@ import weakref
 from absl import logging
 
 from userio import cli
+from userio import file_systems
 
 LOCK_FILE = "run.lock"
 # The locks alive in this process, by the lock file's absolute path; a lock
@@ -156,12 +159,14 @@ def hold(folder, *, flag="--output_dir", beside=False, name=None):
     name: how the message names the folder (default "<flag>=<folder>").
 
   Returns:
-    The FolderLock (None for a remote folder).
+    The FolderLock (None for a remote folder, after a note saying so).
 
   Raises:
     cli.UserError naming the run that holds it.
   """
-  if "://" in folder:
+  if file_systems.is_remote(folder):
+    file_systems.note_remote(folder, "a second run writing there at the "
+                             "same time is not detected")
     return None
   path = lock_path(folder, beside)
   lock = _held.get(path)

@@ -11,7 +11,8 @@ TensorFlow knows.
 
 Before a command's slow work, `claim` refuses output files that could not be
 written (or would replace an input) in one line, and takes the locks of
-their local folders (userio/folder_lock.py) for the run.
+their folders (userio/folder_lock.py) for the run; a remote folder has none
+(a note says so).
 """
 
 import contextlib
@@ -21,6 +22,7 @@ import tensorflow as tf
 
 from userio import cli
 from userio import disk_space
+from userio import file_systems
 from userio import folder_lock
 
 TEMPORARY_SUFFIX = ".tmp"
@@ -92,7 +94,7 @@ def claim(outputs, input_files):
   removing its temporary file (`<path>.tmp`) must work, so that an
   unwritable place is found now rather than after hours of work (and no
   other run's temporary file is touched meanwhile). Remote folders are not
-  locked (flock means nothing there).
+  locked (flock means nothing there); folder_lock.hold notes it.
 
   Args:
     outputs: (flag, path) pairs: each file the run writes (for a sharded
@@ -109,24 +111,22 @@ def claim(outputs, input_files):
   """
   _check_names(outputs, input_files)
   with contextlib.ExitStack() as stack:
-    for folder, flag, path in _local_folders(outputs):
+    for folder, flag, path in _folders(outputs):
       try:
-        stack.enter_context(folder_lock.hold(
-            folder, flag=flag, name="%s, the folder of %s," % (folder, flag)))
+        lock = folder_lock.hold(
+            folder, flag=flag, name="%s, the folder of %s," % (folder, flag))
       except OSError as e:
         raise _unwritable(flag, path, e) from None
+      if lock is not None:
+        stack.enter_context(lock)
     for flag, path in outputs:
       _probe(flag, path)
     return stack.pop_all()
 
 
-def _is_remote(path):
-  return "://" in path
-
-
 def _identity(path):
   """A key equal for two names of the same file."""
-  return path if _is_remote(path) else os.path.abspath(path)
+  return file_systems.absolute(path)
 
 
 def _check_names(outputs, input_files):
@@ -147,7 +147,7 @@ def _check_names(outputs, input_files):
 def _check_place(flag, path, inputs):
   """Refuses an output in a missing folder, a folder, or an input."""
   folder = os.path.dirname(path) or "."
-  if not _is_remote(path) and not os.path.isdir(folder):
+  if not file_systems.is_remote(path) and not os.path.isdir(folder):
     raise cli.UserError("%s=%s: folder %s does not exist." %
                         (flag, path, folder))
   if tf.io.gfile.isdir(path):
@@ -157,14 +157,12 @@ def _check_place(flag, path, inputs):
     raise cli.UserError("%s=%s is also an input file." % (flag, path))
 
 
-def _local_folders(outputs):
-  """(folder, flag, path) of each local folder the outputs go into, sorted
-  by folder, with the first output there."""
+def _folders(outputs):
+  """(folder, flag, path) of each folder the outputs go into, sorted by
+  folder, with the first output there."""
   folders = {}
   for flag, path in outputs:
-    if not _is_remote(path):
-      folders.setdefault(os.path.dirname(os.path.abspath(path)),
-                         (flag, path))
+    folders.setdefault(os.path.dirname(_identity(path)), (flag, path))
   return [(folder, flag, path)
           for folder, (flag, path) in sorted(folders.items())]
 

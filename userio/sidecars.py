@@ -19,9 +19,9 @@ checksum (damaged) is not reused; `check` says why, and the caller makes it
 again or refuses it. A folder is vouched for file by file, by the sidecar
 FOLDER_SIDECAR in it (`write_folder`, `check_folder`).
 
-Local paths are read with Python's own files; a remote path ("gs://...")
-through tf.io.gfile, imported only then, so that light commands (reproduce.py)
-stay free of TensorFlow.
+Paths are opened by userio/file_systems.py: local ones with Python's own
+files, a remote one ("gs://...") through tf.io.gfile, imported only then,
+so that light commands (reproduce.py) stay free of TensorFlow.
 """
 
 import hashlib
@@ -29,6 +29,7 @@ import json
 import os
 
 from userio import disk_space
+from userio import file_systems
 
 SIDECAR_SUFFIX = ".meta.json"
 # The sidecar's key of the file's description; no `depends_on` may use it.
@@ -37,25 +38,6 @@ FILE_KEY = "file"
 FOLDER_SIDECAR = "files.meta.json"
 FILES_KEY = "files"
 _BLOCK = 1 << 20
-
-
-def _gfile():
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
-  return tf.io.gfile
-
-
-def _remote(path):
-  return "://" in path
-
-
-def _open(path, mode):
-  if _remote(path):
-    return _gfile().GFile(path, mode)
-  return open(path, mode, encoding=None if "b" in mode else "utf-8")
-
-
-def _exists(path):
-  return _gfile().exists(path) if _remote(path) else os.path.exists(path)
 
 
 def sidecar_path(path):
@@ -67,7 +49,7 @@ def describe_file(path):
   """{"bytes": size, "sha256": hex digest} of file `path`."""
   digest = hashlib.sha256()
   size = 0
-  with _open(path, "rb") as reader:
+  with file_systems.open_file(path, "rb") as reader:
     for block in iter(lambda: reader.read(_BLOCK), b""):
       digest.update(block)
       size += len(block)
@@ -77,7 +59,7 @@ def describe_file(path):
 def mismatch(path, recorded):
   """Why file `path` is not the file `recorded` describes (as
   `describe_file` did), or None when it is."""
-  if not _exists(path):
+  if not file_systems.exists(path):
     return "it does not exist"
   found = describe_file(path)
   if found["bytes"] != recorded.get("bytes"):
@@ -94,20 +76,20 @@ def _write_json(path, value):
   temporary = path + ".tmp"
   with disk_space.writing(folder or ".", name,
                           partial=lambda entry: entry == name + ".tmp"):
-    with _open(temporary, "w") as writer:
+    with file_systems.open_file(temporary, "w") as writer:
       writer.write(json.dumps(value, indent=2, sort_keys=True) + "\n")
-    if _remote(path):
-      _gfile().rename(temporary, path, overwrite=True)
+    if file_systems.is_remote(path):
+      file_systems.gfile().rename(temporary, path, overwrite=True)
     else:
       os.replace(temporary, path)
 
 
 def _read_json(path):
   """The JSON object in `path`, or None when absent or unreadable."""
-  if not _exists(path):
+  if not file_systems.exists(path):
     return None
   try:
-    with _open(path, "r") as reader:
+    with file_systems.open_file(path, "r") as reader:
       value = json.load(reader)
   except (OSError, ValueError):
     return None
@@ -123,9 +105,9 @@ def remove(path):
   """Removes the sidecar of `path`, if any (before `path` is rewritten: a
   file without a sidecar is never reused)."""
   sidecar = sidecar_path(path)
-  if _remote(sidecar):
-    if _gfile().exists(sidecar):
-      _gfile().remove(sidecar)
+  if file_systems.is_remote(sidecar):
+    if file_systems.gfile().exists(sidecar):
+      file_systems.gfile().remove(sidecar)
   elif os.path.exists(sidecar):
     os.remove(sidecar)
 
@@ -162,7 +144,7 @@ def check(path, depends_on):
     None, or a reason such as "it has 1200 bytes where 49143 were written
     (cut short or changed)".
   """
-  if not _exists(path):
+  if not file_systems.exists(path):
     return "it does not exist"
   name = os.path.basename(sidecar_path(path))
   record = read(path)
@@ -196,12 +178,12 @@ def check_files(folder, files):
 
 
 def write_folder(folder, depends_on):
-  """Vouches for every file of the complete local `folder`: writes
+  """Vouches for every file of the complete `folder`: writes
   FOLDER_SIDECAR in it, the keys of `depends_on` and under FILES_KEY each
   file's size and checksum."""
-  names = sorted(name for name in os.listdir(folder)
+  names = sorted(name for name in file_systems.listdir(folder)
                  if name != FOLDER_SIDECAR and
-                 os.path.isfile(os.path.join(folder, name)))
+                 file_systems.isfile(os.path.join(folder, name)))
   record = dict(depends_on)
   record[FILES_KEY] = describe_files(folder, names)
   _write_json(os.path.join(folder, FOLDER_SIDECAR), record)
@@ -210,7 +192,7 @@ def write_folder(folder, depends_on):
 def check_folder(folder, depends_on):
   """Why `folder` may not be reused as the one made from `depends_on`, or
   None when its FOLDER_SIDECAR vouches for every file it recorded."""
-  if not os.path.isdir(folder):
+  if not file_systems.isdir(folder):
     return "it does not exist"
   record = _read_json(os.path.join(folder, FOLDER_SIDECAR))
   if record is None:
