@@ -734,13 +734,15 @@ class PretrainingJob(shard_job.ShardJob):
                          overwrite=True)
       if self.description is not None:
         record_sidecars.write(path, self.description, result["instances"])
-    logging.info("Wrote %d total instances in %d shards: %s-*-of-%05d",
-                 sum(r["instances"] for r in results), self.num_shards,
-                 self.output_prefix, self.num_shards)
+    logging.info("Wrote %s", self.outputs(
+        {"instances": sum(r["instances"] for r in results)}))
     _warn_of_other_shards(self.output_prefix, self.num_shards)
 
-  def outputs(self):
-    return "%s-*-of-%05d" % (self.output_prefix, self.num_shards)
+  def outputs(self, totals):
+    """What the job wrote, from its `totals` (tally's sums)."""
+    return "%d total instances in %d shards: %s-*-of-%05d" % (
+        totals["instances"], self.num_shards, self.output_prefix,
+        self.num_shards)
 
 
 def run_scalable(settings, input_files, output_prefix, shard_bytes, runner,

@@ -220,7 +220,7 @@ def run(job, specs, runner, options, total_bytes):
   if errors:
     raise cli.UserError(errors[0].partition(" ")[2])
   shard_job.log_totals(job, len(specs), totals)
-  logging.info("Wrote %s", job.outputs())
+  logging.info("Wrote %s", job.outputs(totals))
   return totals
 
 

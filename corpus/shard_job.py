@@ -72,9 +72,10 @@ class ShardJob(object):
     """Writes the job's files from the accumulator of all results."""
     raise NotImplementedError
 
-  def outputs(self):
-    """The files `finish` writes, in words (e.g. "vocab.txt"), for the
-    last line of a run whose `finish` ran elsewhere."""
+  def outputs(self, totals):
+    """What `finish` writes, in words (e.g. "vocab.txt"), from the job's
+    `totals` (tally's sums), for the last line of a run whose `finish` ran
+    elsewhere."""
     raise NotImplementedError
 
 

@@ -14,6 +14,7 @@ import sys
 
 from absl import flags
 import pytest
+import tensorflow as tf
 
 from corpus import beam_pipeline
 import create_pretraining_data as cpd
@@ -74,7 +75,7 @@ def test_records_are_the_same_bytes_on_beam(tmp_path, uncased_vocab,
             "--mode=scalable", "--max_seq_length=64",
             "--max_predictions_per_seq=10", "--dupe_factor=2",
             "--shard_size_mb=0.004"]
-  outputs = {}
+  outputs, last_lines = {}, {}
   for name, extra in (("local", ["--num_workers=2"]), ("beam1", _beam(1)),
                       ("beam2", _beam(2))):
     folder = tmp_path / name
@@ -82,10 +83,19 @@ def test_records_are_the_same_bytes_on_beam(tmp_path, uncased_vocab,
     result = _run_ok(run_script, "create_pretraining_data.py",
                      common + ["--output_file=%s" % (folder / "data")] + extra)
     outputs[name] = _files(folder)
+    wrote = [line for line in result.stderr.splitlines() if " Wrote " in line]
+    last_lines[name] = wrote[-1].split(" Wrote ", 1)[1].replace(name, "")
   names = sorted(outputs["local"])
   assert len(names) == 2 * 8, names   # 8 shards and their sidecars
   assert names[0] == "data-00000-of-00008"
   assert outputs["beam1"] == outputs["local"] == outputs["beam2"]
+  # Every runner ends with the same account of what it wrote.
+  assert last_lines["beam1"] == last_lines["local"] == last_lines["beam2"]
+  assert last_lines["local"].startswith(
+      "%d total instances in 8 shards: " % sum(
+          1 for name in names if not name.endswith(".json")
+          for _ in tf.compat.v1.io.tf_record_iterator(
+              str(tmp_path / "local" / name))))
   # The progress of the Beam run, from its counters.
   assert "Building shards: 8 shards, " in result.stderr
   assert "Traceback" not in result.stderr
@@ -108,6 +118,13 @@ def test_vocabulary_is_the_same_file_on_beam(tmp_path, run_script):
   assert sorted(outputs["local"]) == ["counts.tsv", "vocab.txt"]
   assert len(outputs["local"]["vocab.txt"].splitlines()) == 1400
   assert outputs["beam1"] == outputs["local"] == outputs["beam2"]
+  # Every runner ends with the same account of what it wrote.
+  assert last_lines["beam1"] == last_lines["local"] == last_lines["beam2"]
+  assert last_lines["local"].startswith(
+      "%d total instances in 8 shards: " % sum(
+          1 for name in names if not name.endswith(".json")
+          for _ in tf.compat.v1.io.tf_record_iterator(
+              str(tmp_path / "local" / name))))
 
 
 @pytest.mark.slow

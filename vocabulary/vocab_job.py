@@ -84,7 +84,9 @@ class VocabJob(shard_job.ShardJob):
                               flag="--output_file")
       logging.info("Wrote %s", self.output_file)
 
-  def outputs(self):
+  def outputs(self, totals):
+    """What the job wrote (the files; `totals` are not needed)."""
+    del totals
     return ", ".join(path for path in (self.output_file, self.counts_output)
                      if path)
 
