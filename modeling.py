@@ -34,6 +34,7 @@ from engine import dropout_masks
 from engine import layer_stack
 from engine import lean_gradients
 from engine import padding_layout
+from engine import weight_casts
 
 # Custom gradients need resource variables in graph mode.
 tf.compat.v1.enable_resource_variables()
@@ -495,7 +496,8 @@ def _dense_weights(in_width, units, name, kernel_initializer, dtype):
         initializer=kernel_initializer or create_initializer())
     bias = tf.compat.v1.get_variable(
         "bias", [units], initializer=tf.compat.v1.zeros_initializer())
-  return tf.cast(kernel, dtype), tf.cast(bias, dtype)
+  return weight_casts.in_dtype(kernel, dtype), weight_casts.in_dtype(bias,
+                                                                    dtype)
 
 
 def embedding_lookup(input_ids,

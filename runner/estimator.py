@@ -61,6 +61,7 @@ from checkpoints import checkpoint_checks
 from engine import dropout_masks
 from engine import graph_keys
 from engine import host_memory
+from engine import weight_casts
 from memory import out_of_memory
 from runner import summaries
 from runner import tfrecord_input
@@ -450,6 +451,14 @@ def _run_initializers(sess):
   sess.run([tf.compat.v1.global_variables_initializer(),
             tf.compat.v1.local_variables_initializer(),
             tf.compat.v1.tables_initializer()])
+
+
+def _fill_weight_copies(sess):
+  """Casts the final weights into their compute-dtype copies, if the graph
+  keeps any (engine/weight_casts.py)."""
+  initializer = weight_casts.initializer(sess.graph)
+  if initializer is not None:
+    sess.run(initializer)
 
 
 def _xla_compiles(node_def):
@@ -1190,10 +1199,11 @@ class Estimator(object):
     with self._session(graph) as sess:
       _restore(_saver(), sess, checkpoint)
       builder = tf.compat.v1.saved_model.Builder(folder)
+      # The weight copies are filled when the SavedModel is loaded.
       builder.add_meta_graph_and_variables(
           sess, [tf.compat.v1.saved_model.SERVING],
           signature_def_map=signatures,
-          strip_default_attrs=True)
+          strip_default_attrs=True, main_op=weight_casts.initializer(graph))
       builder.save()
     extra = os.path.join(folder, "assets.extra")
     for name, path in sorted((assets or {}).items()):
@@ -1214,14 +1224,15 @@ class Estimator(object):
     checkpoint = checkpoint_path or self.latest_checkpoint()
     if checkpoint:
       _restore(_saver(), sess, checkpoint)
-      return checkpoint
-    if self._config.init_checkpoint is None:
-      logging.warning("%s: no checkpoint in %s and no init_checkpoint; "
-                      "using the variables' initial values.", what,
-                      self.model_dir)
-    if scaffold is not None and scaffold.init_fn is not None:
-      scaffold.init_fn(sess)
-    return self._weights_name(None)
+    else:
+      if self._config.init_checkpoint is None:
+        logging.warning("%s: no checkpoint in %s and no init_checkpoint; "
+                        "using the variables' initial values.", what,
+                        self.model_dir)
+      if scaffold is not None and scaffold.init_fn is not None:
+        scaffold.init_fn(sess)
+    _fill_weight_copies(sess)
+    return checkpoint or self._weights_name(None)
 
 
 def _predict_signature(inputs, outputs):

@@ -14,6 +14,7 @@ import collections
 from absl import logging
 import tensorflow as tf
 
+from engine import weight_casts
 import modeling
 import optimization
 from runner import estimator
@@ -133,7 +134,12 @@ def model_fn_builder(head, settings):
   def model_fn(features, labels, mode, params):
     del labels  # The runner's signature; labels travel in `features`.
     log_features(features)
-    outputs = head(features, mode, settings)
+    if mode == estimator.ModeKeys.PREDICT:
+      # Predicting never changes the weights: cast them once.
+      with weight_casts.cast_once():
+        outputs = head(features, mode, settings)
+    else:
+      outputs = head(features, mode, settings)
     init_from_checkpoint(settings.init_checkpoint)
     if mode == estimator.ModeKeys.TRAIN:
       return estimator.EstimatorSpec(mode=mode, loss=outputs.loss,

@@ -10,6 +10,7 @@ named entities."""
 import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -271,3 +272,28 @@ def test_sentencepiece_classifier_serves_the_scripts_answers(spm_mrpc,
                text_a=[e.text_a for e in examples],
                text_b=[e.text_b for e in examples])
   np.testing.assert_allclose(got["probabilities"], want, atol=1e-5)
+
+
+def test_bf16_export_fills_its_weight_copies_when_loaded(mrpc_dir, tmp_path,
+                                                          run_script):
+  """Exported with --precision=bf16, the model's weights are bf16 copies
+  (engine/weight_casts.py) that the SavedModel fills as it loads: served
+  in a fresh process it answers as --do_predict in bf16 does, within bf16
+  rounding (the two pad differently)."""
+  out = tmp_path / "out"
+  shutil.copytree(os.path.join(mrpc_dir, "out"), str(out))
+  conftest.run_logged(run_script, "run_classifier.py", [
+      "--task_name=MRPC", "--data_dir=" + MRPC_SAMPLE,
+      "--vocab_file=" + os.path.join(conftest.ASSETS_DIR, "bert_vocab",
+                                     "uncased", "vocab.txt"),
+      "--bert_config_file=" + TINY_CONFIG, "--output_dir=" + str(out),
+      "--export_dir=" + str(tmp_path / "export"), "--do_predict",
+      "--max_seq_length=48", "--precision=bf16"], str(tmp_path / "run.log"))
+  examples = run_classifier.MrpcProcessor().get_test_examples(MRPC_SAMPLE)
+  want = _test_results(str(out / "test_results.tsv"))
+  got = _serve(tmp_path, str(tmp_path / "export"),
+               text_a=[e.text_a for e in examples],
+               text_b=[e.text_b for e in examples])
+  np.testing.assert_allclose(got["probabilities"], want, atol=2e-2)
+  fp32 = _test_results(os.path.join(mrpc_dir, "out", "test_results.tsv"))
+  assert np.abs(want - fp32).max() > 0  # bf16 did change the numbers
