@@ -1,0 +1,85 @@
+# coding=utf-8
+"""Where an exported model's request time goes, op type by op type.
+
+    python -m bench.export_profile --export=bench/out/mrpc_minilm_export_bf16 \\
+      --batch_size=1 --seq_length=128
+
+Loads the SavedModel's graph in a tf.compat.v1 Session (its main op run,
+as TensorFlow Serving runs it), feeds its serving_default signature
+--batch_size rows of --seq_length random ids (no padding), times
+untraced calls (--calls) after --warmup_calls, then sums the op times of
+--traced_calls traced calls by op type (bench/profile_step.py's
+aggregation; its --top types listed). Prints the untraced call's mean and
+the op-type table; the shares are the finding.
+"""
+
+import os
+import time
+
+from absl import app
+from absl import flags
+import numpy as np
+
+from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
+import tensorflow as tf
+import tensorflow_text  # pylint: disable=unused-import  (the export's ops)
+
+from bench import profile_step
+from runner import serving_input
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("export", None, "An --export_dir (its newest version) "
+                    "or one SavedModel folder.")
+flags.DEFINE_integer("batch_size", 1, "Rows per call.")
+flags.DEFINE_integer("seq_length", 128, "Tokens per row.")
+flags.DEFINE_integer("warmup_calls", 10, "Untimed calls first.")
+flags.DEFINE_integer("calls", 30, "Timed untraced calls.")
+flags.DEFINE_integer("traced_calls", 10, "Traced calls summed.")
+
+
+def saved_model_folder(path):
+  if os.path.exists(os.path.join(path, "saved_model.pb")):
+    return path
+  return os.path.join(path, max(os.listdir(path), key=int))
+
+
+def main(_):
+  graph = tf.Graph()
+  sess = tf.compat.v1.Session(graph=graph)
+  with graph.as_default():
+    meta_graph = tf.compat.v1.saved_model.loader.load(
+        sess, [tf.compat.v1.saved_model.SERVING],
+        saved_model_folder(FLAGS.export))
+  signature = meta_graph.signature_def["serving_default"]
+  shape = (FLAGS.batch_size, FLAGS.seq_length)
+  values = {"input_ids": np.random.RandomState(0).randint(
+      1000, 2000, size=shape).astype(np.int32),
+            "input_mask": np.ones(shape, np.int32),
+            "segment_ids": np.zeros(shape, np.int32)}
+  feeds = {signature.inputs[name].name: values[name]
+           for name in serving_input.MODEL_INPUTS}
+  fetches = [signature.outputs[name].name for name in sorted(
+      signature.outputs)]
+  for _ in range(FLAGS.warmup_calls):
+    sess.run(fetches, feeds)
+  start = time.perf_counter()
+  for _ in range(FLAGS.calls):
+    sess.run(fetches, feeds)
+  call_ms = (time.perf_counter() - start) / FLAGS.calls * 1e3
+  traces = []
+  options = tf.compat.v1.RunOptions(
+      trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
+  for _ in range(FLAGS.traced_calls):
+    metadata = tf.compat.v1.RunMetadata()
+    sess.run(fetches, feeds, options=options, run_metadata=metadata)
+    traces.append(metadata.step_stats)
+  by_type, _ = profile_step.aggregate(traces)
+  total = sum(micros for micros, _ in by_type.values())
+  print("%s, %d x %d ids: %.2f ms per untraced call\n" % (
+      FLAGS.export, FLAGS.batch_size, FLAGS.seq_length, call_ms))
+  print(profile_step.share_table(by_type, total, FLAGS.top, "op type"))
+
+
+if __name__ == "__main__":
+  flags.mark_flag_as_required("export")
+  app.run(main)
