@@ -8,6 +8,7 @@ project installed. A benchmark that runs parts of itself in new
 processes starts them the same way (`child_command`).
 """
 
+import json
 import os
 import sys
 
@@ -36,3 +37,14 @@ def typed_command(name, args):
   """The command a user types to run bench.<name> with `args`, one line
   (what a benchmark records of how it was run)."""
   return " ".join(["python", "-m", "bench." + name] + list(args))
+
+
+def write_results(out_dir, name, started, results):
+  """Writes `results` as JSON to <out_dir>/<name>-<started, UTC minute>.json
+  and returns the path."""
+  os.makedirs(out_dir, exist_ok=True)
+  path = os.path.join(out_dir, "%s-%s.json" % (
+      name, started.strftime("%Y%m%d-%H%M")))
+  with open(path, "w") as f:
+    json.dump(results, f, indent=2)
+  return path

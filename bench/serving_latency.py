@@ -181,11 +181,7 @@ def main(_):
   if FLAGS.bf16_export:
     results["bf16"] = run_precision(FLAGS.bf16_export, True, pairs)
   results["load_average_at_end"] = list(os.getloadavg())
-  os.makedirs(FLAGS.out_dir, exist_ok=True)
-  path = os.path.join(FLAGS.out_dir, "serving_latency-%s.json" %
-                      started.strftime("%Y%m%d-%H%M"))
-  with open(path, "w") as f:
-    json.dump(results, f, indent=2)
+  path = bench.write_results(FLAGS.out_dir, "serving_latency", started, results)
   print(table(results))
   print("\nWritten to %s" % path)
 

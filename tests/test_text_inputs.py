@@ -37,16 +37,20 @@ def _mrpc_pairs(assets_dir, count):
   return [(row[3], row[4]) for row in rows]
 
 
+def _texts(assets_dir, count, pairs):
+  """`count` MRPC pairs and pairs of every kind of length (long, short,
+  empty); with `pairs` false, their first texts alone."""
+  texts = _mrpc_pairs(assets_dir, count) + [
+      ("Short.", "x " * 40), ("y " * 40, "Short."),
+      ("A pair with an empty B.", ""), ("", "Only B."), ("", "")]
+  return texts if pairs else [(a, None) for a, _ in texts]
+
+
 @pytest.mark.parametrize("seq_length,pairs", [(128, True), (24, True),
                                               (9, True), (16, False)])
 def test_inputs_equal_convert_single_example(assets_dir, seq_length, pairs):
   vocab_file = os.path.join(assets_dir, "bert_vocab", "uncased", "vocab.txt")
-  texts = _mrpc_pairs(assets_dir, 150) + [("Short.", "x " * 40),
-                                          ("y " * 40, "Short."),
-                                          ("A pair with an empty B.", ""),
-                                          ("", "Only B."), ("", "")]
-  if not pairs:
-    texts = [(a, None) for a, _ in texts]
+  texts = _texts(assets_dir, 150, pairs)
   reference = tokenization.FullTokenizer(vocab_file, True)
   want = [classification.convert_single_example(
       0, classification.InputExample("x", a, b, "0"), ["0"], seq_length,
@@ -76,12 +80,7 @@ def test_windows_equal_example_windows(assets_dir, seq_length, pairs,
   classification.example_windows lays them out (second text cut to half
   the room, the first in windows of the rest)."""
   vocab_file = os.path.join(assets_dir, "bert_vocab", "uncased", "vocab.txt")
-  texts = _mrpc_pairs(assets_dir, 60) + [("Short.", "x " * 40),
-                                         ("y " * 40, "Short."),
-                                         ("A pair with an empty B.", ""),
-                                         ("", "Only B."), ("", "")]
-  if not pairs:
-    texts = [(a, None) for a, _ in texts]
+  texts = _texts(assets_dir, 60, pairs)
   reference = tokenization.FullTokenizer(vocab_file, True)
   want, example_of = [], []
   for index, (a, b) in enumerate(texts):
