@@ -118,13 +118,6 @@ def test_vocabulary_is_the_same_file_on_beam(tmp_path, run_script):
   assert sorted(outputs["local"]) == ["counts.tsv", "vocab.txt"]
   assert len(outputs["local"]["vocab.txt"].splitlines()) == 1400
   assert outputs["beam1"] == outputs["local"] == outputs["beam2"]
-  # Every runner ends with the same account of what it wrote.
-  assert last_lines["beam1"] == last_lines["local"] == last_lines["beam2"]
-  assert last_lines["local"].startswith(
-      "%d total instances in 8 shards: " % sum(
-          1 for name in names if not name.endswith(".json")
-          for _ in tf.compat.v1.io.tf_record_iterator(
-              str(tmp_path / "local" / name))))
 
 
 @pytest.mark.slow

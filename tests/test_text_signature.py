@@ -101,12 +101,17 @@ def _test_results(path):
     return np.array([line.rstrip("\n").split("\t") for line in f], float)
 
 
+def _serve_mrpc_sample(tmp_path, export_dir):
+  """The text signature's outputs on the MRPC sample's test pairs."""
+  examples = run_classifier.MrpcProcessor().get_test_examples(MRPC_SAMPLE)
+  return _serve(tmp_path, export_dir, text_a=[e.text_a for e in examples],
+                text_b=[e.text_b for e in examples])
+
+
 def test_pair_classifier_serves_the_scripts_answers(mrpc_dir, tmp_path):
   examples = run_classifier.MrpcProcessor().get_test_examples(MRPC_SAMPLE)
   want = _test_results(os.path.join(mrpc_dir, "out", "test_results.tsv"))
-  got = _serve(tmp_path, os.path.join(mrpc_dir, "export"),
-               text_a=[e.text_a for e in examples],
-               text_b=[e.text_b for e in examples])
+  got = _serve_mrpc_sample(tmp_path, os.path.join(mrpc_dir, "export"))
   np.testing.assert_allclose(got["probabilities"], want, atol=1e-5)
   assert got["label"] == ["01"[i] for i in want.argmax(axis=1)]
   assert got["label_names"] == [["0", "1"]] * len(examples)
@@ -266,11 +271,8 @@ def spm_mrpc(shared_dir, run_script):
 
 def test_sentencepiece_classifier_serves_the_scripts_answers(spm_mrpc,
                                                              tmp_path):
-  examples = run_classifier.MrpcProcessor().get_test_examples(MRPC_SAMPLE)
   want = _test_results(os.path.join(spm_mrpc, "out", "test_results.tsv"))
-  got = _serve(tmp_path, os.path.join(spm_mrpc, "export"),
-               text_a=[e.text_a for e in examples],
-               text_b=[e.text_b for e in examples])
+  got = _serve_mrpc_sample(tmp_path, os.path.join(spm_mrpc, "export"))
   np.testing.assert_allclose(got["probabilities"], want, atol=1e-5)
 
 
@@ -289,11 +291,8 @@ def test_bf16_export_fills_its_weight_copies_when_loaded(mrpc_dir, tmp_path,
       "--bert_config_file=" + TINY_CONFIG, "--output_dir=" + str(out),
       "--export_dir=" + str(tmp_path / "export"), "--do_predict",
       "--max_seq_length=48", "--precision=bf16"], str(tmp_path / "run.log"))
-  examples = run_classifier.MrpcProcessor().get_test_examples(MRPC_SAMPLE)
   want = _test_results(str(out / "test_results.tsv"))
-  got = _serve(tmp_path, str(tmp_path / "export"),
-               text_a=[e.text_a for e in examples],
-               text_b=[e.text_b for e in examples])
+  got = _serve_mrpc_sample(tmp_path, str(tmp_path / "export"))
   np.testing.assert_allclose(got["probabilities"], want, atol=2e-2)
   fp32 = _test_results(os.path.join(mrpc_dir, "out", "test_results.tsv"))
   assert np.abs(want - fp32).max() > 0  # bf16 did change the numbers
