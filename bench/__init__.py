@@ -48,3 +48,13 @@ def write_results(out_dir, name, started, results):
   with open(path, "w") as f:
     json.dump(results, f, indent=2)
   return path
+
+
+def squad_questions(path, count):
+  """The first `count` (question, context) pairs of a SQuAD file."""
+  with open(path, encoding="utf-8") as f:
+    data = json.load(f)["data"]
+  questions = [(qa["question"], paragraph["context"])
+               for article in data for paragraph in article["paragraphs"]
+               for qa in paragraph["qas"]]
+  return questions[:count]

@@ -13,7 +13,6 @@ aggregation; its --top types listed). Prints the untraced call's mean and
 the op-type table; the shares are the finding.
 """
 
-import os
 import time
 
 from absl import app
@@ -25,6 +24,7 @@ import tensorflow as tf
 import tensorflow_text  # pylint: disable=unused-import  (the export's ops)
 
 from bench import profile_step
+from prediction import exported_models
 from runner import serving_input
 
 FLAGS = flags.FLAGS
@@ -37,19 +37,13 @@ flags.DEFINE_integer("calls", 30, "Timed untraced calls.")
 flags.DEFINE_integer("traced_calls", 10, "Traced calls summed.")
 
 
-def saved_model_folder(path):
-  if os.path.exists(os.path.join(path, "saved_model.pb")):
-    return path
-  return os.path.join(path, max(os.listdir(path), key=int))
-
-
 def main(_):
   graph = tf.Graph()
   sess = tf.compat.v1.Session(graph=graph)
   with graph.as_default():
     meta_graph = tf.compat.v1.saved_model.loader.load(
         sess, [tf.compat.v1.saved_model.SERVING],
-        saved_model_folder(FLAGS.export))
+        exported_models.find_saved_model(FLAGS.export))
   signature = meta_graph.signature_def["serving_default"]
   shape = (FLAGS.batch_size, FLAGS.seq_length)
   values = {"input_ids": np.random.RandomState(0).randint(

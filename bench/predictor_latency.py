@@ -35,7 +35,6 @@ and prints a markdown table.
 
 import csv
 import datetime
-import json
 import os
 import platform
 import time
@@ -84,16 +83,6 @@ def mrpc_pairs(path, count):
   with open(path, encoding="utf-8-sig", newline="") as f:
     rows = list(csv.reader(f, delimiter="\t", quotechar=None))[1:]
   return [(row[3], row[4]) for row in rows[:count]]
-
-
-def squad_questions(path, count):
-  """The first `count` (question, context) pairs of a SQuAD file."""
-  with open(path, encoding="utf-8") as f:
-    data = json.load(f)["data"]
-  questions = [(qa["question"], paragraph["context"])
-               for article in data for paragraph in article["paragraphs"]
-               for qa in paragraph["qas"]]
-  return questions[:count]
 
 
 def padded(rows):
@@ -248,7 +237,7 @@ def bench_mrpc():
 
 def bench_squad():
   model = exported_models.load(FLAGS.squad_export)
-  questions = squad_questions(FLAGS.squad_data,
+  questions = bench.squad_questions(FLAGS.squad_data,
                               max(FLAGS.num_examples, 4 * FLAGS.batch_size))
   bare = BareSignature(model.model.path)
   session = SessionCallable(model.model.path)

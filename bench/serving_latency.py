@@ -27,7 +27,6 @@ bench/out/serving_latency-<date>.json and prints a markdown table.
 """
 
 import datetime
-import json
 import os
 import platform
 import time
@@ -41,6 +40,7 @@ import tensorflow as tf
 import tensorflow_text  # pylint: disable=unused-import  (the export's ops)
 
 import bench
+from prediction import exported_models
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 ASSETS_DIR = os.path.join(os.path.dirname(bench.REPO_ROOT), "shared", "assets")
@@ -67,28 +67,11 @@ flags.DEFINE_string("out_dir", os.path.join(BENCH_DIR, "out"),
                     "Where the JSON goes.")
 
 
-def squad_pairs(path, count):
-  """The first `count` (question, context) pairs of the SQuAD file."""
-  with open(path, encoding="utf-8") as f:
-    articles = json.load(f)["data"]
-  pairs = [(qa["question"], paragraph["context"])
-           for article in articles for paragraph in article["paragraphs"]
-           for qa in paragraph["qas"]]
-  return pairs[:count]
-
-
-def export_version(path):
-  """The newest <unix time> folder of an --export_dir, or `path` itself."""
-  if os.path.exists(os.path.join(path, "saved_model.pb")):
-    return path
-  return os.path.join(path, max(os.listdir(path), key=int))
-
-
 class Ours(object):
   """The export's text signature on raw pairs."""
 
   def __init__(self, export):
-    self.serve = tf.saved_model.load(export_version(export)).signatures[
+    self.serve = tf.saved_model.load(exported_models.find_saved_model(export)).signatures[
         "text"]
 
   def __call__(self, pairs):
@@ -170,7 +153,7 @@ def table(results):
 def main(_):
   started = datetime.datetime.now(datetime.timezone.utc)
   largest = max(int(b) for b in FLAGS.batch_sizes)
-  pairs = squad_pairs(FLAGS.squad_data, max(64, 4 * largest))
+  pairs = bench.squad_questions(FLAGS.squad_data, max(64, 4 * largest))
   results = {"date": started.strftime("%Y-%m-%d %H:%M UTC"),
              "platform": platform.platform(), "cpus": os.cpu_count(),
              "load_average_at_start": list(os.getloadavg()),
