@@ -949,11 +949,7 @@ class Estimator(object):
           self._save(sess, built, step)
           saved, last_save_time = (step, micro_step), time.time()
         if stop.signum is not None:
-          raise TrainingInterrupted(
-              "Training stopped by %s at step %d/%d; checkpoint %s holds it. "
-              "Run the same command again to resume." % (
-                  signal.Signals(stop.signum).name, step, max_steps,
-                  self.latest_checkpoint()), stop.signum)
+          raise self._interrupted(stop.signum, step, max_steps)
         if not updated:
           continue  # fp16's loss scaling skipped the update
         if (step % self._config.log_step_count_steps == 0 or
@@ -963,8 +959,20 @@ class Estimator(object):
           last_log_time = time.time()
         if step % self._config.save_summary_steps == 0 or step >= max_steps:
           self._write_summaries(summary_meter, values, step, writer)
-    if saved != (step, micro_step):
-      self._save(sess, built, step)
+      if saved != (step, micro_step):
+        # Inside the context: a signal during this last save waits for it.
+        self._save(sess, built, step)
+      if stop.signum is not None:
+        raise self._interrupted(stop.signum, step, max_steps)
+
+  def _interrupted(self, signum, step, max_steps):
+    """The exception that ends training on `signum`, once step `step` is
+    saved."""
+    return TrainingInterrupted(
+        "Training stopped by %s at step %d/%d; checkpoint %s holds it. "
+        "Run the same command again to resume." % (
+            signal.Signals(signum).name, step, max_steps,
+            self.latest_checkpoint()), signum)
 
   def _log_is_due_by_time(self, last_log_time):
     secs = self._config.log_step_count_secs

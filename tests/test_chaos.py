@@ -567,9 +567,15 @@ def test_sigterm_saves_a_checkpoint_stops_in_one_line_and_resumes(
                    r"again to resume\.$" % (
                        re.escape(command.script), reference["steps"][-1]),
                    last)
-  assert found, last
-  step = int(found.group(1))
-  assert found.group(2) == os.path.join(out, "model.ckpt-%d" % step)
+  if found:
+    step = int(found.group(1))
+    assert found.group(2) == os.path.join(out, "model.ckpt-%d" % step)
+  else:
+    # A tiny run on a loaded machine can end its training before the
+    # signal lands; the phase after it then stops with the plain line, and
+    # its training must be whole.
+    assert last == "%s: stopped by SIGTERM." % command.script, last
+    step = reference["steps"][-1]
   # A tiny run can reach its last update within the drawn delay; the stop
   # then holds the last step, and the rerun only has the rest to do.
   assert _steps(out)[-1] == step <= reference["steps"][-1]

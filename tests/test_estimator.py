@@ -232,6 +232,30 @@ def run_signal_script_main(model_dir, signum, k):
     print("interrupted by", e.signum, flush=True)
 
 
+class _SignalInLastSave(estimator.Estimator):
+  """Sends SIGTERM to its own process while saving step `last`."""
+
+  last = 8
+
+  def _save(self, sess, built, step):
+    if step == self.last:
+      os.kill(os.getpid(), signal.SIGTERM)
+    super()._save(sess, built, step)
+
+
+def run_last_save_script_main(model_dir):
+  """What the subprocess of test_signal_in_the_last_save_stops_after_it
+  runs."""
+  x, y = make_data(32)
+  config = estimator.RunConfig(model_dir, tf_random_seed=7,
+                               save_checkpoints_steps=5)
+  est = _SignalInLastSave(model_fn, config, train_batch_size=4)
+  try:
+    est.train(make_input_fn(x, y, True), max_steps=_SignalInLastSave.last)
+  except estimator.TrainingInterrupted as e:
+    print(e, flush=True)
+
+
 # ------------------------------------------------------------------ training
 
 @pytest.mark.parametrize("k", [1, 2])
@@ -779,6 +803,30 @@ def test_signal_saves_at_an_update_boundary(tmp_path, signum, k, run_script):
   est.train(make_input_fn(x, y, True), max_steps=8)
   w_ref, b_ref, _ = numpy_sgd(x, y, batch=4, steps=8)
   values = ckpt_values(est.latest_checkpoint())
+  np.testing.assert_allclose(values["w"], w_ref, rtol=1e-5)
+  np.testing.assert_allclose(values["b"], b_ref, rtol=1e-5, atol=1e-6)
+
+
+def test_signal_in_the_last_save_stops_after_it(tmp_path, run_script):
+  """SIGTERM while the end-of-training checkpoint is written: the save
+  completes and the run stops with the line naming it, rather than going on
+  or dying inside the save."""
+  model_dir = str(tmp_path / "run")
+  script = tmp_path / "last_save_run.py"
+  script.write_text(
+      "import sys\n"
+      "sys.path[:0] = [%r, %r]\n"
+      "import test_estimator\n"
+      "test_estimator.run_last_save_script_main(sys.argv[1])\n" % (
+          REPO_ROOT, TESTS_DIR))
+  result = run_script(str(script), [model_dir], 300)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert ("Training stopped by SIGTERM at step 8/8; checkpoint %s holds it."
+          % os.path.join(model_dir, "model.ckpt-8")) in result.stdout, (
+              result.stdout, result.stderr[-3000:])
+  x, y = make_data(32)
+  w_ref, b_ref, _ = numpy_sgd(x, y, batch=4, steps=8)
+  values = ckpt_values(checkpoint_checks.latest_checkpoint(model_dir))
   np.testing.assert_allclose(values["w"], w_ref, rtol=1e-5)
   np.testing.assert_allclose(values["b"], b_ref, rtol=1e-5, atol=1e-6)
 
