@@ -4,7 +4,8 @@
 A training run writes, before its first checkpoint:
 
   run_info.json     {"task", "labels", "do_lower_case", "max_seq_length",
-                     "bert_config_sha256", "vocab_sha256", "vocab_file", ...}
+                     "bert_config_sha256", "vocab_sha256", "vocab_file",
+                     "precision", ...}
   bert_config.json  the model's config
   vocab.txt         the vocabulary (or the SentencePiece .model)
 
@@ -33,6 +34,8 @@ from userio import output_files
 from userio import sidecars
 
 RECORD_FILE = "run_info.json"
+# The precision the folder's latest training computed in (fp32, fp16, bf16).
+PRECISION_FIELD = "precision"
 CONFIG_FILE = "bert_config.json"
 WORDPIECE_VOCAB_FILE = "vocab.txt"
 
@@ -52,9 +55,10 @@ _WHAT = (
 _TRAINING_ONLY = ("max_seq_length", "version_2_with_negative",
                   "max_predictions_per_seq", "doc_stride", "max_query_length",
                   "long_text")
-# Names of copies and of data columns, and settings an evaluation may tune
-# after training: not properties of the model.
-_NOT_COMPARED = ("vocab_file", "threshold", "text_columns")
+# Names of copies and of data columns, settings an evaluation may tune
+# after training, and the precision (a resume may change it): not
+# properties of the model.
+_NOT_COMPARED = ("vocab_file", "threshold", "text_columns", PRECISION_FIELD)
 
 
 def file_sha256(path):

@@ -3,7 +3,9 @@
 
 --precision=auto becomes bf16 where the hardware computes bfloat16 natively
 (a CPU with AVX512_BF16 or AMX, a GPU of compute capability 8.0 or more) and
-fp32 elsewhere; fp16 is refused on a machine without a GPU; bf16 is refused
+fp32 elsewhere. A run that only evaluates, predicts or exports, without
+--precision, computes in the precision its model was trained in where that
+is fast here (run_info.json records it), else in fp32. fp16 is refused on a machine without a GPU; bf16 is refused
 where the environment turned on CPU kernels that abort on it, and noted
 where the CPU has no fast path for it.
 """
@@ -14,6 +16,7 @@ import os
 from absl import logging
 import tensorflow as tf
 
+from checkpoints import run_info
 from engine import tf_internals
 from hardware import cpu
 from userio import cli
@@ -79,15 +82,53 @@ def gpu_capabilities():
           for gpu in tf.config.list_physical_devices("GPU")]
 
 
-def resolve_auto_precision(shared):
-  """`shared` with --precision=auto replaced by what it resolves to here,
-  and the reason kept in its auto_precision field."""
-  precision, reason = resolve_precision(shared.precision, cpu.cpu_features(),
-                                        gpu_capabilities())
+def precision_as_trained(trained, features, gpus, environ):
+  """The precision of a run that does not train, has no --precision and
+  reads a model trained in `trained`: that one where the hardware has a
+  fast path for it, else fp32.
+
+  Args:
+    trained: the precision run_info.json records (None: not recorded).
+    features, gpus: as for `resolve_precision`.
+    environ: the environment TensorFlow loaded with (cpu.conflict).
+
+  Returns:
+    (precision, reason): reason, for the Settings line, is None when
+    `trained` is fp32 or unknown.
+  """
+  if trained in (None, "fp32"):
+    return "fp32", None
+  if trained == "fp16":  # refused on CPUs (check_precision)
+    return ("fp16", "as trained") if gpus else (
+        "fp32", "trained in fp16, which needs a GPU")
+  fast, why = resolve_precision(cpu.AUTO_PRECISION, features, gpus)
+  if fast == "bf16" and (gpus or not cpu.conflict(features, trained,
+                                                   environ)):
+    return trained, "as trained"
+  return "fp32", ("trained in bf16, not fast here: %s; --precision=bf16 "
+                  "keeps it" % (why if fast != "bf16"
+                                else "CPU kernels without bf16"))
+
+
+def resolve_precision_flag(shared, *, do_train):
+  """`shared` with its precision settled for this machine: --precision=auto
+  resolved, and a run that does not train and was given no --precision
+  computing as its folder's model trained (`precision_as_trained`); the
+  reason goes to its precision_reason field."""
+  if (not do_train and "precision" in shared.defined and
+      "precision" not in shared.given and shared.output_dir):
+    trained = (run_info.read(shared.output_dir) or {}).get(
+        run_info.PRECISION_FIELD)
+    precision, reason = precision_as_trained(
+        trained, cpu.cpu_features(), gpu_capabilities(), os.environ)
+  else:
+    precision, reason = resolve_precision(
+        shared.precision, cpu.cpu_features(), gpu_capabilities())
+    reason = reason and "auto: " + reason
   if reason is None:
     return shared
   return dataclasses.replace(shared, precision=precision,
-                             auto_precision=reason)
+                             precision_reason=reason)
 
 
 def check_cpu_kernels(precision):

@@ -131,7 +131,7 @@ def start(shared, *, do_train, min_seq_length, vocab_required=True):
   """
   verbosity.start_logging()
   checks.check_flags(shared, do_train=do_train, min_seq_length=min_seq_length)
-  shared = precision.resolve_auto_precision(shared)
+  shared = precision.resolve_precision_flag(shared, do_train=do_train)
   precision.check_cpu_kernels(shared.precision)
   precision.note_slow_precision(shared.precision)
   shared = use_hf_init_checkpoint(shared, shared.output_dir)
@@ -293,6 +293,9 @@ def set_up(shared, bert_config, *, do_train, record=None, step_memory=None,
     logging.info("%s", line)
   precision.log_cpu_kernels()
   if do_train and record is not None:
+    # The precision this training computes in, which a later run that
+    # only predicts or exports keeps (startup/precision.py).
+    record = dict(record, **{run_info.PRECISION_FIELD: memory.precision})
     run_info.write(output_dir, record, shared.bert_config_file,
                    shared.vocab_file, shared.spm_model_file)
   return RunSetup(distribution, memory, run_config, oom_message_fn, lock)
@@ -318,8 +321,8 @@ def settings_lines(shared, bert_config, memory, *, do_train):
       bert_config.hidden_size, weights)]
   settings = "Settings: max_seq_length=%s, precision=%s" % (
       shared.max_seq_length, memory.precision)
-  if shared.auto_precision:
-    settings += " (auto: %s)" % shared.auto_precision
+  if shared.precision_reason:
+    settings += " (%s)" % shared.precision_reason
   if do_train and shared.train_batch_size is not None:
     settings += ", train_batch_size=%d (%d micro-batch%s of %d per update)" % (
         shared.train_batch_size, memory.num_accumulation_steps,

@@ -192,7 +192,9 @@ def define_memory_flags(fv=flags.FLAGS):
       "memory; weights, optimizer state and checkpoints stay float32). fp16 "
       "uses dynamic loss scaling. auto: bf16 where the hardware computes it "
       "natively (CPU with AVX512_BF16 or AMX, GPU of compute capability "
-      "8.0+), else fp32.", flag_values=fv)
+      "8.0+), else fp32. Unset, a run that does not train computes as its "
+      "--output_dir's model was trained, where that is fast here.",
+      flag_values=fv)
   flags.DEFINE_bool(
       "gradient_checkpointing", False,
       "Recompute each transformer layer in the backward pass instead of "
@@ -306,8 +308,8 @@ class SharedFlags:
       (accepted, without effect).
     precision: one of memory_model.PRECISIONS, or "auto" until
       startup/run_setup.py's `start` resolves it.
-    auto_precision: why `start` resolved --precision=auto as it did (e.g.
-      "AVX512_BF16"); None when the flag was not auto.
+    precision_reason: why `start` settled the precision as it did (e.g.
+      "auto: AVX512_BF16", "as trained"); None when the flag decided alone.
     gradient_checkpointing: bool, the flag's value; see
       `explicit_gradient_checkpointing`.
     micro_batch_size: str as typed: "", an integer or "auto".
@@ -348,7 +350,7 @@ class SharedFlags:
   tpu_name: Optional[str] = None
   changed_compatibility_flags: Tuple[str, ...] = ()
   precision: Optional[str] = None
-  auto_precision: Optional[str] = None
+  precision_reason: Optional[str] = None
   gradient_checkpointing: Optional[bool] = None
   micro_batch_size: Optional[str] = None
   device_memory_gb: Optional[float] = None
@@ -378,7 +380,7 @@ class SharedFlags:
 # The fields of SharedFlags that hold a flag of the same name.
 _VALUE_FIELDS = tuple(
     field.name for field in dataclasses.fields(SharedFlags)
-    if field.name not in ("changed_compatibility_flags", "auto_precision",
+    if field.name not in ("changed_compatibility_flags", "precision_reason",
                           "defined", "given"))
 
 

@@ -208,7 +208,7 @@ def test_auto_is_a_choice_of_the_flag_and_fp32_the_default():
   assert fv["precision"].value == "fp32"
   fv(["x", "--precision=auto"])
   read = shared_flags.read(fv)
-  assert read.precision == "auto" and read.auto_precision is None
+  assert read.precision == "auto" and read.precision_reason is None
 
 
 # ------------------------------------------------------- the same numbers
@@ -520,10 +520,12 @@ def test_same_training_step_either_way(both_kernels):
 # ------------------------------------------------------- end to end
 
 
-def _run_classifier(tmp_path, precision, **environ):
-  """run_classifier.py trained for one update on the MRPC sample with a
-  tiny model, in a fresh process (the kernels are chosen as TensorFlow
-  loads) with `environ` added; returns the CompletedProcess."""
+def _run_classifier(tmp_path, precision, actions=("--do_train",),
+                    **environ):
+  """run_classifier.py on the MRPC sample with a tiny model, trained for one
+  update by default (`actions`), with --precision `precision` (None: not
+  given), in a fresh process (the kernels are chosen as TensorFlow loads)
+  with `environ` added; returns the CompletedProcess."""
   env = conftest.env_without_compilation_cache()
   for name in (ONEDNN, cpu.ONEDNN_ISA_VARIABLE):
     env.pop(name, None)
@@ -536,8 +538,9 @@ def _run_classifier(tmp_path, precision, **environ):
           "--bert_config_file=" + os.path.join(
               REPO_ROOT, "sample_data", "tiny_bert_config.json"),
           "--output_dir=" + str(tmp_path / "out"), "--max_seq_length=32",
-          "--train_batch_size=8", "--num_train_epochs=0.05", "--do_train",
-          "--precision", precision]
+          "--train_batch_size=8", "--num_train_epochs=0.05"] + list(actions)
+  if precision is not None:
+    args += ["--precision", precision]
   return subprocess.run([sys.executable, "run_classifier.py"] + args,
                         cwd=REPO_ROOT, env=env, capture_output=True,
                         text=True, timeout=900, check=False)
@@ -553,6 +556,76 @@ def test_auto_says_what_it_chose(tmp_path):
   lines = [line for line in result.stderr.splitlines()
            if "CPU kernels: " in line]
   assert len(lines) == 1, result.stderr
+
+
+@pytest.mark.slow
+def test_export_without_precision_computes_as_trained(tmp_path):
+  """Trained in bf16, then exported by a second command without
+  --precision: the export computes in bf16 where this CPU has a native
+  bfloat16 path, in fp32 elsewhere, and the Settings line says which."""
+  trained = _run_classifier(tmp_path, "bf16")
+  assert trained.returncode == 0, trained.stderr[-3000:]
+  with open(tmp_path / "out" / "run_info.json") as f:
+    assert json.load(f)["precision"] == "bf16"
+  exported = _run_classifier(
+      tmp_path, None, actions=["--export_dir=" + str(tmp_path / "export")])
+  assert exported.returncode == 0, exported.stderr[-3000:]
+  features = cpu.cpu_features()
+  native = bool({"avx512_bf16", "amx_bf16"} & features)
+  if native:
+    assert "precision=bf16 (as trained)" in exported.stderr, exported.stderr
+  else:
+    assert ("precision=fp32 (trained in bf16, not fast here: no AVX512_BF16 "
+            "or AMX; --precision=bf16 keeps it)") in exported.stderr, (
+                exported.stderr)
+  (saved,) = [os.path.join(root, "saved_model.pb")
+              for root, _, files in os.walk(tmp_path / "export")
+              if "saved_model.pb" in files]
+  # The encoder's matmuls; the head computes its logits in float32 either way.
+  assert (tf.bfloat16 in _matmul_types(saved)) == native
+
+
+def _matmul_types(saved_model_pb):
+  """The dtypes (attribute T) of every MatMul-kind node of a SavedModel's
+  graphs and functions."""
+  from tensorflow.core.protobuf import saved_model_pb2  # pylint: disable=import-outside-toplevel
+  model = saved_model_pb2.SavedModel()
+  with open(saved_model_pb, "rb") as f:
+    model.ParseFromString(f.read())
+  found = set()
+  for meta in model.meta_graphs:
+    nodes = list(meta.graph_def.node)
+    for function in meta.graph_def.library.function:
+      nodes += list(function.node_def)
+    found |= {tf.dtypes.as_dtype(node.attr["T"].type) for node in nodes
+              if node.op in ("MatMul", "BatchMatMulV2")}
+  return found
+
+
+@pytest.mark.parametrize("trained,features,gpus,environ,want", [
+    (None, AVX512_BF16, [], {}, ("fp32", None)),
+    ("fp32", AMX, [], {}, ("fp32", None)),
+    ("bf16", AVX512_BF16, [], {}, ("bf16", "as trained")),
+    ("bf16", AMX, [], {}, ("bf16", "as trained")),
+    ("bf16", AVX512, [], {}, (
+        "fp32", "trained in bf16, not fast here: no AVX512_BF16 or AMX; "
+        "--precision=bf16 keeps it")),
+    ("bf16", AVX2_ONLY, [], {}, (
+        "fp32", "trained in bf16, not fast here: no AVX512_BF16 or AMX; "
+        "--precision=bf16 keeps it")),
+    ("bf16", AVX512_BF16, [], {ONEDNN: "1", cpu.ONEDNN_ISA_VARIABLE: "AVX2"},
+     ("fp32", "trained in bf16, not fast here: CPU kernels without bf16; "
+      "--precision=bf16 keeps it")),
+    ("bf16", AVX2_ONLY, [(8, 0)], {}, ("bf16", "as trained")),
+    ("bf16", AVX512_BF16, [(7, 5)], {}, (
+        "fp32", "trained in bf16, not fast here: GPU compute capability 7.5, "
+        "below 8.0; --precision=bf16 keeps it")),
+    ("fp16", AVX512_BF16, [(7, 5)], {}, ("fp16", "as trained")),
+    ("fp16", AMX, [], {}, ("fp32", "trained in fp16, which needs a GPU")),
+])
+def test_precision_as_trained(trained, features, gpus, environ, want):
+  assert startup_precision.precision_as_trained(
+      trained, features, gpus, environ) == want
 
 
 @pytest.mark.slow
