@@ -35,7 +35,9 @@ counts all positions, padding included; "MFU run" counts the FLOPs the
 implementation actually runs (`executed_flops_per_example`: ours skips the
 padding in its dense layers with skip_padding, and its last layer computes
 only the [CLS] position for the pooled heads; the peers run every position
-of every layer). Recomputation (gradient checkpointing) is never counted.
+of every layer). Ours' inference in bf16 reads bf16 copies of its weights
+made once, as --do_predict and an export do (engine/weight_casts.py).
+Recomputation (gradient checkpointing) is never counted.
 The matmul peaks that MFU divides by are measured in the same run, once
 per round.
 
@@ -353,6 +355,7 @@ def _ours_step_fn(spec):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import modeling  # pylint: disable=g-import-not-at-top
   import optimization  # pylint: disable=g-import-not-at-top
+  from engine import weight_casts  # pylint: disable=g-import-not-at-top
 
   model = MODELS[spec["model"]]
   config = modeling.BertConfig(
@@ -370,7 +373,13 @@ def _ours_step_fn(spec):
     features = make_inputs(spec["seq_length"], spec["batch_size"])
     dataset = tf.data.Dataset.from_tensors(features).repeat()
     batch = tf.compat.v1.data.make_one_shot_iterator(dataset).get_next()
-    loss, output = _ours_loss(spec, config, batch, compute_dtype)
+    if spec["training"]:
+      loss, output = _ours_loss(spec, config, batch, compute_dtype)
+    else:
+      # As --do_predict and an export build it: weights cast once, not at
+      # every step (engine/weight_casts.py).
+      with weight_casts.cast_once():
+        loss, output = _ours_loss(spec, config, batch, compute_dtype)
     if spec["training"]:
       # The train op advances micro_step, on which dropout masks depend.
       fetch = optimization.create_optimizer(
@@ -381,6 +390,9 @@ def _ours_step_fn(spec):
   session = tf.compat.v1.Session(graph=graph,
                                  config=_ours_session_config(spec))
   session.run(init)
+  copies = weight_casts.initializer(graph)
+  if copies is not None:
+    session.run(copies)
   # Keyword arguments go to Session.run (a trace's options and metadata).
   return lambda **run_kwargs: session.run(fetch, **run_kwargs)
 
