@@ -19,7 +19,8 @@ For each precision and batch size (--batch_sizes), one request at a time:
     converted by convert_checkpoint.py, `truncation=True` at the same
     length, `torch_dtype` bfloat16 for bf16.
 
-The two alternate request by request, so that load changes hit both alike;
+The two alternate request by request, so that load changes hit both alike,
+each going first in every other round;
 p50 and p99 in milliseconds after --warmup untimed requests. The first
 requests' probabilities are compared (their largest difference is
 printed: both sides compute the same model). Writes
@@ -110,9 +111,13 @@ def measure(calls, pairs, batch_size):
   requests = [pairs[i:i + batch_size]
               for i in range(0, len(pairs) - batch_size + 1, batch_size)]
   times = {kind: [] for kind in calls}
+  kinds = list(calls)
   for index in range(FLAGS.warmup + FLAGS.rounds):
     request = requests[index % len(requests)]
-    for kind, call in calls.items():
+    # Each side goes first in every other round: neither always follows
+    # the other's work.
+    for kind in kinds[index % 2:] + kinds[:index % 2]:
+      call = calls[kind]
       start = time.perf_counter()
       call(request)
       if index >= FLAGS.warmup:
