@@ -5,9 +5,9 @@
 (a CPU with AVX512_BF16 or AMX, a GPU of compute capability 8.0 or more) and
 fp32 elsewhere. A run that only evaluates, predicts or exports, without
 --precision, computes in the precision its model was trained in where that
-is fast here (run_info.json records it), else in fp32. fp16 is refused on a machine without a GPU; bf16 is refused
-where the environment turned on CPU kernels that abort on it, and noted
-where the CPU has no fast path for it.
+is fast here (run_info.json records it), else in fp32. fp16 is refused on a
+machine without a GPU; bf16 is refused where the environment turned on CPU
+kernels that abort on it, and noted where the CPU has no fast path for it.
 """
 
 import dataclasses
