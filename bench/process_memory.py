@@ -13,10 +13,16 @@ clipping at 1.0, a fixed random batch.
                 the graph as with Google's code (no runner, no estimator)
   transformers  BertForSequenceClassification (PyTorch, CPU) + AdamW; with
                 --checkpointing its gradient_checkpointing_enable()
+  tfm, khub     tf-models-official's and KerasHub's classifiers, built and
+                stepped by bench/throughput.py's step functions (their
+                random weights and padded batch; Google's AdamW recipe);
+                no checkpointing (neither offers it)
 
     python -m bench.process_memory --impl=ours --model=large --seq=512 \
         --batch=2 --checkpointing=false,true
     bench/.venv/bin/python -m bench.process_memory --impl=transformers ...
+    bench/.venv/bin/python -m bench.process_memory --impl=tfm \
+        --checkpointing=false                 # khub: in bench/.venv-kerashub
 
 The batch is a graph constant (and BertModel makes the input mask) unless
 --inputs=fed (ours), which feeds the batch and an input mask of ones
@@ -33,6 +39,7 @@ transformers needs bench/.venv (bash bench/setup_bench_env.sh).
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import time
@@ -42,6 +49,8 @@ import bench
 MODELS = {"base": (12, 768), "large": (24, 1024)}
 MAX_POSITIONS = 512
 TIMEOUT_SECONDS = 3600
+# Peers stepped by bench/throughput.py's step functions.
+PEERS = ("tfm", "khub")
 
 
 class Phases(object):
@@ -180,8 +189,29 @@ def _run_transformers(args, phases):
   return losses
 
 
+def _run_peer(args, phases):
+  """[float]: the losses of `args.steps` training steps of the tfm or khub
+  classifier of bench/throughput.py, in fp32."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from bench import throughput  # pylint: disable=g-import-not-at-top
+  phases.mark("imports")
+  step = throughput.STEP_FNS[args.impl](dict(
+      impl=args.impl, model=args.model, seq_length=args.seq,
+      batch_size=args.batch, training=True, dtype="fp32", xla=False,
+      checkpointing=False, threads=2, head=throughput.CLASSIFIER,
+      skip_padding=False))
+  phases.mark("model")
+  losses = []
+  for _ in range(args.steps):
+    # tfm's step returns the loss, KerasHub's [loss] (and its metrics).
+    losses.append(float(np.ravel(step())[0]))
+    phases.mark("step %d" % len(losses))
+  return losses
+
+
 def _child(args):
-  run = _run_ours if args.impl == "ours" else _run_transformers
+  run = {"ours": _run_ours, "transformers": _run_transformers}.get(
+      args.impl, _run_peer)
   phases = Phases()
   losses = run(args, phases)
   print(json.dumps({"losses": losses, "phases": phases.rows}))
@@ -195,17 +225,23 @@ def _max_rss_gib(time_output):
 
 def _measure(args, checkpointing):
   """(peak GiB, elapsed text, losses, phases) of one child process."""
+  from bench import throughput  # pylint: disable=g-import-not-at-top
+  python, missing = throughput.impl_python(args.impl)
+  if missing:
+    raise SystemExit(missing)
   command = ["/usr/bin/time", "-v"] + bench.child_command("process_memory", [
       "--child", "--impl=%s" % args.impl, "--model=%s" % args.model,
       "--seq=%d" % args.seq, "--batch=%d" % args.batch,
-      "--steps=%d" % args.steps, "--checkpointing=%s" % checkpointing])
+      "--steps=%d" % args.steps, "--checkpointing=%s" % checkpointing],
+                                                          python=python)
+  env = dict(os.environ, KERAS_BACKEND="tensorflow")
   if args.forward_first:
     command.append("--forward_first")
   if args.inputs != "constant":
     command.append("--inputs=%s" % args.inputs)
   done = subprocess.run(command, capture_output=True, text=True,
-                        cwd=bench.REPO_ROOT, timeout=TIMEOUT_SECONDS,
-                        check=False)
+                        cwd=bench.REPO_ROOT, env=env,
+                        timeout=TIMEOUT_SECONDS, check=False)
   if done.returncode != 0:
     raise SystemExit("child failed (%d): %s" % (done.returncode,
                                                  done.stderr[-2000:]))
@@ -247,7 +283,7 @@ def add_step_arguments(parser, batch):
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--impl", choices=("ours", "transformers"),
+  parser.add_argument("--impl", choices=("ours", "transformers") + PEERS,
                       default="ours")
   add_step_arguments(parser, batch=2)
   parser.add_argument("--steps", type=int_in(1, 1000), default=2)
@@ -268,13 +304,16 @@ def main():
     parser.error("--forward_first: only with --impl=ours")
   if args.inputs != "constant" and args.impl != "ours":
     parser.error("--inputs: only with --impl=ours")
+  if args.impl in PEERS and "true" in args.checkpointing.split(","):
+    parser.error("--checkpointing=true: %s has none; pass "
+                 "--checkpointing=false" % args.impl)
   if args.child:
     _child(args)
     return
   print("| impl | model | seq | batch | inputs | checkpointing | "
         "peak RSS GiB | wall time | losses |")
   print("|---|---|---:|---:|---|---|---:|---:|---|")
-  inputs = args.inputs if args.impl == "ours" else "fed"
+  inputs = "fed" if args.impl == "transformers" else args.inputs
   all_phases = []
   for checkpointing in args.checkpointing.split(","):
     peak, elapsed, losses, phases = _measure(args, checkpointing)

@@ -112,6 +112,7 @@ FP32_ONLY_IMPLS = ("google",)
 MODELS = {
     "base": dict(layers=12, hidden=768, heads=12, intermediate=3072),
     "small": dict(layers=4, hidden=256, heads=4, intermediate=1024),
+    "large": dict(layers=24, hidden=1024, heads=16, intermediate=4096),
 }
 VOCAB_SIZE = 30522
 TYPE_VOCAB_SIZE = 2
