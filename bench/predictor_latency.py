@@ -237,8 +237,8 @@ def bench_mrpc():
 
 def bench_squad():
   model = exported_models.load(FLAGS.squad_export)
-  questions = bench.squad_questions(FLAGS.squad_data,
-                              max(FLAGS.num_examples, 4 * FLAGS.batch_size))
+  questions = bench.squad_questions(
+      FLAGS.squad_data, max(FLAGS.num_examples, 4 * FLAGS.batch_size))
   bare = BareSignature(model.model.path)
   session = SessionCallable(model.model.path)
   text = TextSignature(model.model.path, ["question", "context"])

@@ -193,8 +193,9 @@ def _run_peer(args, phases):
   """[float]: the losses of `args.steps` training steps of the tfm or khub
   classifier of bench/throughput.py, in fp32."""
   import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow  # pylint: disable=g-import-not-at-top,unused-import
   from bench import throughput  # pylint: disable=g-import-not-at-top
-  phases.mark("imports")
+  phases.mark("imports")  # TensorFlow's, as the other sides count theirs
   step = throughput.STEP_FNS[args.impl](dict(
       impl=args.impl, model=args.model, seq_length=args.seq,
       batch_size=args.batch, training=True, dtype="fp32", xla=False,
@@ -234,7 +235,7 @@ def _measure(args, checkpointing):
       "--seq=%d" % args.seq, "--batch=%d" % args.batch,
       "--steps=%d" % args.steps, "--checkpointing=%s" % checkpointing],
                                                           python=python)
-  env = dict(os.environ, KERAS_BACKEND="tensorflow")
+  env = dict(os.environ, KERAS_BACKEND="tensorflow")  # khub's backend
   if args.forward_first:
     command.append("--forward_first")
   if args.inputs != "constant":

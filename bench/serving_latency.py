@@ -72,8 +72,8 @@ class Ours(object):
   """The export's text signature on raw pairs."""
 
   def __init__(self, export):
-    self.serve = tf.saved_model.load(exported_models.find_saved_model(export)).signatures[
-        "text"]
+    self.serve = tf.saved_model.load(
+        exported_models.find_saved_model(export)).signatures["text"]
 
   def __call__(self, pairs):
     outputs = self.serve(text_a=tf.constant([q for q, _ in pairs]),

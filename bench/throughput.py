@@ -47,6 +47,7 @@ iterator, as their runners feed batches, hf, tfm and khub from tensors
 created before timing. No input pipeline work is timed.
 """
 
+import contextlib
 import datetime
 import itertools
 import json
@@ -374,13 +375,11 @@ def _ours_step_fn(spec):
     features = make_inputs(spec["seq_length"], spec["batch_size"])
     dataset = tf.data.Dataset.from_tensors(features).repeat()
     batch = tf.compat.v1.data.make_one_shot_iterator(dataset).get_next()
-    if spec["training"]:
+    # Inference as --do_predict and an export build it: weights cast once,
+    # not at every step (engine/weight_casts.py).
+    with (contextlib.nullcontext() if spec["training"]
+          else weight_casts.cast_once()):
       loss, output = _ours_loss(spec, config, batch, compute_dtype)
-    else:
-      # As --do_predict and an export build it: weights cast once, not at
-      # every step (engine/weight_casts.py).
-      with weight_casts.cast_once():
-        loss, output = _ours_loss(spec, config, batch, compute_dtype)
     if spec["training"]:
       # The train op advances micro_step, on which dropout masks depend.
       fetch = optimization.create_optimizer(
