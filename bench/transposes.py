@@ -1,0 +1,106 @@
+# coding=utf-8
+"""Attention's head transposes: tf.transpose against
+engine/bit_transpose.transpose, on the shapes BERT's attention permutes.
+
+    python -m bench.transposes
+
+For each shape [batch, tokens, heads, head width] (--shapes) and dtype
+(--dtypes), one graph holds three chains of --chain steps on a variable of
+the layer's 2-D shape [batch * tokens, heads * width]. A step adds one,
+reshapes to [batch, tokens, heads, width], permutes with [0, 2, 1, 3] and
+reshapes back to 2-D; the addition keeps grappler from cancelling
+consecutive transposes. One chain permutes with tf.transpose, one with
+bit_transpose, and one not at all, whose time is subtracted from the other
+two: what is printed is the time of the transposes alone. The three are
+run in turn (each first in every third round), --rounds times each after
+--warmup runs, in one process with the project's default threads; the
+medians are printed per transpose with their ratio. The two transposing
+chains end in the same values (checked bit for bit). Whether oneDNN is on (TensorFlow's
+choice for the CPU, or TF_ENABLE_ONEDNN_OPTS) decides which kernel
+tf.transpose gets; the printout says which.
+"""
+
+import time
+
+from absl import app
+from absl import flags
+import numpy as np
+
+from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
+import tensorflow as tf
+
+from engine import bit_transpose
+
+FLAGS = flags.FLAGS
+flags.DEFINE_list("shapes", ["1,128,12,32", "1,128,12,64", "8,128,12,64",
+                             "32,128,12,64"],
+                  "batch,tokens,heads,head width of each case.")
+flags.DEFINE_list("dtypes", ["fp32", "bf16"], "fp32 and/or bf16.")
+flags.DEFINE_integer("chain", 24, "Steps (transposes) per run.")
+flags.DEFINE_integer("rounds", 30, "Timed runs of each chain.")
+flags.DEFINE_integer("warmup", 5, "Untimed runs of each chain first.")
+
+_DTYPES = {"fp32": tf.float32, "bf16": tf.bfloat16}
+_HEADS_FIRST = [0, 2, 1, 3]
+
+
+def _chain(start, shape, transpose):
+  """`FLAGS.chain` steps from `start` [batch * tokens, heads * width],
+  each permuting with `transpose` (None: no permutation)."""
+  batch, tokens, heads, width = shape
+  x = start
+  for _ in range(FLAGS.chain):
+    split = tf.reshape(x + tf.cast(1.0, x.dtype),
+                       [batch, tokens, heads, width])
+    if transpose is not None:
+      split = transpose(split, _HEADS_FIRST)
+    x = tf.reshape(split, [batch * tokens, heads * width])
+  return x
+
+
+def measure(shape, dtype):
+  """(ms per transpose with tf.transpose, with bit_transpose)."""
+  batch, tokens, heads, width = shape
+  with tf.Graph().as_default():
+    values = np.random.RandomState(0).randn(batch * tokens, heads * width)
+    start = tf.cast(tf.compat.v1.get_variable(
+        "x", initializer=values.astype(np.float32)), dtype)
+    chains = [_chain(start, shape, lambda x, perm: tf.transpose(a=x,
+                                                                perm=perm)),
+              _chain(start, shape, bit_transpose.transpose),
+              _chain(start, shape, None)]
+    # A sum as the fetch keeps the fetched bytes small.
+    fetches = [tf.reduce_sum(tf.cast(c, tf.float32)) for c in chains]
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      plain, bits = sess.run([tf.bitcast(c, tf.int16 if dtype == tf.bfloat16
+                                         else tf.int32) for c in chains[:2]])
+      np.testing.assert_array_equal(plain, bits)
+      times = [[], [], []]
+      for index in range(FLAGS.warmup + FLAGS.rounds):
+        for which in np.roll([0, 1, 2], index):
+          started = time.perf_counter()
+          sess.run(fetches[which])
+          if index >= FLAGS.warmup:
+            times[which].append(time.perf_counter() - started)
+  plain, bits, none = (float(np.median(t)) for t in times)
+  return ((plain - none) * 1e3 / FLAGS.chain,
+          (bits - none) * 1e3 / FLAGS.chain)
+
+
+def main(_):
+  from tensorflow.python.util import _pywrap_util_port  # pylint: disable=g-import-not-at-top
+  print("oneDNN %s\n" % ("on" if _pywrap_util_port.IsMklEnabled() else
+                         "off"))
+  print("| shape | dtype | tf.transpose ms | bit_transpose ms | ratio |")
+  print("|---|---|---:|---:|---:|")
+  for text in FLAGS.shapes:
+    shape = [int(v) for v in text.split(",")]
+    for name in FLAGS.dtypes:
+      plain, bits = measure(shape, _DTYPES[name])
+      print("| %s | %s | %.4f | %.4f | %.2fx |" % (
+          "x".join(str(v) for v in shape), name, plain, bits, plain / bits))
+
+
+if __name__ == "__main__":
+  app.run(main)
