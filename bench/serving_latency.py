@@ -19,8 +19,12 @@ For each precision and batch size (--batch_sizes), one request at a time:
     converted by convert_checkpoint.py, `truncation=True` at the same
     length, `torch_dtype` bfloat16 for bf16.
 
-The two alternate request by request, so that load changes hit both alike,
-each going first in every other round;
+With --isolation=process (the default) each side runs in a process of its
+own, as a server runs one library: the two take turns in blocks of --block
+requests, each going first in every other turn, and a side starts its turn
+only after the other's threads have had --switch_pause to go idle. With
+--isolation=shared both run in this process and alternate request by
+request; each side's thread pools then reach into the other's time.
 p50 and p99 in milliseconds after --warmup untimed requests. The first
 requests' probabilities are compared (their largest difference is
 printed: both sides compute the same model). Writes
@@ -28,20 +32,18 @@ bench/out/serving_latency-<date>.json and prints a markdown table.
 """
 
 import datetime
+import json
 import os
 import platform
+import subprocess
+import sys
 import time
 
 from absl import app
 from absl import flags
 import numpy as np
 
-from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
-import tensorflow as tf
-import tensorflow_text  # pylint: disable=unused-import  (the export's ops)
-
 import bench
-from prediction import exported_models
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 ASSETS_DIR = os.path.join(os.path.dirname(bench.REPO_ROOT), "shared", "assets")
@@ -66,18 +68,41 @@ flags.DEFINE_integer("rounds", 100, "Timed requests per kind and batch size.")
 flags.DEFINE_integer("warmup", 10, "Untimed requests first.")
 flags.DEFINE_string("out_dir", os.path.join(BENCH_DIR, "out"),
                     "Where the JSON goes.")
+flags.DEFINE_enum("isolation", "process", ["process", "shared"],
+                  "process: each side in a process of its own, taking "
+                  "turns in blocks; shared: both in this process, "
+                  "alternating request by request.")
+flags.DEFINE_integer("block", 10, "Requests per turn with "
+                     "--isolation=process.")
+flags.DEFINE_float("switch_pause", 0.5,
+                   "Seconds between turns with --isolation=process, for the "
+                   "side that just ran to let its threads go idle.")
+flags.DEFINE_enum("worker", None, ["ours", "hf"],
+                  "Internal: serve one side's requests over stdin/stdout.")
+flags.DEFINE_bool("worker_bf16", False, "Internal: the worker's precision.")
+
+# A worker's replies start with this, so that whatever a library prints
+# to standard output is not read as one.
+REPLY_MARK = "@@reply "
+CHECK_ROWS = 8
 
 
 class Ours(object):
   """The export's text signature on raw pairs."""
 
   def __init__(self, export):
+    # Imported here: transformers' worker process does not load TensorFlow.
+    from userio import quiet_tensorflow  # pylint: disable=g-import-not-at-top,unused-import
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import  (the export's ops)
+    from prediction import exported_models  # pylint: disable=g-import-not-at-top
+    self.constant = tf.constant
     self.serve = tf.saved_model.load(
         exported_models.find_saved_model(export)).signatures["text"]
 
   def __call__(self, pairs):
-    outputs = self.serve(text_a=tf.constant([q for q, _ in pairs]),
-                         text_b=tf.constant([c for _, c in pairs]))
+    outputs = self.serve(text_a=self.constant([q for q, _ in pairs]),
+                         text_b=self.constant([c for _, c in pairs]))
     return outputs["probabilities"].numpy().astype(np.float64)
 
 
@@ -106,10 +131,14 @@ def percentiles(seconds):
           "p99_ms": float(np.percentile(values, 99))}
 
 
+def requests_of(pairs, batch_size):
+  return [pairs[i:i + batch_size]
+          for i in range(0, len(pairs) - batch_size + 1, batch_size)]
+
+
 def measure(calls, pairs, batch_size):
   """{kind: percentiles} of interleaved requests of `batch_size` rows."""
-  requests = [pairs[i:i + batch_size]
-              for i in range(0, len(pairs) - batch_size + 1, batch_size)]
+  requests = requests_of(pairs, batch_size)
   times = {kind: [] for kind in calls}
   kinds = list(calls)
   for index in range(FLAGS.warmup + FLAGS.rounds):
@@ -127,11 +156,93 @@ def measure(calls, pairs, batch_size):
 
 def run_precision(export, bf16, pairs):
   calls = {"ours": Ours(export), "hf": HuggingFace(FLAGS.hf_model, bf16)}
-  check = pairs[:8]
+  check = pairs[:CHECK_ROWS]
   difference = float(np.abs(calls["ours"](check) - calls["hf"](check)).max())
   result = {"max_probability_difference": difference}
   for batch_size in (int(b) for b in FLAGS.batch_sizes):
     result["batch_%d" % batch_size] = measure(calls, pairs, batch_size)
+  return result
+
+
+def serve_requests(call, pairs):
+  """The worker's loop: one JSON order per stdin line, one reply each.
+
+  An order {"check": true} is answered with the probabilities of the first
+  CHECK_ROWS pairs; {"batch_size": b, "first": i, "count": n} with the
+  seconds of requests i .. i+n-1 (taken cyclically) of b rows each.
+  """
+  for line in sys.stdin:
+    order = json.loads(line)
+    if order.get("check"):
+      reply = call(pairs[:CHECK_ROWS]).tolist()
+    else:
+      requests = requests_of(pairs, order["batch_size"])
+      reply = []
+      for index in range(order["first"], order["first"] + order["count"]):
+        start = time.perf_counter()
+        call(requests[index % len(requests)])
+        reply.append(time.perf_counter() - start)
+    sys.stdout.write(REPLY_MARK + json.dumps(reply) + "\n")
+    sys.stdout.flush()
+
+
+class Worker(object):
+  """One side in a process of its own (this module with --worker)."""
+
+  def __init__(self, kind, model, bf16):
+    args = ["--worker=" + kind, "--export=" + model, "--hf_model=" + model,
+            "--worker_bf16=%s" % bf16, "--squad_data=" + FLAGS.squad_data,
+            "--max_seq_length=%d" % FLAGS.max_seq_length,
+            "--batch_sizes=" + ",".join(FLAGS.batch_sizes)]
+    self.process = subprocess.Popen(
+        bench.child_command("serving_latency", args), cwd=bench.REPO_ROOT,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+  def ask(self, order):
+    self.process.stdin.write(json.dumps(order) + "\n")
+    self.process.stdin.flush()
+    for line in self.process.stdout:
+      if line.startswith(REPLY_MARK):
+        return json.loads(line[len(REPLY_MARK):])
+    raise RuntimeError("the worker ended without replying (exit %s)"
+                       % self.process.wait())
+
+  def close(self):
+    self.process.stdin.close()
+    self.process.wait()
+
+
+def measure_in_turns(workers, batch_size):
+  """{kind: percentiles}: the workers take turns of FLAGS.block requests."""
+  times = {kind: [] for kind in workers}
+  kinds = list(workers)
+  turns = -(-(FLAGS.warmup + FLAGS.rounds) // FLAGS.block)
+  for turn in range(turns):
+    for kind in kinds[turn % 2:] + kinds[:turn % 2]:
+      # The side that just ran spins its threads a while after its work;
+      # the pause lets them sleep before the other side is timed.
+      time.sleep(FLAGS.switch_pause)
+      first = turn * FLAGS.block
+      seconds = workers[kind].ask({"batch_size": batch_size, "first": first,
+                                   "count": FLAGS.block})
+      times[kind].extend(s for i, s in enumerate(seconds, first)
+                         if FLAGS.warmup <= i < FLAGS.warmup + FLAGS.rounds)
+  return {kind: percentiles(values) for kind, values in times.items()}
+
+
+def run_precision_in_processes(export, bf16):
+  workers = {"ours": Worker("ours", export, bf16),
+             "hf": Worker("hf", FLAGS.hf_model, bf16)}
+  try:
+    probabilities = {kind: np.array(worker.ask({"check": True}))
+                     for kind, worker in workers.items()}
+    result = {"max_probability_difference": float(
+        np.abs(probabilities["ours"] - probabilities["hf"]).max())}
+    for batch_size in (int(b) for b in FLAGS.batch_sizes):
+      result["batch_%d" % batch_size] = measure_in_turns(workers, batch_size)
+  finally:
+    for worker in workers.values():
+      worker.close()
   return result
 
 
@@ -159,15 +270,22 @@ def main(_):
   started = datetime.datetime.now(datetime.timezone.utc)
   largest = max(int(b) for b in FLAGS.batch_sizes)
   pairs = bench.squad_questions(FLAGS.squad_data, max(64, 4 * largest))
+  if FLAGS.worker:
+    serve_requests(Ours(FLAGS.export) if FLAGS.worker == "ours" else
+                   HuggingFace(FLAGS.hf_model, FLAGS.worker_bf16), pairs)
+    return
+  run = (run_precision_in_processes if FLAGS.isolation == "process" else
+         lambda export, bf16: run_precision(export, bf16, pairs))
   results = {"date": started.strftime("%Y-%m-%d %H:%M UTC"),
              "platform": platform.platform(), "cpus": os.cpu_count(),
              "load_average_at_start": list(os.getloadavg()),
              "flags": {name: FLAGS[name].value for name in (
                  "export", "bf16_export", "hf_model", "max_seq_length",
-                 "batch_sizes", "rounds", "warmup")}}
-  results["fp32"] = run_precision(FLAGS.export, False, pairs)
+                 "batch_sizes", "rounds", "warmup", "isolation", "block",
+                 "switch_pause")}}
+  results["fp32"] = run(FLAGS.export, False)
   if FLAGS.bf16_export:
-    results["bf16"] = run_precision(FLAGS.bf16_export, True, pairs)
+    results["bf16"] = run(FLAGS.bf16_export, True)
   results["load_average_at_end"] = list(os.getloadavg())
   path = bench.write_results(FLAGS.out_dir, "serving_latency", started, results)
   print(table(results))
