@@ -11,6 +11,12 @@ untraced calls (--calls) after --warmup_calls, then sums the op times of
 --traced_calls traced calls by op type (bench/profile_step.py's
 aggregation; its --top types listed). Prints the untraced call's mean and
 the op-type table; the shares are the finding.
+
+With --baseline (another export of the same model, e.g. made at an earlier
+commit), both are loaded in sessions of their own threads and their
+untraced calls alternate (each first in every other round, --calls each);
+the medians, their ratio and the largest difference of the outputs are
+printed before the profile of --export.
 """
 
 import time
@@ -35,15 +41,22 @@ flags.DEFINE_integer("seq_length", 128, "Tokens per row.")
 flags.DEFINE_integer("warmup_calls", 10, "Untimed calls first.")
 flags.DEFINE_integer("calls", 30, "Timed untraced calls.")
 flags.DEFINE_integer("traced_calls", 10, "Traced calls summed.")
+flags.DEFINE_string("baseline", None, "(optional) An export to time "
+                    "against --export, calls alternated.")
 
 
-def main(_):
+def load(export):
+  """(session, fetches, feeds) of `export`'s serving_default signature on
+  FLAGS.batch_size rows of random ids."""
   graph = tf.Graph()
-  sess = tf.compat.v1.Session(graph=graph)
+  # Threads of its own: two sessions in one process would otherwise share
+  # the pools the first one created.
+  sess = tf.compat.v1.Session(graph=graph, config=tf.compat.v1.ConfigProto(
+      use_per_session_threads=True))
   with graph.as_default():
     meta_graph = tf.compat.v1.saved_model.loader.load(
         sess, [tf.compat.v1.saved_model.SERVING],
-        exported_models.find_saved_model(FLAGS.export))
+        exported_models.find_saved_model(export))
   signature = meta_graph.signature_def["serving_default"]
   shape = (FLAGS.batch_size, FLAGS.seq_length)
   values = {"input_ids": np.random.RandomState(0).randint(
@@ -54,6 +67,34 @@ def main(_):
            for name in serving_input.MODEL_INPUTS}
   fetches = [signature.outputs[name].name for name in sorted(
       signature.outputs)]
+  return sess, fetches, feeds
+
+
+def compare(runs):
+  """Alternated untraced calls of [(session, fetches, feeds)] x 2: prints
+  each median, their ratio and the outputs' largest difference."""
+  outputs = [sess.run(fetches, feeds) for sess, fetches, feeds in runs]
+  difference = max(float(np.abs(a.astype(np.float64) - b).max())
+                   for a, b in zip(*outputs))
+  times = [[], []]
+  for index in range(FLAGS.warmup_calls + FLAGS.calls):
+    for which in (0, 1) if index % 2 == 0 else (1, 0):
+      sess, fetches, feeds = runs[which]
+      start = time.perf_counter()
+      sess.run(fetches, feeds)
+      if index >= FLAGS.warmup_calls:
+        times[which].append(time.perf_counter() - start)
+  baseline, export = (float(np.median(t)) * 1e3 for t in times)
+  print("median call: %s %.2f ms, %s %.2f ms; baseline / export %.3f; "
+        "largest output difference %.3g\n" % (
+            FLAGS.baseline, baseline, FLAGS.export, export, baseline / export,
+            difference))
+
+
+def main(_):
+  sess, fetches, feeds = load(FLAGS.export)
+  if FLAGS.baseline:
+    compare([load(FLAGS.baseline), (sess, fetches, feeds)])
   for _ in range(FLAGS.warmup_calls):
     sess.run(fetches, feeds)
   start = time.perf_counter()
