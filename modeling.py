@@ -29,7 +29,6 @@ import re
 
 import tensorflow as tf
 
-from engine import bit_transpose
 from engine import config_checks
 from engine import dropout_masks
 from engine import layer_stack
@@ -769,7 +768,7 @@ def attention_layer(from_tensor,
       attention_probs_dropout_prob, backward_policy)
 
   # [B, F, N, H]
-  context_layer = bit_transpose.transpose(context_layer, [0, 2, 1, 3])
+  context_layer = tf.transpose(a=context_layer, perm=[0, 2, 1, 3])
 
   if do_return_2d_tensor:
     context_layer = tf.reshape(context_layer,
@@ -784,7 +783,7 @@ def _transpose_for_scores(input_tensor, batch_size, num_attention_heads,
   """[batch * seq, heads * width] -> [batch, heads, seq, width]."""
   output_tensor = tf.reshape(
       input_tensor, [batch_size, seq_length, num_attention_heads, width])
-  return bit_transpose.transpose(output_tensor, [0, 2, 1, 3])
+  return tf.transpose(a=output_tensor, perm=[0, 2, 1, 3])
 
 
 def attention_bias_from_mask(attention_mask):
