@@ -22,23 +22,38 @@ def _run(fetches):
     return session.run(fetches)
 
 
+def _windows_and_owners(num_tokens, max_tokens, stride):
+  starts, lengths = text_windows.doc_spans(num_tokens, max_tokens, stride)
+  owners = text_windows.max_context_owners(lengths, num_tokens, max_tokens,
+                                           stride)
+  return starts, lengths, owners
+
+
 def test_windows_and_owners_equal_tasks_windows():
   rng = random.Random(0)
+  rows = []
+  for _ in range(200):
+    max_tokens, stride = rng.randint(1, 12), rng.randint(1, 15)
+    rows += [(rng.choice([0, rng.randint(1, 40)]), max_tokens, stride)
+             for _ in range(rng.randint(1, 4))]
+  counts = [count for count, _, _ in rows]
+  # Each text's own sizes in one batch, and sizes shared by the batch (as an
+  # export's flags give them).
+  shared = [(5, 2), (12, 20), (1, 1)]
   with tf.Graph().as_default():
-    cases = []
-    for _ in range(200):
-      max_tokens, stride = rng.randint(1, 12), rng.randint(1, 15)
-      counts = [rng.choice([0, rng.randint(1, 40)])
-                for _ in range(rng.randint(1, 4))]
-      num_tokens = tf.constant(counts, tf.int64)
-      starts, lengths = text_windows.doc_spans(num_tokens, max_tokens, stride)
-      owners = text_windows.max_context_owners(lengths, num_tokens,
-                                               max_tokens, stride)
-      cases.append(((max_tokens, stride, counts), (starts, lengths, owners)))
-    results = _run([graph for _, graph in cases])
-  for ((max_tokens, stride, counts), _), values in zip(cases, results):
+    num_tokens = tf.constant(counts, tf.int64)
+    graphs = [_windows_and_owners(
+        num_tokens, *(tf.constant(column, tf.int64)
+                      for column in list(zip(*rows))[1:]))]
+    graphs += [_windows_and_owners(num_tokens, max_tokens, stride)
+               for max_tokens, stride in shared]
+    results = _run(graphs)
+  sizes = [[(m, s) for _, m, s in rows]] + [[size] * len(rows)
+                                           for size in shared]
+  for row_sizes, values in zip(sizes, results):
     starts, lengths, owners = (value.to_list() for value in values)
-    for row, count in enumerate(counts):
+    for row, (count, (max_tokens, stride)) in enumerate(zip(counts,
+                                                            row_sizes)):
       spans = windows.doc_spans(count, max_tokens, stride)
       assert ([(s.start, s.length) for s in spans] ==
               list(zip(starts[row], lengths[row]))), (count, max_tokens,
