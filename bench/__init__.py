@@ -12,6 +12,8 @@ import json
 import os
 import sys
 
+import numpy as np
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -58,3 +60,24 @@ def squad_questions(path, count):
                for article in data for paragraph in article["paragraphs"]
                for qa in paragraph["qas"]]
   return questions[:count]
+
+
+def batches(items, size):
+  """`items` in consecutive groups of `size`; a shorter last group is
+  left out."""
+  return [items[i:i + size] for i in range(0, len(items) - size + 1, size)]
+
+
+def in_turn(items, round_index):
+  """`items` rotated by `round_index`: over rounds each one goes first
+  equally often, so none always runs right after the same other one."""
+  shift = round_index % len(items)
+  return list(items[shift:]) + list(items[:shift])
+
+
+def percentiles(seconds):
+  """{"p50_ms", "p99_ms", "mean_ms"} of call times given in seconds."""
+  values = np.array(seconds) * 1000.0
+  return {"p50_ms": float(np.percentile(values, 50)),
+          "p99_ms": float(np.percentile(values, 99)),
+          "mean_ms": float(values.mean())}

@@ -19,6 +19,7 @@ the medians, their ratio and the largest difference of the outputs are
 printed before the profile of --export.
 """
 
+import os
 import time
 
 from absl import app
@@ -29,6 +30,7 @@ from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-impor
 import tensorflow as tf
 import tensorflow_text  # pylint: disable=unused-import  (the export's ops)
 
+import bench
 from bench import profile_step
 from prediction import exported_models
 from runner import serving_input
@@ -78,7 +80,7 @@ def compare(runs):
                    for a, b in zip(*outputs))
   times = [[], []]
   for index in range(FLAGS.warmup_calls + FLAGS.calls):
-    for which in (0, 1) if index % 2 == 0 else (1, 0):
+    for which in bench.in_turn([0, 1], index):
       sess, fetches, feeds = runs[which]
       start = time.perf_counter()
       sess.run(fetches, feeds)
@@ -92,6 +94,12 @@ def compare(runs):
 
 
 def main(_):
+  for name in ("export", "baseline"):
+    path = FLAGS[name].value
+    if path and not os.path.isdir(path):
+      raise SystemExit("bench.export_profile: --%s=%s is not a folder; pass "
+                       "a fine-tuning script's --export_dir (or one "
+                       "SavedModel in it)." % (name, path))
   sess, fetches, feeds = load(FLAGS.export)
   if FLAGS.baseline:
     compare([load(FLAGS.baseline), (sess, fetches, feeds)])

@@ -162,13 +162,6 @@ class SessionCallable(object):
     return dict(zip(self.names, self.run(*prepared)))
 
 
-def percentiles(seconds):
-  values = np.array(seconds) * 1000.0
-  return {"p50_ms": float(np.percentile(values, 50)),
-          "p99_ms": float(np.percentile(values, 99)),
-          "mean_ms": float(values.mean())}
-
-
 def latency(calls, num_cases):
   """{kind: percentiles} of interleaved single calls.
 
@@ -183,7 +176,7 @@ def latency(calls, num_cases):
       call(round_index % num_cases)
       if round_index >= FLAGS.warmup:
         times[kind].append(time.perf_counter() - start)
-  return {kind: percentiles(values) for kind, values in times.items()}
+  return {kind: bench.percentiles(values) for kind, values in times.items()}
 
 
 def throughput(calls, num_batches):
@@ -197,10 +190,6 @@ def throughput(calls, num_batches):
         times[kind].append(time.perf_counter() - start)
   return {kind: FLAGS.batch_size / float(np.median(values))
           for kind, values in times.items()}
-
-
-def batches(items, size):
-  return [items[i:i + size] for i in range(0, len(items) - size + 1, size)]
 
 
 def bench_mrpc():
@@ -221,7 +210,7 @@ def bench_mrpc():
                 "text": lambda i: text(text_in[i]),
                 "bare": lambda i: bare(bare_in[i]),
                 "session": lambda i: session(session_in[i])}, len(singles))}
-  groups = batches(pairs, FLAGS.batch_size)
+  groups = bench.batches(pairs, FLAGS.batch_size)
   # The bare call gets each batch sorted by length, as the predictor
   # batches it, padded to its longest pair.
   group_in = [bare.prepare(padded(sorted(classifier_rows(model, group),
@@ -256,7 +245,7 @@ def bench_squad():
           "text": lambda i: text(text_in[i]),
           "bare": lambda i: bare(bare_in[i]),
           "session": lambda i: session(session_in[i])}, len(singles))}
-  groups = batches(questions, FLAGS.batch_size)
+  groups = bench.batches(questions, FLAGS.batch_size)
   text_groups = [text.prepare(group) for group in groups]
   group_in = []
   for group in groups:

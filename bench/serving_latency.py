@@ -125,33 +125,22 @@ class HuggingFace(object):
                      for row in results], np.float64)
 
 
-def percentiles(seconds):
-  values = np.array(seconds) * 1000.0
-  return {"p50_ms": float(np.percentile(values, 50)),
-          "p99_ms": float(np.percentile(values, 99))}
-
-
-def requests_of(pairs, batch_size):
-  return [pairs[i:i + batch_size]
-          for i in range(0, len(pairs) - batch_size + 1, batch_size)]
-
-
 def measure(calls, pairs, batch_size):
   """{kind: percentiles} of interleaved requests of `batch_size` rows."""
-  requests = requests_of(pairs, batch_size)
+  requests = bench.batches(pairs, batch_size)
   times = {kind: [] for kind in calls}
   kinds = list(calls)
   for index in range(FLAGS.warmup + FLAGS.rounds):
     request = requests[index % len(requests)]
     # Each side goes first in every other round: neither always follows
     # the other's work.
-    for kind in kinds[index % 2:] + kinds[:index % 2]:
+    for kind in bench.in_turn(kinds, index):
       call = calls[kind]
       start = time.perf_counter()
       call(request)
       if index >= FLAGS.warmup:
         times[kind].append(time.perf_counter() - start)
-  return {kind: percentiles(values) for kind, values in times.items()}
+  return {kind: bench.percentiles(values) for kind, values in times.items()}
 
 
 def run_precision(export, bf16, pairs):
@@ -176,7 +165,7 @@ def serve_requests(call, pairs):
     if order.get("check"):
       reply = call(pairs[:CHECK_ROWS]).tolist()
     else:
-      requests = requests_of(pairs, order["batch_size"])
+      requests = bench.batches(pairs, order["batch_size"])
       reply = []
       for index in range(order["first"], order["first"] + order["count"]):
         start = time.perf_counter()
@@ -190,6 +179,7 @@ class Worker(object):
   """One side in a process of its own (this module with --worker)."""
 
   def __init__(self, kind, model, bf16):
+    self.kind = kind
     args = ["--worker=" + kind, "--export=" + model, "--hf_model=" + model,
             "--worker_bf16=%s" % bf16, "--squad_data=" + FLAGS.squad_data,
             "--max_seq_length=%d" % FLAGS.max_seq_length,
@@ -204,8 +194,9 @@ class Worker(object):
     for line in self.process.stdout:
       if line.startswith(REPLY_MARK):
         return json.loads(line[len(REPLY_MARK):])
-    raise RuntimeError("the worker ended without replying (exit %s)"
-                       % self.process.wait())
+    raise SystemExit("bench.serving_latency: the %s worker ended without "
+                     "replying (exit %s); its error is above." % (
+                         self.kind, self.process.wait()))
 
   def close(self):
     self.process.stdin.close()
@@ -218,7 +209,7 @@ def measure_in_turns(workers, batch_size):
   kinds = list(workers)
   turns = -(-(FLAGS.warmup + FLAGS.rounds) // FLAGS.block)
   for turn in range(turns):
-    for kind in kinds[turn % 2:] + kinds[:turn % 2]:
+    for kind in bench.in_turn(kinds, turn):
       # The side that just ran spins its threads a while after its work;
       # the pause lets them sleep before the other side is timed.
       time.sleep(FLAGS.switch_pause)
@@ -227,7 +218,7 @@ def measure_in_turns(workers, batch_size):
                                    "count": FLAGS.block})
       times[kind].extend(s for i, s in enumerate(seconds, first)
                          if FLAGS.warmup <= i < FLAGS.warmup + FLAGS.rounds)
-  return {kind: percentiles(values) for kind, values in times.items()}
+  return {kind: bench.percentiles(values) for kind, values in times.items()}
 
 
 def run_precision_in_processes(export, bf16):
@@ -274,6 +265,13 @@ def main(_):
     serve_requests(Ours(FLAGS.export) if FLAGS.worker == "ours" else
                    HuggingFace(FLAGS.hf_model, FLAGS.worker_bf16), pairs)
     return
+  for name in ("export", "bf16_export", "hf_model"):
+    if FLAGS[name].value and not os.path.isdir(FLAGS[name].value):
+      raise SystemExit(
+          "bench.serving_latency: --%s=%s is not a folder; make it with the "
+          "commands in docs/results.md (\"Raw text through the export "
+          "against transformers' pipeline\") or pass another." % (
+              name, FLAGS[name].value))
   run = (run_precision_in_processes if FLAGS.isolation == "process" else
          lambda export, bf16: run_precision(export, bf16, pairs))
   results = {"date": started.strftime("%Y-%m-%d %H:%M UTC"),

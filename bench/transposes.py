@@ -38,10 +38,13 @@ import numpy as np
 from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
 import tensorflow as tf
 
+import bench
+
 FLAGS = flags.FLAGS
-flags.DEFINE_list("shapes", ["1,128,12,32", "1,128,12,64", "8,128,12,64",
-                             "32,128,12,64"],
-                  "batch,tokens,heads,head width of each case.")
+flags.DEFINE_list("shapes", ["1x128x12x32", "1x128x12x64", "8x128x12x64",
+                             "32x128x12x64"],
+                  "Cases as batch x tokens x heads x head width, "
+                  "comma-separated.")
 flags.DEFINE_list("dtypes", ["fp32", "bf16"], "fp32 and/or bf16.")
 flags.DEFINE_integer("chain", 24, "Steps (transposes) per run.")
 flags.DEFINE_integer("rounds", 30, "Timed runs of each chain.")
@@ -93,7 +96,7 @@ def measure(shape, dtype):
       np.testing.assert_array_equal(plain, bits)
       times = [[], [], []]
       for index in range(FLAGS.warmup + FLAGS.rounds):
-        for which in np.roll([0, 1, 2], index):
+        for which in bench.in_turn([0, 1, 2], index):
           started = time.perf_counter()
           sess.run(fetches[which])
           if index >= FLAGS.warmup:
@@ -104,13 +107,20 @@ def measure(shape, dtype):
 
 
 def main(_):
+  unknown = sorted(set(FLAGS.dtypes) - set(_DTYPES))
+  if unknown:
+    raise SystemExit("bench.transposes: --dtypes: %s unknown; pass fp32 "
+                     "and/or bf16." % ",".join(unknown))
   from tensorflow.python.util import _pywrap_util_port  # pylint: disable=g-import-not-at-top
   print("oneDNN %s\n" % ("on" if _pywrap_util_port.IsMklEnabled() else
                          "off"))
   print("| shape | dtype | tf.transpose ms | as integers ms | ratio |")
   print("|---|---|---:|---:|---:|")
   for text in FLAGS.shapes:
-    shape = [int(v) for v in text.split(",")]
+    shape = [int(v) for v in text.split("x") if v.isdigit()]
+    if len(shape) != 4 or min(shape) < 1:
+      raise SystemExit("bench.transposes: --shapes=%s: each case is four "
+                       "positive sizes like 1x128x12x64." % text)
     for name in FLAGS.dtypes:
       plain, bits = measure(shape, _DTYPES[name])
       print("| %s | %s | %.4f | %.4f | %.2fx |" % (
