@@ -32,10 +32,12 @@ help comes in a moment rather than after the seconds TensorFlow takes to
 load.
 
 When the command ends, the output folders it locked are released
-(userio/folder_lock.py). Library functions raise `UserError` and never
-exit; it is a ValueError, so callers that catch ValueError keep working.
-This module imports neither TensorFlow nor the project's modules (but
-userio/disk_space.py, which imports neither), so light scripts stay light.
+(userio/folder_lock.py). Library functions raise `UserError` (the class of
+userio/user_errors.py, which this module re-exports) and never exit; it is
+a ValueError, so callers that catch ValueError keep working. This module
+imports no TensorFlow, and of the project only modules of userio that
+import none either (disk_space, file_systems, user_errors), so light
+scripts stay light.
 """
 
 import gc
@@ -51,6 +53,7 @@ from absl import flags
 
 from userio import disk_space
 from userio import file_systems
+from userio import user_errors
 
 USAGE_STATUS = 2
 FAILURE_STATUS = 1
@@ -69,24 +72,9 @@ _TRAINING_FAILURES = ("NonFiniteLossError", "OutOfMemoryError",
 CPU_ALLOCATOR_CAP = "TF_MKL_ALLOC_MAX_BYTES"
 
 
-class UserError(ValueError):
-  """Input the user can fix; the message names what and how, in one line.
-
-  Raised as `UserError(message)` or as `UserError(finding, fix=...)`: the
-  second form keeps what is wrong (`finding`, e.g. "train.tsv:7: found 3
-  columns, expected 5") apart from the advice (`fix`), so that a caller
-  whose own flags differ can restate the finding with its own advice. The
-  message is then "<finding>. <fix>".
-  """
-
-  def __init__(self, finding, fix=None):
-    self.finding = str(finding)
-    self.fix = fix
-    super().__init__("%s. %s" % (self.finding, fix) if fix else self.finding)
-
-  def __reduce__(self):
-    # Pickled across processes (the data workers) with both parts.
-    return (type(self), (self.finding, self.fix))
+# Defined in its own module so that file_systems, which this module imports
+# (itself and through disk_space), can raise it without importing cli back.
+UserError = user_errors.UserError
 
 
 class Terminated(KeyboardInterrupt):

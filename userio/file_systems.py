@@ -21,7 +21,7 @@ import os
 
 from absl import logging
 
-from userio import cli
+from userio import user_errors
 
 # Schemes whose file systems the tensorflow-io package adds to TensorFlow
 # (they register when it is imported); gs:// and ram:// are TensorFlow's own.
@@ -38,7 +38,8 @@ def load_file_systems(argv):
   names a path of one of TENSORFLOW_IO_SCHEMES.
 
   Raises:
-    cli.UserError naming the argument when tensorflow-io is not installed.
+    user_errors.UserError naming the argument when tensorflow-io is not
+    installed.
   """
   for arg in argv[1:]:
     value = arg.split("=", 1)[-1]
@@ -47,7 +48,7 @@ def load_file_systems(argv):
       try:
         importlib.import_module("tensorflow_io")
       except ImportError:
-        raise cli.UserError(
+        raise user_errors.UserError(
             "%s: TensorFlow reads %s:// paths through the tensorflow-io "
             "package, which is not installed" % (arg, scheme),
             fix="Install the tensorflow-io release made for your "
@@ -116,7 +117,7 @@ def read_bytes(path):
   """The whole content of file `path` (on any file system).
 
   Raises:
-    cli.UserError naming the file and what kept it from being read.
+    user_errors.UserError naming the file and what kept it from being read.
   """
   try:
     with open_file(path, "rb") as reader:
@@ -124,8 +125,9 @@ def read_bytes(path):
   except errors(path) as e:
     text = " ".join((getattr(e, "strerror", None) or
                      getattr(e, "message", None) or str(e)).split())
-    raise cli.UserError("%s: cannot be read (%s)" % (path, text),
-                        fix="Check the path and your access to it.") from None
+    raise user_errors.UserError(
+        "%s: cannot be read (%s)" % (path, text),
+        fix="Check the path and your access to it.") from None
 
 
 def move_folder(source, target):

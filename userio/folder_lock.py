@@ -8,9 +8,9 @@ folder of create_pretraining_data.py's --output_file, convert_checkpoint.py's
 that must appear whole, `<folder>.lock` beside it), which holds the
 process id, host, start time and command line of the run. A second run
 that asks for the lock is refused with one line naming the first
-(cli.UserError). The kernel drops a flock when its process dies however it
-dies, so a lock file whose flock nobody holds was left by a killed run: it
-is stale, and the next run takes it over (and says so).
+(user_errors.UserError). The kernel drops a flock when its process dies
+however it dies, so a lock file whose flock nobody holds was left by a
+killed run: it is stale, and the next run takes it over (and says so).
 
 `hold` returns a FolderLock, which the run keeps for as long as it works in
 the folder (startup/run_setup.py's RunSetup holds it; the other commands use it
@@ -22,8 +22,8 @@ same folder twice in one run). Only local folders are locked: flock means
 nothing on a remote file system, so `hold` on a remote folder says in one
 line that a second run writing there is not detected.
 
-This module imports no TensorFlow (of the project, userio/cli.py and
-userio/file_systems.py alone).
+This module imports no TensorFlow (of the project, userio/file_systems.py
+and userio/user_errors.py alone).
 """
 
 import datetime
@@ -37,8 +37,8 @@ import weakref
 
 from absl import logging
 
-from userio import cli
 from userio import file_systems
+from userio import user_errors
 
 LOCK_FILE = "run.lock"
 # The locks alive in this process, by the lock file's absolute path; a lock
@@ -162,7 +162,7 @@ def hold(folder, *, flag="--output_dir", beside=False, name=None):
     The FolderLock (None for a remote folder, after a note saying so).
 
   Raises:
-    cli.UserError naming the run that holds it.
+    user_errors.UserError naming the run that holds it.
   """
   if file_systems.is_remote(folder):
     file_systems.note_remote(folder, "a second run writing there at the "
@@ -174,7 +174,7 @@ def hold(folder, *, flag="--output_dir", beside=False, name=None):
     return lock
   handle = _try_lock(path)
   if handle is None:
-    raise cli.UserError(
+    raise user_errors.UserError(
         "%s is in use by another run (%s). Wait for it to end, or pass "
         "another %s." % (name or "%s=%s" % (flag, folder),
                          describe(read_owner(path)), flag))

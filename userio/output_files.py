@@ -20,10 +20,10 @@ import os
 
 import tensorflow as tf
 
-from userio import cli
 from userio import disk_space
 from userio import file_systems
 from userio import folder_lock
+from userio import user_errors
 
 TEMPORARY_SUFFIX = ".tmp"
 
@@ -107,7 +107,7 @@ def claim(outputs, input_files):
     the run keeps it entered while it writes.
 
   Raises:
-    cli.UserError naming the flag, the file and the fix.
+    user_errors.UserError naming the flag, the file and the fix.
   """
   _check_names(outputs, input_files)
   with contextlib.ExitStack() as stack:
@@ -136,7 +136,7 @@ def _check_names(outputs, input_files):
   for flag, path in outputs:
     other = flags_of.get(_identity(path))
     if other is not None:
-      raise cli.UserError(
+      raise user_errors.UserError(
           "%s names a file twice." % flag if other == flag else
           "%s=%s is also the file of %s; give each its own file." % (
               flag, path, other))
@@ -148,13 +148,13 @@ def _check_place(flag, path, inputs):
   """Refuses an output in a missing folder, a folder, or an input."""
   folder = os.path.dirname(path) or "."
   if not file_systems.is_remote(path) and not os.path.isdir(folder):
-    raise cli.UserError("%s=%s: folder %s does not exist." %
-                        (flag, path, folder))
+    raise user_errors.UserError("%s=%s: folder %s does not exist." %
+                                (flag, path, folder))
   if tf.io.gfile.isdir(path):
-    raise cli.UserError("%s=%s is a folder; name a file in it." %
-                        (flag, path))
+    raise user_errors.UserError("%s=%s is a folder; name a file in it." %
+                                (flag, path))
   if _identity(path) in inputs:
-    raise cli.UserError("%s=%s is also an input file." % (flag, path))
+    raise user_errors.UserError("%s=%s is also an input file." % (flag, path))
 
 
 def _folders(outputs):
@@ -180,6 +180,6 @@ def _probe(flag, path):
 
 def _unwritable(flag, path, error):
   text = (getattr(error, "message", None) or str(error)).strip()
-  return cli.UserError(
+  return user_errors.UserError(
       "%s=%s: cannot write there (%s); choose a writable folder." % (
           flag, path, text.splitlines()[0] if text else type(error).__name__))

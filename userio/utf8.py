@@ -9,7 +9,7 @@ is not UTF-8", followed by the caller's advice.
 
 import codecs
 
-from userio import cli
+from userio import user_errors
 
 
 def finding(name, data, start, first_line=1):
@@ -43,7 +43,7 @@ def decode(data, name, fix):
     str.
 
   Raises:
-    cli.UserError: `data` is not UTF-8 (finding() and `fix`).
+    user_errors.UserError: `data` is not UTF-8 (finding() and `fix`).
   """
   # Columns are counted after the mark, which editors do not show.
   if data.startswith(codecs.BOM_UTF8):
@@ -51,4 +51,5 @@ def decode(data, name, fix):
   try:
     return data.decode("utf-8")
   except UnicodeDecodeError as e:
-    raise cli.UserError(finding(name, data, e.start), fix=fix) from None
+    raise user_errors.UserError(finding(name, data, e.start),
+                                fix=fix) from None
