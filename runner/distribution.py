@@ -3,8 +3,9 @@
 
 `check_flags` refuses a combination that cannot work (and a malformed
 TF_CONFIG for multi_worker) without starting anything; `make_distribution`
-makes the strategy the runner trains with (runner/estimator.py), splitting
-the CPU into logical devices when --devices asks for several CPUs.
+makes the strategy the runner trains with (runner/training_loop.py),
+splitting the CPU into logical devices when --devices asks for several
+CPUs.
 """
 
 import json

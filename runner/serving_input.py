@@ -13,7 +13,7 @@ import collections
 
 import tensorflow as tf
 
-from runner import estimator
+from runner import model_spec
 
 MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids")
 # The name of the signature that takes raw text.
@@ -76,7 +76,7 @@ def receiver_fn_builder(seq_length, stand_ins, choices=False,
     batch_size = tf.shape(receiver_tensors["input_ids"])[0]
     for name, dtype in stand_ins.items():
       features[name] = tf.zeros([batch_size], dtype)
-    return estimator.ServingInputReceiver(features, receiver_tensors,
-                                          extra_signatures)
+    return model_spec.ServingInputReceiver(features, receiver_tensors,
+                                           extra_signatures)
 
   return serving_input_receiver_fn

@@ -7,8 +7,8 @@ Records are batched first and then parsed with one vectorized
 `tf.io.parse_example` per batch, several batches in parallel with their
 order kept, so the input pipeline costs a few ops per step rather than
 several per example and never starves the step (the runner prefetches the
-batches, see runner/estimator.py). `first_record` reads a file's first record in
-plain Python, for checks that must not start TensorFlow's runtime.
+batches, see runner/model_graphs.py). `first_record` reads a file's first
+record in plain Python, for checks that must not start TensorFlow's runtime.
 
 The files a graph's input reads are noted in the graph (`note_record_files`),
 so that a record found cut short or damaged while a session runs (a

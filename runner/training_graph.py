@@ -17,7 +17,7 @@ import tensorflow as tf
 from engine import weight_casts
 import modeling
 import optimization
-from runner import estimator
+from runner import model_spec
 from userio import verbosity
 
 
@@ -58,7 +58,7 @@ def train_op(total_loss, learning_rate, num_train_steps, num_warmup_steps,
   Args:
     params: the model_fn's params in TRAIN mode; the runner puts the
       accumulation steps of its RunConfig there
-      (estimator.ACCUMULATION_STEPS_KEY), so the op applies an update
+      (model_spec.ACCUMULATION_STEPS_KEY), so the op applies an update
       after exactly as many micro-batches as the runner feeds per update.
       A caller of the model_fn that leaves them out gets an update per run.
     tvars: the variables to train (None: every trainable variable); the
@@ -66,7 +66,7 @@ def train_op(total_loss, learning_rate, num_train_steps, num_warmup_steps,
   """
   return optimization.create_optimizer(
       total_loss, learning_rate, num_train_steps, num_warmup_steps, use_tpu,
-      num_accumulation_steps=params.get(estimator.ACCUMULATION_STEPS_KEY, 1),
+      num_accumulation_steps=params.get(model_spec.ACCUMULATION_STEPS_KEY, 1),
       optimizer=optimizer,
       loss_scale="dynamic" if compute_dtype == tf.float16 else None,
       tvars=tvars)
@@ -134,25 +134,25 @@ def model_fn_builder(head, settings):
   def model_fn(features, labels, mode, params):
     del labels  # The runner's signature; labels travel in `features`.
     log_features(features)
-    if mode == estimator.ModeKeys.PREDICT:
+    if mode == model_spec.ModeKeys.PREDICT:
       # Predicting never changes the weights: cast them once.
       with weight_casts.cast_once():
         outputs = head(features, mode, settings)
     else:
       outputs = head(features, mode, settings)
     init_from_checkpoint(settings.init_checkpoint)
-    if mode == estimator.ModeKeys.TRAIN:
-      return estimator.EstimatorSpec(mode=mode, loss=outputs.loss,
-                                     train_op=train_op(
+    if mode == model_spec.ModeKeys.TRAIN:
+      return model_spec.EstimatorSpec(mode=mode, loss=outputs.loss,
+                                      train_op=train_op(
           outputs.loss, settings.learning_rate, settings.num_train_steps,
           settings.num_warmup_steps, settings.use_tpu, params=params,
           optimizer=settings.optimizer, compute_dtype=settings.compute_dtype,
           tvars=outputs.train_variables))
-    if mode == estimator.ModeKeys.EVAL:
-      return estimator.EstimatorSpec(
+    if mode == model_spec.ModeKeys.EVAL:
+      return model_spec.EstimatorSpec(
           mode=mode, loss=outputs.loss,
           eval_metric_ops=outputs.eval_metric_ops)
-    return estimator.EstimatorSpec(mode=mode,
-                                   predictions=outputs.predictions)
+    return model_spec.EstimatorSpec(mode=mode,
+                                    predictions=outputs.predictions)
 
   return model_fn

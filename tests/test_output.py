@@ -23,7 +23,7 @@ from engine import graph_keys
 import predictor
 import script_runner
 from reproduction import plan
-from runner import estimator
+from runner import model_graphs
 from startup import precision as startup_precision
 import test_predictor
 
@@ -200,7 +200,7 @@ def test_save_summary_steps_sets_the_scalar_steps(tmp_path, run_script):
 def test_runner_input_does_not_autotune():
   """tf.data's autotuning model thread made closing a session wait for its
   sleep (up to a minute); the runner's datasets turn it off."""
-  dataset = estimator._call_input_fn(  # pylint: disable=protected-access
+  dataset = model_graphs.call_input_fn(
       lambda params: tf.data.Dataset.range(10).batch(params["batch_size"]),
       {"batch_size": 2}, skip_batches=1)
   assert dataset.options().autotune.enabled is False

@@ -157,9 +157,9 @@ def test_variables_set_up_ops_are_not_compiled():
   """Under --use_xla's jit scope, the ops get_variable adds (initializer,
   initial assignment, the read the Saver fetches) stay TensorFlow kernels;
   the model's math is compiled."""
-  from runner import estimator  # pylint: disable=import-outside-toplevel
+  from runner import model_graphs  # pylint: disable=import-outside-toplevel
   with tf.Graph().as_default() as graph:
-    with tf.xla.experimental.jit_scope(compile_ops=estimator._xla_compiles):  # pylint: disable=protected-access
+    with tf.xla.experimental.jit_scope(compile_ops=model_graphs._xla_compiles):  # pylint: disable=protected-access
       kernel = tf.compat.v1.get_variable(
           "layer/kernel", [3, 2],
           initializer=tf.compat.v1.truncated_normal_initializer(stddev=0.02))

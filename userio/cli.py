@@ -8,16 +8,17 @@ A script hands its `main` to `run` (absl scripts) or `call` (argparse ones):
     `<script>: error: <message>`, and exit status 2. The message names the
     flag, file or line and says how to fix it; no traceback.
   * Known failures of a run (out of memory, a loss that is no longer finite,
-    a failed worker; runner/estimator.py raises them with their advice) end with
-    "Training stopped. <advice>" (or "Evaluation stopped.", "Prediction
-    stopped." when those run out of memory) and status 1.
+    a failed worker; runner/failures.py defines them, raised with their
+    advice) end with "Training stopped. <advice>" (or "Evaluation
+    stopped.", "Prediction stopped." when those run out of memory) and
+    status 1.
   * A full disk, a read-only file system or a missing permission ends with
     one line naming the folder and what was being written (with about how
     much space it needs, when the writer knows: userio/disk_space.py),
     status 1.
   * Ctrl-C ends with one line, status 130. While training, the first Ctrl-C
     or SIGTERM lets the update under way finish and saves a checkpoint
-    (estimator.TrainingInterrupted); the line names it, and the status is
+    (failures.TrainingInterrupted); the line names it, and the status is
     128 + the signal's number (130, 143). Outside training, SIGTERM stops
     the command at once as Ctrl-C does (the files being written are
     removed, never left half-written), with one line and status 143.
@@ -63,7 +64,7 @@ _RESEND_DELAY_SECONDS = 0.05
 
 _HELP_ARGS = ("--help", "-help", "--helpshort", "-helpshort", "-?", "-h")
 _HELPFULL_ARGS = ("--helpfull", "-helpfull")
-# The runner's exceptions whose message is the advice (runner/estimator.py).
+# The runner's exceptions whose message is the advice (runner/failures.py).
 _TRAINING_FAILURES = ("NonFiniteLossError", "OutOfMemoryError",
                       "WorkerFailedError")
 # TensorFlow reads this variable once, when its CPU allocator starts: the
@@ -166,15 +167,15 @@ def error_line(message):
 def _training_failure(error):
   """The advice of a known training failure, or None.
 
-  Only runner/estimator.py raises these, so an exception can be one only when that
-  module was imported; looking it up in sys.modules keeps this module free
-  of TensorFlow.
+  Only the runner raises these, and runner/failures.py defines them, so an
+  exception can be one only when that module was imported; looking it up in
+  sys.modules keeps this module free of TensorFlow.
   """
-  estimator = sys.modules.get("runner.estimator")
-  if estimator is None:
+  failures = sys.modules.get("runner.failures")
+  if failures is None:
     return None
-  kinds = tuple(getattr(estimator, name) for name in _TRAINING_FAILURES
-                if hasattr(estimator, name))
+  kinds = tuple(getattr(failures, name) for name in _TRAINING_FAILURES
+                if hasattr(failures, name))
   if kinds and isinstance(error, kinds):
     # An out-of-memory error may come from evaluation or prediction too.
     return "%s stopped. %s" % (getattr(error, "activity", "Training"), error)
@@ -182,9 +183,9 @@ def _training_failure(error):
 
 
 def _training_interrupted(error):
-  """The signal number of an estimator.TrainingInterrupted, or None."""
-  estimator = sys.modules.get("runner.estimator")
-  kind = getattr(estimator, "TrainingInterrupted", None)
+  """The signal number of a failures.TrainingInterrupted, or None."""
+  failures = sys.modules.get("runner.failures")
+  kind = getattr(failures, "TrainingInterrupted", None)
   return error.signum if kind is not None and isinstance(error, kind) else None
 
 
