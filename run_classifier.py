@@ -43,6 +43,10 @@ def define_flags(flag_values=flags.FLAGS):
       "task, predictions [batch])",
       text_inputs="text_a [batch] (and text_b for a pair task)")
   shared_flags.define_skip_padding_flag(flag_values)
+  shared_flags.define_evaluation_flags(
+      flag_values, best_metric_default="eval_f1 for MRPC and QQP, eval_mcc "
+      "for CoLA, eval_pearson for STS-B and your own regressions, "
+      "eval_micro_f1 for multi-label, else eval_accuracy")
   # --help lists the shared flags with the script's own.
   flags.adopt_module_key_flags(shared_flags, flag_values=flag_values)
   flags.DEFINE_bool("do_eval", False,

@@ -71,6 +71,8 @@ def define_flags(flag_values=flags.FLAGS):
       "run_info.json) and tag_probabilities [batch, length, labels]",
       text_inputs="text [batch] (tags per word, with offsets)")
   shared_flags.define_skip_padding_flag(flag_values)
+  shared_flags.define_evaluation_flags(
+      flag_values, best_metric_default="eval_f1 (conlleval's entity-level F1)")
   flags.adopt_module_key_flags(shared_flags, flag_values=flag_values)
   flags.DEFINE_bool(
       "do_eval", False,

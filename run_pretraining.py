@@ -46,17 +46,15 @@ def define_flags(flag_values=flags.FLAGS):
       flag_values=flag_values)
   shared_flags.define_training_flags(flag_values)
   flags.DEFINE_bool("do_eval", False,
-                    "Evaluate on --input_file; writes eval_results.txt.",
+                    "Evaluate on --eval_input_file (else --input_file); "
+                    "writes eval_results.txt.",
                     flag_values=flag_values)
   flags.DEFINE_integer("eval_batch_size", 8, "Examples per eval batch.",
                        flag_values=flag_values)
-  flags.DEFINE_bool(
-      "eval_all_checkpoints", False,
-      "With --do_eval: evaluate every checkpoint kept in --output_dir, "
-      "oldest first, not only the newest. Each one's metrics go to "
-      "TensorBoard (eval/) at its step and to a row of eval_history.tsv; "
-      "eval_results.txt holds the newest's. Train with "
-      "--keep_checkpoint_max=0 to keep them all.",
+  flags.DEFINE_string(
+      "eval_input_file", None,
+      "Records to evaluate on (held out from --input_file), in its form; "
+      "default: --input_file's, as Google's script evaluates.",
       flag_values=flag_values)
   flags.DEFINE_integer("num_train_steps", 100000,
                        "Optimizer updates to train for (across restarts).",
@@ -73,6 +71,8 @@ def define_flags(flag_values=flags.FLAGS):
   shared_flags.define_tpu_flags(flag_values)
   shared_flags.define_memory_flags(flag_values)
   shared_flags.define_scale_flags(flag_values)
+  shared_flags.define_evaluation_flags(
+      flag_values, best_metric_default="masked_lm_accuracy", epochs=False)
   # --help lists the shared flags with the script's own.
   flags.adopt_module_key_flags(shared_flags, flag_values=flag_values)
 
@@ -104,7 +104,7 @@ def main(_, flag_values=FLAGS):
       num_train_steps=flag_values.num_train_steps,
       num_warmup_steps=flag_values.num_warmup_steps,
       max_eval_steps=flag_values.max_eval_steps,
-      eval_all_checkpoints=flag_values.eval_all_checkpoints)
+      eval_input_file=flag_values.eval_input_file)
   training.run(task, shared_flags.read(flag_values))
 
 

@@ -31,12 +31,25 @@ def define_flags(flag_values=flags.FLAGS):
       serving_outputs="start_logits and end_logits [batch, length]",
       text_inputs="question and context [batch] (the answer, its logits and "
       "offsets, searched with this run's window and n-best flags)")
+  shared_flags.define_evaluation_flags(
+      flag_values, best_metric_default="f1 (the official evaluation's)")
   # --help lists the shared flags with the script's own.
   flags.adopt_module_key_flags(shared_flags, flag_values=flag_values)
   flags.DEFINE_string(
       "train_file", None,
       "SQuAD json file to train on, e.g. train-v1.1.json.",
       flag_values=flag_values)
+  flags.DEFINE_bool(
+      "do_eval", False,
+      "Answer the questions of --dev_file and score them with the official "
+      "evaluation (eval_results.json); with --eval_every_steps or "
+      "--eval_every_epochs, also during training.", flag_values=flag_values)
+  flags.DEFINE_string(
+      "dev_file", None,
+      "SQuAD json file with answers that --do_eval scores, e.g. "
+      "dev-v1.1.json.", flag_values=flag_values)
+  flags.DEFINE_integer("eval_batch_size", 8, "Windows per eval batch.",
+                       flag_values=flag_values)
   flags.DEFINE_string(
       "predict_file", None,
       "SQuAD json file to predict on, e.g. dev-v1.1.json; when it holds "
@@ -130,6 +143,7 @@ def main(_, flag_values=FLAGS):
   task = squad.SquadTask(
       train_file=flag_values.train_file,
       predict_file=flag_values.predict_file,
+      dev_file=flag_values.dev_file,
       version_2_with_negative=flag_values.version_2_with_negative,
       window_flags={name: flag_values[name].value
                     for name in squad.WINDOW_FLAGS},

@@ -44,6 +44,8 @@ def define_flags(flag_values=flags.FLAGS):
   for name, value in RECIPE_DEFAULTS.items():
     flag_values.set_default(name, value)
   shared_flags.define_skip_padding_flag(flag_values)
+  shared_flags.define_evaluation_flags(flag_values,
+                                      best_metric_default="eval_accuracy")
   flags.adopt_module_key_flags(shared_flags, flag_values=flag_values)
   flags.DEFINE_bool("do_eval", False,
                     "Evaluate on val.csv; writes eval_results.txt.",

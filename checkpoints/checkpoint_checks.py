@@ -165,14 +165,14 @@ def pretraining_head_shapes(bert_config):
           ("cls/seq_relationship/output_weights", [2, h])]
 
 
-def _files_of(prefix):
+def checkpoint_files(prefix):
   """The files of checkpoint `prefix` (index and data shards)."""
   return sorted(tf.io.gfile.glob(prefix + ".data-*")) + [
       prefix + ".index"]
 
 
 def _damaged(prefix, flag, error):
-  files = ", ".join(_files_of(prefix))
+  files = ", ".join(checkpoint_files(prefix))
   return cli.UserError(
       "%s=%s cannot be read (%s): %s is damaged or incomplete; download or "
       "copy the checkpoint again." % (

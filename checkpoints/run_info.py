@@ -55,10 +55,14 @@ _WHAT = (
 _TRAINING_ONLY = ("max_seq_length", "version_2_with_negative",
                   "max_predictions_per_seq", "doc_stride", "max_query_length",
                   "long_text")
-# Names of copies and of data columns, settings an evaluation may tune
-# after training, and the precision (a resume may change it): not
+# What evaluations learn of a run's checkpoints after it started: a tuned
+# multi-label threshold, the best checkpoint (checkpoints/best_checkpoint.py).
+LEARNED_FIELDS = ("threshold", "best_checkpoint")
+# Names of copies and of data columns, what evaluations learn, the
+# precision and the training's length (a resume may change them): not
 # properties of the model.
-_NOT_COMPARED = ("vocab_file", "threshold", "text_columns", PRECISION_FIELD)
+_NOT_COMPARED = ("vocab_file", "text_columns", PRECISION_FIELD,
+                 "num_train_steps", "steps_per_epoch") + LEARNED_FIELDS
 
 
 def file_sha256(path):
@@ -174,6 +178,12 @@ def write(output_dir, record, bert_config_file, vocab_file,
                       os.path.join(output_dir, record["vocab_file"]),
                       flag="--output_dir")
   _write_record(output_dir, record)
+
+
+def learned_fields(output_dir):
+  """The LEARNED_FIELDS that output_dir's run_info.json holds."""
+  stored = read(output_dir) or {}
+  return {key: stored[key] for key in LEARNED_FIELDS if key in stored}
 
 
 def add_fields(output_dir, **fields):

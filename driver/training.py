@@ -12,27 +12,31 @@ what every one of them does alike, in this order:
      slow starts;
   4. sets the run up: the output folder made and locked, the checkpoints
      checked, the memory settings, the RunConfig;
-  5. trains, then (on the chief of a cluster only) evaluates, predicts and
-     exports, each as the flags ask, writing the metrics the task computed
-     to their file and to TensorBoard;
+  5. trains, evaluating on the schedule of the evaluation flags
+     (driver/evaluation_plan.py), then (on the chief of a cluster only)
+     scores the folder's checkpoints, evaluates, predicts and exports, each
+     as the flags ask, with the checkpoint --use_checkpoint names (the best
+     evaluated one by default), writing the metrics the task computed to
+     their file and to TensorBoard;
   6. ends with a line saying how long the run took and where its outputs
      are.
 """
 
 import datetime
-import os
 import time
 
 from absl import logging
 
+from checkpoints import best_checkpoint
 from checkpoints import run_info
+from driver import checkpoint_scoring
+from driver import evaluation_plan
+from driver import evaluator as evaluator_lib
 from runner import estimator as estimator_lib
-from runner import summaries
 from runner import training_graph
 from startup import run_setup
 from tasks import task as task_lib
 from userio import cli
-from userio import output_files
 
 # The flags that ask a training command for something, in the order a
 # message lists them; a command defines some of them.
@@ -51,6 +55,7 @@ def run(task, flags):
   """
   began = time.monotonic()
   _check_actions(flags)
+  evaluation_plan.check_flags(flags)
   start = run_setup.start(flags, do_train=bool(flags.do_train),
                           min_seq_length=task.min_seq_length,
                           vocab_required=task.reads_text)
@@ -61,15 +66,29 @@ def run(task, flags):
                              do_train=flags.do_train)
   task.read_data()
   steps = task.train_steps() if flags.do_train else (None, None)
+  plan = evaluation_plan.make(task, flags, steps[0])
+  if flags.do_train:
+    record = dict(record, **plan.record_fields())
   setup = run_setup.set_up(flags, start.bert_config, do_train=flags.do_train,
                            record=record, step_memory=task.step_memory(),
                            heads=task.head_shapes(),
-                           heads_are_new=task.heads_are_new)
+                           heads_are_new=task.heads_are_new,
+                           lock_file=plan.lock_file)
   estimator = _estimator(task, flags, start.bert_config, setup, steps)
+  is_chief = estimator.config.is_chief
+  listener = None
   if flags.do_train:
-    _train(task, estimator, flags.train_batch_size, steps[0])
-  if estimator.config.is_chief:
-    _finish(task, estimator, flags, began)
+    listener = plan.listener(task, estimator, flags.output_dir,
+                             is_chief=is_chief)
+    _train(task, estimator, flags.train_batch_size, steps[0], listener)
+  if is_chief and plan.scores_checkpoints:
+    checkpoint_scoring.score_all(
+        plan.evaluator(task, estimator, flags.output_dir), flags.output_dir,
+        wait=plan.wait, timeout_secs=plan.timeout_secs,
+        num_train_steps=plan.num_train_steps)
+  if is_chief:
+    _finish(task, estimator, flags, began,
+            evaluated=listener is not None or plan.scores_checkpoints)
   else:
     # Evaluation, prediction and export run on one device, the chief's.
     logging.info("This worker's training is done; the chief writes the "
@@ -112,48 +131,55 @@ def _estimator(task, flags, bert_config, setup, steps):
       predict_batch_size=flags.predict_batch_size)
 
 
-def _train(task, estimator, train_batch_size, num_train_steps):
+def _train(task, estimator, train_batch_size, num_train_steps, listener):
   """Writes (or reuses) the training features and trains to
-  `num_train_steps` updates."""
+  `num_train_steps` updates, telling `listener` (None: none) of the
+  checkpoints it asks for."""
   input_fn, lines = task.train_input_fn()
+  if listener is not None and listener.evaluator is not None:
+    lines.append("Evaluations: %s" % listener.schedule.describe())
   task_lib.log_block("Running training", lines + [
       "Batch size = %d" % train_batch_size,
       "Num steps = %d" % num_train_steps])
-  estimator.train(input_fn=input_fn, max_steps=num_train_steps)
+  estimator.train(input_fn=input_fn, max_steps=num_train_steps,
+                  saving_listeners=[listener] if listener else None)
 
 
-def _finish(task, estimator, flags, began):
-  """Evaluates, predicts and exports as the flags ask; the last line."""
-  if flags.do_eval:
-    _report(task.evaluate(estimator), flags.output_dir)
+def _finish(task, estimator, flags, began, *, evaluated):
+  """Evaluates (unless the run `evaluated` already), predicts and exports
+  as the flags ask, with the checkpoint --use_checkpoint names; the last
+  line."""
+  checkpoint = best_checkpoint.resolve(
+      flags.use_checkpoint, flags.output_dir,
+      given="use_checkpoint" in flags.given)
+  if evaluated:
+    _log_best(flags.output_dir, checkpoint)
+  if flags.do_eval and not evaluated:
+    evaluator_lib.report(task.evaluate(estimator, checkpoint),
+                         flags.output_dir)
   if flags.do_predict:
-    _report(task.predict(estimator), flags.output_dir)
+    evaluator_lib.report(task.predict(estimator, checkpoint),
+                         flags.output_dir)
   export = None
   if flags.export_dir:
     export = estimator.export_saved_model(
         flags.export_dir, task.serving_input_receiver_fn(),
-        assets=run_info.assets(flags.output_dir))
+        checkpoint_path=checkpoint, assets=run_info.assets(flags.output_dir))
   _log_end(began, flags.output_dir, export)
 
 
-def _report(metrics, output_dir):
-  """Logs the task's Metrics (None: nothing to report), writes them to
-  their file and, at their global step, to TensorBoard."""
-  if metrics is None:
+def _log_best(output_dir, checkpoint):
+  """The line that says which evaluated checkpoint was best, where it is
+  and what uses it."""
+  best = best_checkpoint.describe(output_dir)
+  if best is None:
     return
-  if metrics.report is None:
-    task_lib.log_block("Eval results", [
-        "%s = %s" % (key, metrics.values[key])
-        for key in sorted(metrics.values)])
-  else:
-    logging.info("%s", metrics.report)
-  if metrics.file_name:
-    output_files.write_eval_results(
-        os.path.join(output_dir, metrics.file_name), metrics.values,
-        flag="--output_dir")
-  if metrics.summaries and "global_step" in metrics.values:
-    summaries.write_metrics(output_dir, metrics.summaries, metrics.values,
-                            metrics.values["global_step"])
+  used = ("prediction and --export_dir use it (--use_checkpoint=latest for "
+          "the newest)" if checkpoint == best_checkpoint.recorded_path(
+              output_dir) else "this run uses %s (--use_checkpoint)" % (
+                  checkpoint or "the newest checkpoint"))
+  logging.info("Best checkpoint: %s, kept as %s; %s.", best,
+               best_checkpoint.recorded_path(output_dir), used)
 
 
 def _log_end(began, output_dir, export):

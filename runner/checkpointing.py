@@ -18,6 +18,7 @@ from __future__ import absolute_import
 from __future__ import division
 from __future__ import print_function
 
+import contextlib
 import os
 import signal
 import threading
@@ -192,6 +193,7 @@ class StopRequests(object):
   def __init__(self):
     self.signum = None
     self._previous = {}
+    self._error_now = None
 
   def __enter__(self):
     if threading.current_thread() is threading.main_thread():
@@ -199,11 +201,25 @@ class StopRequests(object):
         self._previous[signum] = signal.signal(signum, self._request)
     return self
 
+  @contextlib.contextmanager
+  def at_once(self, make_error):
+    """Within it, the first signal raises make_error(signum) where the
+    program is, instead of waiting for the end of the update: for work
+    after a checkpoint was saved (an evaluation), which a rerun does
+    again and which may take minutes."""
+    self._error_now = make_error
+    try:
+      yield
+    finally:
+      self._error_now = None
+
   def _request(self, signum, frame):
     del frame  # Unused.
     self.signum = signum
     for other, handler in self._previous.items():
       signal.signal(other, handler)
+    if self._error_now is not None:
+      raise self._error_now(signum)
     logging.warning("%s received: training stops at the end of this update "
                     "and saves a checkpoint (send it again to stop at once).",
                     signal.Signals(signum).name)

@@ -95,18 +95,22 @@ class Estimator(object):
     the tests check its settings through it."""
     return sessions.session(self._graphs.config, graph)
 
-  def train(self, input_fn, max_steps):
-    """Trains until `global_step` reaches `max_steps` or the data ends.
+  def train(self, input_fn, max_steps, saving_listeners=None):
+    """Trains until `global_step` reaches `max_steps` or the data ends, or a
+    listener stops it.
 
     Args:
       input_fn: callable(params) -> batched tf.data.Dataset of feature dicts;
         params["batch_size"] is the micro-batch size.
       max_steps: total number of optimizer updates (across restarts).
+      saving_listeners: training_listener.TrainingListeners, told of the
+        checkpoints they ask for (runner/training_listener.py).
 
     Returns:
       self.
     """
-    training_loop.Trainer(self._graphs, self._save).train(input_fn, max_steps)
+    training_loop.Trainer(self._graphs, self._save,
+                          saving_listeners or ()).train(input_fn, max_steps)
     return self
 
   def _save(self, sess, built, step):

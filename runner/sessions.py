@@ -26,8 +26,8 @@ def _session_config(config):
   place_pruned_graph: the session then places and keeps only the parts of
   the graph it runs, instead of a placed copy of all of it (the Saver's
   restore ops, the initializers, ...), which lowers the process's peak
-  (docs/results.md, "Whole-process peak of run_classifier.py"). None (TensorFlow's
-  default, unchanged) when the default cannot be read."""
+  (docs/results.md, "Whole-process peak of run_classifier.py"). None
+  (TensorFlow's default, unchanged) when the default cannot be read."""
   if config.session_config is not None:
     session_config = tf.compat.v1.ConfigProto()
     session_config.CopyFrom(config.session_config)

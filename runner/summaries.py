@@ -35,7 +35,8 @@ class EventFile(object):
   The file is what tf.compat.v1.summary.FileWriter writes (TFRecords of
   Event protos, a version event first, named
   events.out.tfevents.<seconds>.<host>, here with the process id after it,
-  so that a rerun within the same second does not replace it), but
+  so that a rerun within the same second does not replace it, and a number
+  after that for another file of the process in that second), but
   FileWriter writes from a thread of its own, where a failed write prints a
   traceback. Here each event is written and flushed at once: a write that
   fails raises in the caller, and a local file is cut back to its last
@@ -47,8 +48,9 @@ class EventFile(object):
   """
 
   def __init__(self, logdir):
-    self.path = os.path.join(logdir, "events.out.tfevents.%010d.%s.%d" % (
-        time.time(), socket.gethostname(), os.getpid()))
+    self.path = _new_path(os.path.join(
+        logdir, "events.out.tfevents.%010d.%s.%d" % (
+            time.time(), socket.gethostname(), os.getpid())))
     self.pending_bytes = 0
     self._complete_bytes = 0
     tf.io.gfile.makedirs(logdir)
@@ -86,6 +88,17 @@ class EventFile(object):
 
   def close(self):
     self._writer.close()
+
+
+def _new_path(path):
+  """`path`, or when a file has that name (a second event file of this
+  process within the same second: evaluations during training write one
+  each), the first free `path`.<n>."""
+  candidate, count = path, 1
+  while tf.io.gfile.exists(candidate):
+    candidate = "%s.%d" % (path, count)
+    count += 1
+  return candidate
 
 
 def write_metrics(output_dir, name, metrics, global_step):

@@ -78,11 +78,12 @@ class _Meter(object):
 
 class _TrainGraph(collections.namedtuple(
     "_TrainGraph", ("graph", "iterator", "step_op", "fetches", "saver",
-                    "scaffold", "accumulate_only"))):
+                    "scaffold", "accumulate_only", "stop_vote"))):
   """The pieces of a built training graph the loop needs.
 
   `accumulate_only` is None, or the (step_op, fetches) to run instead of
   (step_op, fetches) on the runs that accumulate without applying.
+  `stop_vote` is None, or (placeholder, sum) of `_stop_vote`.
   """
 
 
@@ -138,6 +139,21 @@ def _step_fns(sess, built):
   return apply_fn, accumulate_fn
 
 
+def _stop_vote(strategy):
+  """(wish, votes): a float placeholder each worker feeds with 1 to stop
+  training (0 to go on), and its sum over the replicas of every worker, so
+  that all workers stop after the same update when one wishes it."""
+  wish = tf.compat.v1.placeholder(tf.float32, [], name="stop_wish")
+
+  def vote():
+    return tf.distribute.get_replica_context().all_reduce(
+        tf.distribute.ReduceOp.SUM, wish)
+
+  votes = strategy.extended.call_for_each_replica(
+      tf.autograph.experimental.do_not_convert(vote))
+  return wish, strategy.experimental_local_results(votes)[0]
+
+
 def _format_left(seconds):
   return str(datetime.timedelta(seconds=int(round(seconds))))
 
@@ -154,12 +170,18 @@ def save_checkpoint(config, sess, built, step):
 class Trainer(object):
   """Trains the model_fn of a model_graphs.ModelGraphs."""
 
-  def __init__(self, graphs, save):
-    """`save`: callable(sess, built, step) that writes each checkpoint of
-    the run (Estimator._save, which calls `save_checkpoint`; a subclass of
-    Estimator may act around it)."""
+  def __init__(self, graphs, save, listeners=()):
+    """Args:
+      graphs: the model_graphs.ModelGraphs.
+      save: callable(sess, built, step) that writes each checkpoint of the
+        run (Estimator._save, which calls `save_checkpoint`; a subclass of
+        Estimator may act around it).
+      listeners: training_listener.TrainingListeners to tell of the
+        checkpoints they need.
+    """
     self._graphs = graphs
     self._save = save
+    self._listeners = list(listeners)
     self._config = graphs.config
     self._model_dir = graphs.config.model_dir
     # What running the same command again does, for disk_space's messages.
@@ -187,7 +209,14 @@ class Trainer(object):
     if start_step >= max_steps:
       logging.info("Skipping training: %s is already at step %d >= "
                    "max_steps %d.", checkpoint, start_step, max_steps)
+      # What a stop after the last save left undone (every worker skips
+      # alike, so no vote is needed).
+      self._tell_listeners(start_step)
       return
+    if (start_step and not sessions.multi_worker(self._config) and
+        self._needs_checkpoint(start_step) and
+        self._tell_listeners(start_step)):
+      return  # Its listeners stopped training at the checkpoint it has.
     logging.info("Preparing training: graph, session and %s ...",
                  "checkpoint" if checkpoint else "initial weights")
     built = self._build_train_graph(input_fn, skip)
@@ -252,8 +281,11 @@ class Trainer(object):
                                         micro_step, global_step)
       saver = checkpointing.new_saver(
           max_to_keep=self._config.keep_checkpoint_max or 0)
+      stop_vote = None
+      if self._listeners and sessions.multi_worker(self._config):
+        stop_vote = _stop_vote(strategy)
     return _TrainGraph(graph, iterator, step_op, fetches, saver, scaffold,
-                       accumulate_only)
+                       accumulate_only, stop_vote)
 
   def _train_spec(self, features, params):
     """(loss, train_op, scaffold) of the model_fn in TRAIN mode."""
@@ -334,9 +366,16 @@ class Trainer(object):
         (micro_step + 1) % self._config.num_accumulation_steps):
       run_fn = accumulate_fn  # This run does not apply.
     try:
-      return run_fn()
+      with self._worker_failures():
+        return run_fn()
     except tf.errors.OutOfRangeError:
       return None
+
+  @contextlib.contextmanager
+  def _worker_failures(self):
+    """Turns a multi-worker run's lost connection into WorkerFailedError."""
+    try:
+      yield
     except tf.errors.UnavailableError as e:
       if not sessions.multi_worker(self._config):
         raise
@@ -346,6 +385,34 @@ class Trainer(object):
           "resume from the chief's last checkpoint (%s).\nTensorFlow said: "
           "%s" % (self._latest_checkpoint() or "none yet",
                   e.message.splitlines()[0])) from e
+
+  def _needs_checkpoint(self, step):
+    """Whether a listener needs a checkpoint of update `step`."""
+    return any(listener.needs_checkpoint(step)
+               for listener in self._listeners)
+
+  def _tell_listeners(self, step):
+    """Calls after_checkpoint of the listeners that need update `step`
+    (held by the newest checkpoint); returns whether one asks to stop."""
+    checkpoint = self._latest_checkpoint() if self._config.is_chief else None
+    wishes = [listener.after_checkpoint(step, checkpoint)
+              for listener in self._listeners
+              if listener.needs_checkpoint(step)]
+    return any(wishes)
+
+  def _listeners_stop(self, sess, built, stop, step, max_steps):
+    """Tells the listeners of checkpoint `step`; returns whether training
+    stops there, by the vote of every worker under multi-worker training.
+    A signal while they work stops the run at once: the checkpoint is
+    saved, and a rerun tells them again."""
+    with stop.at_once(lambda signum: self._interrupted(signum, step,
+                                                       max_steps)):
+      wish = self._tell_listeners(step)
+    if built.stop_vote is None:
+      return wish
+    placeholder, votes = built.stop_vote
+    with self._worker_failures():
+      return sess.run(votes, {placeholder: float(wish)}) > 0
 
   def _check_finite(self, values, step, micro_step):
     loss = values["loss"]
@@ -375,8 +442,12 @@ class Trainer(object):
 
     Checkpoints are written at update boundaries (no partial accumulation):
     first if `save_first`, every save_checkpoints_steps updates,
-    save_checkpoints_secs after the last one, at the end, and when SIGINT or
+    save_checkpoints_secs after the last one, after each update a listener
+    needs (which it is then told of, after the update's progress line and
+    summaries; it may end training there), at the end, and when SIGINT or
     SIGTERM asks training to stop, which then raises TrainingInterrupted.
+    A resumed multi-worker run tells its listeners of the checkpoint it
+    starts from here, where the workers can vote.
     """
     micro_batch = self._graphs.micro_batch_size()
     log_meter, summary_meter = _Meter(), _Meter()
@@ -390,6 +461,11 @@ class Trainer(object):
         # TensorFlow's first save, which grows the C heap for good, runs
         # before the step's tensors exist instead of on top of them.
         self._save(sess, built, step)
+      elif (built.stop_vote is not None and self._needs_checkpoint(step) and
+            self._listeners_stop(sess, built, stop, step, max_steps)):
+        # A resumed multi-worker run, whose workers vote on it together
+        # (a single process asked its listeners before building this).
+        return
       while step < max_steps:
         values = self._run_train_step(step_fns, micro_step)
         if values is None:
@@ -403,7 +479,8 @@ class Trainer(object):
           continue  # a micro-batch of an update still being accumulated
         updated, step = step != values["global_step"], int(
             values["global_step"])
-        if (stop.signum is not None or
+        listened = updated and self._needs_checkpoint(step)
+        if (stop.signum is not None or listened or
             (updated and step % self._config.save_checkpoints_steps == 0) or
             self._save_is_due_by_time(last_save_time)):
           self._save(sess, built, step)
@@ -419,6 +496,9 @@ class Trainer(object):
           last_log_time = time.time()
         if step % self._config.save_summary_steps == 0 or step >= max_steps:
           self._write_summaries(summary_meter, values, step, writer)
+        if listened and self._listeners_stop(sess, built, stop, step,
+                                             max_steps):
+          break
       if saved != (step, micro_step):
         # Inside the context: a signal during this last save waits for it.
         self._save(sess, built, step)

@@ -168,7 +168,8 @@ def check_required_files(shared, do_train, vocab_required=True):
   --bert_config_file must exist; --init_checkpoint, when given, must be a
   checkpoint prefix (its `.index` file must exist). Without training,
   something must supply the weights: a checkpoint in --output_dir or
-  --init_checkpoint.
+  --init_checkpoint (a run scoring the folder's checkpoints checks for
+  them itself: driver/checkpoint_scoring.py).
 
   Raises:
     cli.UserError naming the flag and the fix.
@@ -184,8 +185,8 @@ def check_required_files(shared, do_train, vocab_required=True):
   _check_file("bert_config_file", shared.bert_config_file)
   if shared.init_checkpoint:
     checkpoint_checks.check_checkpoint_prefix(shared.init_checkpoint)
-  if do_train or shared.init_checkpoint or checkpoint_checks.latest_checkpoint(
-      shared.output_dir):
+  if (do_train or shared.init_checkpoint or shared.eval_all_checkpoints or
+      checkpoint_checks.latest_checkpoint(shared.output_dir)):
     return
   raise cli.UserError(
       "Nothing to evaluate or predict with: --output_dir=%s holds no "

@@ -249,7 +249,7 @@ def skip_padding(requested, use_xla):
 
 
 def set_up(shared, bert_config, *, do_train, record=None, step_memory=None,
-           heads=(), heads_are_new=True):
+           heads=(), heads_are_new=True, lock_file=folder_lock.LOCK_FILE):
   """Locks output_dir (the chief of a multi-worker cluster alone: the
   workers share it), checks the checkpoints, then makes the run's settings.
 
@@ -269,6 +269,9 @@ def set_up(shared, bert_config, *, do_train, record=None, step_memory=None,
       checkpoint_checks.pretraining_head_shapes; a present one must have
       the shape, and a checkpoint a run resumes from must hold them all.
     heads_are_new: see checkpoint_checks.check_checkpoints.
+    lock_file: the name of the lock the run holds in the folder: a
+      training's, or one of a run that only scores the folder's checkpoints
+      beside its training.
 
   Returns:
     RunSetup.
@@ -278,7 +281,8 @@ def set_up(shared, bert_config, *, do_train, record=None, step_memory=None,
   distribution = distribution_lib.make_distribution(shared.distribution,
                                                     shared.devices)
   # Before the checkpoints are read: another run may be writing them.
-  lock = (folder_lock.hold(output_dir, flag="--output_dir")
+  lock = (folder_lock.hold(output_dir, flag="--output_dir",
+                           lock_file=lock_file)
           if estimator.is_chief(distribution) else None)
   checkpoint_checks.check_checkpoints(
       output_dir, shared.init_checkpoint, bert_config,
@@ -296,6 +300,9 @@ def set_up(shared, bert_config, *, do_train, record=None, step_memory=None,
     # The precision this training computes in, which a later run that
     # only predicts or exports keeps (startup/precision.py).
     record = dict(record, **{run_info.PRECISION_FIELD: memory.precision})
+    if checkpoint_checks.latest_checkpoint(output_dir):
+      # A resumed run keeps what evaluations learned of its checkpoints.
+      record = dict(run_info.learned_fields(output_dir), **record)
     run_info.write(output_dir, record, shared.bert_config_file,
                    shared.vocab_file, shared.spm_model_file)
   return RunSetup(distribution, memory, run_config, oom_message_fn, lock)

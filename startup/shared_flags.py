@@ -235,6 +235,70 @@ def define_scale_flags(fv=flags.FLAGS):
       flag_values=fv)
 
 
+def define_evaluation_flags(fv=flags.FLAGS, *, best_metric_default,
+                            epochs=True):
+  """The flags of evaluation during training, of the best checkpoint and of
+  scoring a folder's checkpoints (driver/training.py), for a script that
+  has --do_eval.
+
+  Args:
+    fv: where to define them.
+    best_metric_default: what --best_metric's help names as the script's
+      default, e.g. "f1".
+    epochs: whether the script counts epochs (--eval_every_epochs).
+  """
+  flags.DEFINE_integer(
+      "eval_every_steps", 0,
+      "With --do_train and --do_eval: also evaluate on the dev set after "
+      "every this many updates (a checkpoint is saved for each), not only "
+      "after the last; 0: only after the last. Each evaluation is one line, "
+      "a row of eval_history.jsonl and TensorBoard scalars in eval/.",
+      flag_values=fv)
+  if epochs:
+    flags.DEFINE_float(
+        "eval_every_epochs", 0.0,
+        "As --eval_every_steps, counted in epochs: 1 evaluates at the end of "
+        "every epoch, 0.5 twice per epoch; 0: off. Both flags may be given.",
+        flag_values=fv)
+  flags.DEFINE_string(
+      "best_metric", None,
+      "The metric whose best value picks the best checkpoint of the "
+      "evaluations, kept in --output_dir/best/ and recorded in "
+      "run_info.json; lower is better for a loss, higher for the others. "
+      "Default: %s." % best_metric_default, flag_values=fv)
+  flags.DEFINE_integer(
+      "early_stopping_patience", 0,
+      "End training after this many evaluations in a row without an "
+      "improvement of --best_metric (the learning-rate schedule is not "
+      "changed); 0: never.", flag_values=fv)
+  flags.DEFINE_float(
+      "early_stopping_min_delta", 0.0,
+      "What --early_stopping_patience counts as an improvement: a gain of "
+      "more than this on the best value so far.", flag_values=fv)
+  flags.DEFINE_string(
+      "use_checkpoint", "best",
+      "The checkpoint that --do_eval, --do_predict and --export_dir use: "
+      "best (the best evaluated one recorded in run_info.json; without "
+      "one, the newest), latest, a step (e.g. 2000) or a checkpoint "
+      "prefix.", flag_values=fv)
+  flags.DEFINE_bool(
+      "eval_all_checkpoints", False,
+      "With --do_eval and without --do_train: score every checkpoint of "
+      "--output_dir that eval_history.jsonl does not hold yet, oldest "
+      "first, and keep the best (train with --keep_checkpoint_max=0 to "
+      "keep them all).", flag_values=fv)
+  flags.DEFINE_bool(
+      "wait_for_checkpoints", False,
+      "With --eval_all_checkpoints: then go on scoring new checkpoints as "
+      "a training run in --output_dir saves them, until it has saved its "
+      "last one, it has stopped, or --eval_timeout_secs pass without a new "
+      "one.", flag_values=fv)
+  flags.DEFINE_integer(
+      "eval_timeout_secs", 3600,
+      "With --wait_for_checkpoints: stop waiting after this many seconds "
+      "without a new checkpoint.", flag_values=fv)
+
+
 def define_skip_padding_flag(fv=flags.FLAGS):
   """--skip_padding of the fine-tuning scripts that read the encoder's
   real tokens only (startup/run_setup.py's `skip_padding` applies it). A
@@ -318,6 +382,11 @@ class SharedFlags:
     devices: tuple of device names (--devices), or None.
     use_xla: bool.
     skip_padding: bool (define_skip_padding_flag).
+    eval_every_steps, eval_every_epochs, best_metric,
+      early_stopping_patience, early_stopping_min_delta, use_checkpoint,
+      eval_all_checkpoints, wait_for_checkpoints, eval_timeout_secs:
+      define_evaluation_flags' (eval_every_epochs None in a script that
+      counts no epochs).
     defined: frozenset of the names of the shared flags the script defines.
     given: frozenset of the names of those the command line set.
   """
@@ -358,6 +427,15 @@ class SharedFlags:
   devices: Optional[Tuple[str, ...]] = None
   use_xla: Optional[bool] = None
   skip_padding: Optional[bool] = None
+  eval_every_steps: Optional[int] = None
+  eval_every_epochs: Optional[float] = None
+  best_metric: Optional[str] = None
+  early_stopping_patience: Optional[int] = None
+  early_stopping_min_delta: Optional[float] = None
+  use_checkpoint: Optional[str] = None
+  eval_all_checkpoints: Optional[bool] = None
+  wait_for_checkpoints: Optional[bool] = None
+  eval_timeout_secs: Optional[int] = None
   defined: FrozenSet[str] = frozenset()
   given: FrozenSet[str] = frozenset()
 

@@ -573,6 +573,8 @@ class ClassificationTask(task.Task):
                            text_pair.MIN_SEQ_LENGTH_ONE_TEXT)
     self.examples = {}
     self.window_counts = {}
+    # Per set: (padded examples, feature file) once evaluation made them.
+    self._eval_features = {}
 
   @property
   def multi_label(self):
@@ -627,29 +629,56 @@ class ClassificationTask(task.Task):
     return (self._input_fn(path, is_training=True, drop_remainder=True),
             ["Num examples = %d" % len(examples)])
 
-  def evaluate(self, estimator):
+  def evaluate(self, estimator, checkpoint_path=None):
     """Accuracy, loss and the official metrics on the dev set (a
     multi-label task's: `multi_label_metrics`). With windows, the metrics
     of the examples' combined outputs (eval_loss is then their mean
     cross-entropy, or squared error)."""
     counts = self.window_counts.get(task.DEV)
-    examples, path = self._padded_features(
-        task.DEV, "eval.tf_record", self.flags.eval_batch_size,
-        "Running evaluation")
-    scored_here = counts is not None or self.multi_label
+    if task.DEV not in self._eval_features:
+      self._eval_features[task.DEV] = self._padded_features(
+          task.DEV, "eval.tf_record", self.flags.eval_batch_size,
+          "Running evaluation")
+    examples, path = self._eval_features[task.DEV]
     input_fn = self._input_fn(path, is_training=False,
-                              drop_remainder=not scored_here)
-    if not scored_here:
+                              drop_remainder=not self._scored_here)
+    if not self._scored_here:
       return task.Metrics(estimator.evaluate(
-          input_fn=input_fn, steps=None,
+          input_fn=input_fn, steps=None, checkpoint_path=checkpoint_path,
           num_batches=len(examples) // self.flags.eval_batch_size),
                           task.EVAL_RESULTS_FILE, summaries=None)
-    outputs = self._outputs(estimator.predict(input_fn, for_evaluation=True),
+    outputs = self._outputs(estimator.predict(
+        input_fn, checkpoint_path=checkpoint_path, for_evaluation=True),
                             task.DEV)
     values = self.outputs_metrics(self._gold_labels(examples, counts),
                                   outputs)
-    values.update(task.checkpoint_step(estimator))
+    values.update(task.checkpoint_step(estimator, checkpoint_path))
     return task.Metrics(values, task.EVAL_RESULTS_FILE, summaries="eval")
+
+  @property
+  def _scored_here(self):
+    """Whether evaluation scores the model's outputs in NumPy (windows
+    combined, multi-label) rather than with the graph's streaming
+    metrics."""
+    return self.long_text == windows.WINDOWS or self.multi_label
+
+  def eval_metric_names(self):
+    """The headline first: micro-averaged F1 (multi-label), Pearson's r
+    (regression), the task's official GLUE metric, else accuracy."""
+    if self.multi_label:
+      kinds = ("precision", "recall", "f1")
+      names = (["micro_f1", "macro_f1", "exact_match", "loss", "lrap"] +
+               ["micro_" + k for k in kinds[:2]] +
+               ["macro_" + k for k in kinds[:2]] +
+               ["%s_%s" % (k, label) for label in self.labels
+                for k in kinds])
+      return ["eval_" + name for name in names]
+    if self.processor.is_regression:
+      names = ["eval_pearson", "eval_spearman", "eval_loss"]
+    else:
+      names = (["eval_" + m for m in self.processor.official_metrics] +
+               ["eval_accuracy", "eval_loss"])
+    return names if self._scored_here else names + ["loss"]
 
   def outputs_metrics(self, labels, outputs):
     """eval_results.txt's metrics of the examples' gold `labels` (label
@@ -680,7 +709,7 @@ class ClassificationTask(task.Task):
       values["eval_" + metric] = numpy_metrics[metric](label_ids, predictions)
     return values
 
-  def predict(self, estimator):
+  def predict(self, estimator, checkpoint_path=None):
     """test_results.tsv (each example's probabilities, or score) and the
     GLUE submission file of the test set."""
     examples, path = self._padded_features(
@@ -688,6 +717,7 @@ class ClassificationTask(task.Task):
         "Running prediction")
     outputs = self._outputs(estimator.predict(
         self._input_fn(path, is_training=False, drop_remainder=True),
+        checkpoint_path=checkpoint_path,
         num_batches=len(examples) // self.flags.predict_batch_size),
                             task.TEST)
     result_lines, submission_lines = prediction_lines(
@@ -1034,6 +1064,13 @@ class FileClassificationTask(ClassificationTask):
                    "recorded in run_info.json.", self.threshold,
                    self.processor.files[task.DEV])
     return super().outputs_metrics(labels, outputs)
+
+  def on_best_checkpoint(self, metrics):
+    """With --tune_threshold, the best checkpoint's tuned threshold is the
+    one run_info.json records and prediction uses."""
+    if self.multi_label and self.tune_threshold:
+      self.threshold = metrics["eval_threshold"]
+      run_info.add_fields(self.flags.output_dir, threshold=self.threshold)
 
   def write_predictions(self, outputs, submission_lines):
     """predictions.jsonl: per example {"id", and "label" with

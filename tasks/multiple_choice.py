@@ -324,6 +324,8 @@ class MultipleChoiceTask(task.Task):
     self.data_dir = data_dir
     self.train_example_order = train_example_order
     self.examples = {}
+    # (padded examples, feature file) once evaluation made them.
+    self._eval_features = None
 
   def record(self):
     """No labels; the number of choices."""
@@ -367,24 +369,30 @@ class MultipleChoiceTask(task.Task):
             ["Num questions = %d (%d sequences each)" % (
                 len(examples), swag.NUM_CHOICES)])
 
-  def evaluate(self, estimator):
+  def evaluate(self, estimator, checkpoint_path=None):
     """Accuracy and loss on val.csv."""
-    padded, path = self._padded_features(task.DEV, "eval.tf_record",
-                                         self.flags.eval_batch_size,
-                                         "Running evaluation")
+    if self._eval_features is None:
+      self._eval_features = self._padded_features(
+          task.DEV, "eval.tf_record", self.flags.eval_batch_size,
+          "Running evaluation")
+    padded, path = self._eval_features
     return task.Metrics(estimator.evaluate(
         input_fn=self._input_fn(path), steps=None,
+        checkpoint_path=checkpoint_path,
         num_batches=len(padded) // self.flags.eval_batch_size),
                         task.EVAL_RESULTS_FILE, summaries=None)
 
-  def predict(self, estimator):
+  def eval_metric_names(self):
+    return ["eval_accuracy", "eval_loss", "loss"]
+
+  def predict(self, estimator, checkpoint_path=None):
     """test_results.tsv and predictions.csv of test.csv."""
     examples = self.examples[task.TEST]
     padded, path = self._padded_features(task.TEST, "predict.tf_record",
                                          self.flags.predict_batch_size,
                                          "Running prediction")
     probabilities = [result[PROBABILITIES] for result in estimator.predict(
-        self._input_fn(path),
+        self._input_fn(path), checkpoint_path=checkpoint_path,
         num_batches=len(padded) // self.flags.predict_batch_size)]
     probabilities = probabilities[:len(examples)]
     if len(probabilities) != len(examples):

@@ -562,6 +562,8 @@ class NerTask(task.Task):
     self.labels = None
     self.sets = None
     self.train_items = None
+    # Per set name ("eval", "test"): (windows, their feature file).
+    self._window_files = {}
 
   def start(self, flags, bert_config, tokenizer):
     """Resolves the stride and checks that a feature mode's layers exist in
@@ -626,17 +628,28 @@ class NerTask(task.Task):
                              seed=self.flags.seed),
             ["Num windows = %d" % len(items)])
 
-  def evaluate(self, estimator):
+  def evaluate(self, estimator, checkpoint_path=None):
     """conlleval's scores of the dev file (eval_results.txt,
     eval_conlleval.txt), and its predictions (eval_predictions.txt)."""
     return self._predict_set(estimator, self.sets[task.DEV], "eval",
-                             self.flags.eval_batch_size, for_evaluation=True)
+                             self.flags.eval_batch_size, checkpoint_path,
+                             for_evaluation=True)
 
-  def predict(self, estimator):
+  def eval_metric_names(self):
+    """Entity-level F1 first, then precision, recall, token accuracy and
+    each entity type's scores."""
+    types = sorted({conll.split_tag(label)[1] for label in self._labels()
+                    if label != conll.OUTSIDE})
+    return ["eval_" + name for name in (
+        ["f1", "precision", "recall", "accuracy"] +
+        ["%s_%s" % (kind, entity_type) for entity_type in types
+         for kind in ("f1", "precision", "recall", "gold", "predicted")])]
+
+  def predict(self, estimator, checkpoint_path=None):
     """test_predictions.txt; with gold tags in the test file also its
     scores (test_results.txt, test_conlleval.txt)."""
     return self._predict_set(estimator, self.sets[task.TEST], "test",
-                             self.flags.predict_batch_size)
+                             self.flags.predict_batch_size, checkpoint_path)
 
   def serving_input_receiver_fn(self):
     text_signature = None
@@ -729,17 +742,22 @@ class NerTask(task.Task):
         label_every_word=bool(is_training), **order)
 
   def _predict_set(self, estimator, data_set, name, batch_size,
-                   for_evaluation=False):
-    """Predicts one file and writes <name>_predictions.txt; with gold tags
-    also <name>_conlleval.txt, and returns the Metrics (<name>_results.txt)
-    or None."""
-    items = self._windows(data_set, is_training=False)
-    path = self._prepare_windows(data_set, items, name + ".tf_record", False)
+                   checkpoint_path, for_evaluation=False):
+    """Predicts one file with `checkpoint_path` and writes
+    <name>_predictions.txt; with gold tags also <name>_conlleval.txt, and
+    returns the Metrics (<name>_results.txt) or None. The file's windows
+    are made once per run."""
+    if name not in self._window_files:
+      items = self._windows(data_set, is_training=False)
+      self._window_files[name] = items, self._prepare_windows(
+          data_set, items, name + ".tf_record", False)
+    items, path = self._window_files[name]
     logging.info("***** Predicting %s: %d windows *****", data_set.path,
                  len(items))
     results = [result[TAG_IDS] for result in estimator.predict(
         input_fn_builder(path, self.flags.max_seq_length, is_training=False,
                          drop_remainder=False),
+        checkpoint_path=checkpoint_path,
         num_batches=-(-len(items) // batch_size),
         for_evaluation=for_evaluation)]
     sentences = conll.sentences_of(data_set.documents)
@@ -751,7 +769,7 @@ class NerTask(task.Task):
     counts = conll.count([list(zip([w.tag for w in sentence], predicted))
                           for sentence, predicted in zip(sentences, tags)])
     values = conll.metrics(counts, prefix=name + "_")
-    values.update(task.checkpoint_step(estimator))
+    values.update(task.checkpoint_step(estimator, checkpoint_path))
     report = conll.report(counts)
     self.write_output(name + "_conlleval.txt", report)
     return task.Metrics(values, name + "_results.txt", summaries=name,

@@ -35,8 +35,6 @@ NUM_CPU_THREADS = 4
 # Added to the sum of the masked-LM weights, as in Google's loss, so that a
 # batch without any masked position divides by a nonzero number.
 WEIGHT_EPSILON = 1e-5
-# The file of --eval_all_checkpoints: one row of metrics per checkpoint.
-EVAL_HISTORY_FILE = "eval_history.tsv"
 
 
 # ------------------------------------------------------------------ records
@@ -58,7 +56,7 @@ def record_features(max_seq_length, max_predictions_per_seq):
   }
 
 
-def expand_input_files(input_file):
+def expand_input_files(input_file, flag="--input_file"):
   """The files of --input_file (comma-separated paths or globs), in order.
 
   Each pattern's matches are sorted, so that the order (which evaluation
@@ -80,29 +78,29 @@ def expand_input_files(input_file):
                      not record_sidecars.is_sidecar(path))
     if not matches and tf.io.gfile.isdir(pattern):
       raise cli.UserError(
-          "--input_file: %s is a folder; pass the TFRecord files in it "
-          "(e.g. %s)." % (pattern, os.path.join(pattern, "*.tfrecord")))
+          "%s: %s is a folder; pass the TFRecord files in it "
+          "(e.g. %s)." % (flag, pattern, os.path.join(pattern, "*.tfrecord")))
     if not matches:
       raise cli.UserError(
-          "--input_file: %s matches no file; pass the TFRecord files that "
+          "%s: %s matches no file; pass the TFRecord files that "
           "create_pretraining_data.py wrote (comma-separated paths or "
-          "globs)." % pattern)
+          "globs)." % (flag, pattern))
     files.extend(matches)
   if not files:
-    raise cli.UserError("--input_file names no file; pass the TFRecord "
-                        "files that create_pretraining_data.py wrote.")
+    raise cli.UserError("%s names no file; pass the TFRecord "
+                        "files that create_pretraining_data.py wrote." % flag)
   return files
 
 
-def _first_record(path):
+def _first_record(path, flag):
   """The first serialized record of `path`, or None; UserError if the file
   is not a TFRecord file."""
   try:
     return tfrecord_input.first_record(path)
   except ValueError as e:
     raise cli.UserError(
-        "--input_file: %s is not a TFRecord file (%s); pass the files that "
-        "create_pretraining_data.py wrote." % (path, e)) from None
+        "%s: %s is not a TFRecord file (%s); pass the files that "
+        "create_pretraining_data.py wrote." % (flag, path, e)) from None
 
 
 def _length_fix(feature_name, max_seq_length, max_predictions_per_seq):
@@ -115,32 +113,34 @@ def _length_fix(feature_name, max_seq_length, max_predictions_per_seq):
 
 
 def _check_feature(path, name, feature, spec, max_seq_length,
-                   max_predictions_per_seq):
-  """One feature of a record against its FixedLenFeature `spec`."""
+                   max_predictions_per_seq, flag):
+  """One feature of a record of `flag`'s file `path` against its
+  FixedLenFeature `spec`."""
   kind = "float_list" if spec.dtype == tf.float32 else "int64_list"
   if feature.WhichOneof("kind") != kind:
     raise cli.UserError(
-        "--input_file: %s: feature %s of the first record is not a %s; "
+        "%s: %s: feature %s of the first record is not a %s; "
         "these are not records of create_pretraining_data.py." % (
-            path, name, kind))
+            flag, path, name, kind))
   found = len(getattr(feature, kind).value)
-  flag, expected = _length_fix(name, max_seq_length, max_predictions_per_seq)
+  length_flag, expected = _length_fix(name, max_seq_length,
+                                      max_predictions_per_seq)
   if found == expected:
     return
-  if flag is None:
+  if length_flag is None:
     raise cli.UserError(
-        "--input_file: %s: %s of the first record holds %d values, not 1; "
+        "%s: %s: %s of the first record holds %d values, not 1; "
         "these are not records of create_pretraining_data.py." % (
-            path, name, found))
+            flag, path, name, found))
   raise cli.UserError(
-      "--input_file: %s holds records with %d %s values, but --%s=%d; pass "
+      "%s: %s holds records with %d %s values, but --%s=%d; pass "
       "--%s=%d, the value create_pretraining_data.py was run with (or "
-      "records made with %d)." % (path, found, name, flag, expected, flag,
-                                  found, expected))
+      "records made with %d)." % (flag, path, found, name, length_flag,
+                                  expected, length_flag, found, expected))
 
 
 def check_record_file(path, max_seq_length, max_predictions_per_seq,
-                      vocab_size):
+                      vocab_size, flag="--input_file"):
   """Reads the first record of `path` and checks it against the flags.
 
   Its features, their types and lengths must be Google's pretraining
@@ -150,40 +150,42 @@ def check_record_file(path, max_seq_length, max_predictions_per_seq,
   Raises:
     cli.UserError naming the file and the flag or fix.
   """
-  record = _first_record(path)
+  record = _first_record(path, flag)
   if record is None:
     raise cli.UserError(
-        "--input_file: %s holds no records; rerun create_pretraining_data.py "
-        "for it or leave it out." % path)
+        "%s: %s holds no records; rerun create_pretraining_data.py "
+        "for it or leave it out." % (flag, path))
   try:
     example = tf.train.Example.FromString(record)
   except Exception:  # pylint: disable=broad-except
     # protobuf's DecodeError has no stable import path.
     raise cli.UserError(
-        "--input_file: %s holds records that are not tf.train.Examples; pass "
-        "the files that create_pretraining_data.py wrote." % path) from None
+        "%s: %s holds records that are not tf.train.Examples; pass "
+        "the files that create_pretraining_data.py wrote." % (
+            flag, path)) from None
   features = example.features.feature
   for name, spec in record_features(max_seq_length,
                                     max_predictions_per_seq).items():
     if name not in features:
       raise cli.UserError(
-          "--input_file: %s: the first record has no feature %s (it has %s); "
+          "%s: %s: the first record has no feature %s (it has %s); "
           "pass the files that create_pretraining_data.py wrote." % (
-              path, name, ", ".join(sorted(features)) or "none"))
+              flag, path, name, ", ".join(sorted(features)) or "none"))
     _check_feature(path, name, features[name], spec, max_seq_length,
-                   max_predictions_per_seq)
+                   max_predictions_per_seq, flag)
   ids = (list(features["input_ids"].int64_list.value) +
          list(features["masked_lm_ids"].int64_list.value))
   if max(ids) >= vocab_size or min(ids) < 0:
     raise cli.UserError(
-        "--input_file: %s holds token id %d, outside the vocab_size=%d of "
+        "%s: %s holds token id %d, outside the vocab_size=%d of "
         "--bert_config_file; the records were made with another vocabulary "
-        "than the model's." % (path, max(ids) if max(ids) >= vocab_size
+        "than the model's." % (flag, path, max(ids) if max(ids) >= vocab_size
                                else min(ids), vocab_size))
 
 
 def check_input_files(input_file, max_seq_length, max_predictions_per_seq,
-                      bert_config, bert_config_file=None, vocab_file=None):
+                      bert_config, bert_config_file=None, vocab_file=None,
+                      flag="--input_file"):
   """The files of --input_file, each checked by its first record against
   --max_seq_length, --max_predictions_per_seq and the config's vocabulary,
   and by its sidecar (corpus/record_sidecars.py) against the config's
@@ -193,14 +195,14 @@ def check_input_files(input_file, max_seq_length, max_predictions_per_seq,
     (list of paths, sha256 of the vocabulary the records' sidecars name, or
     None when they name none).
   """
-  input_files = expand_input_files(input_file)
+  input_files = expand_input_files(input_file, flag)
   # The sidecars first: they say which vocabulary, where a token id out of
   # range only says that it is another one.
   records_vocab = record_sidecars.vocabulary_of(
       input_files, bert_config.vocab_size, bert_config_file, vocab_file)
   for path in input_files:
     check_record_file(path, max_seq_length, max_predictions_per_seq,
-                      bert_config.vocab_size)
+                      bert_config.vocab_size, flag)
   if verbosity.details():
     logging.info("*** Input Files ***")
     for path in input_files:
@@ -444,16 +446,6 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate,
           gradient_checkpointing, compute_dtype))
 
 
-def eval_history_text(history):
-  """EVAL_HISTORY_FILE's text: one tab-separated row per evaluated
-  checkpoint, global_step first, then the metrics in eval_results.txt's
-  (sorted) order."""
-  keys = ["global_step"] + sorted(k for k in history[0] if k != "global_step")
-  rows = ["\t".join(keys)] + ["\t".join(str(r[k]) for k in keys)
-                              for r in history]
-  return "\n".join(rows) + "\n"
-
-
 class PretrainingTask(task.Task):
   """Google's pre-training records (--input_file) and its two heads."""
 
@@ -464,14 +456,14 @@ class PretrainingTask(task.Task):
 
   def __init__(self, input_file, *, max_predictions_per_seq=20,
                num_train_steps=100000, num_warmup_steps=10000,
-               max_eval_steps=100, eval_all_checkpoints=False):
+               max_eval_steps=100, eval_input_file=None):
     """Args:
       input_file: --input_file, comma-separated paths or globs.
       max_predictions_per_seq: the records' masked positions per sequence.
       num_train_steps, num_warmup_steps: the updates and the warm-up.
       max_eval_steps: eval batches to run.
-      eval_all_checkpoints: evaluate every kept checkpoint, not the newest
-        only.
+      eval_input_file: records to evaluate on, in --input_file's form;
+        None: --input_file's, as Google's script evaluates.
     """
     super().__init__()
     self.input_file = input_file
@@ -479,8 +471,9 @@ class PretrainingTask(task.Task):
     self.num_train_steps = num_train_steps
     self.num_warmup_steps = num_warmup_steps
     self.max_eval_steps = max_eval_steps
-    self.eval_all_checkpoints = eval_all_checkpoints
+    self.eval_input_file = eval_input_file
     self.input_files = None
+    self.eval_input_files = None
     self.records_vocab = None
 
   def start(self, flags, bert_config, tokenizer):
@@ -491,6 +484,12 @@ class PretrainingTask(task.Task):
     self.input_files, self.records_vocab = check_input_files(
         self.input_file, flags.max_seq_length, self.max_predictions_per_seq,
         bert_config, flags.bert_config_file, flags.vocab_file)
+    self.eval_input_files = self.input_files
+    if self.eval_input_file and flags.do_eval:
+      self.eval_input_files, _ = check_input_files(
+          self.eval_input_file, flags.max_seq_length,
+          self.max_predictions_per_seq, bert_config, flags.bert_config_file,
+          flags.vocab_file, flag="--eval_input_file")
 
   def record(self):
     """No casing (the records hold token ids), the record layout's two
@@ -525,27 +524,24 @@ class PretrainingTask(task.Task):
   def train_input_fn(self):
     return self._input_fn(is_training=True), []
 
-  def evaluate(self, estimator):
-    """--max_eval_steps eval batches on the newest checkpoint (or, with
-    --eval_all_checkpoints, on each kept one, into eval_history.tsv);
-    eval_results.txt holds the newest's metrics."""
-    checkpoints = [None]  # None: the newest, or the initial values
-    if self.eval_all_checkpoints:
-      checkpoints = checkpoint_checks.checkpoints_in(
-          self.flags.output_dir, include_unlisted=True) or [None]
+  def evaluate(self, estimator, checkpoint_path=None):
+    """--max_eval_steps eval batches of --eval_input_file (else
+    --input_file) on `checkpoint_path` (None: the newest checkpoint)."""
     task.log_block("Running evaluation", [
-        "Batch size = %d, checkpoints = %d" % (self.flags.eval_batch_size,
-                                               len(checkpoints))])
-    history = [estimator.evaluate(input_fn=self._input_fn(is_training=False),
-                                  steps=self.max_eval_steps,
-                                  checkpoint_path=checkpoint)
-               for checkpoint in checkpoints]
-    if self.eval_all_checkpoints:
-      self.write_output(EVAL_HISTORY_FILE, eval_history_text(history))
-    return task.Metrics(history[-1], task.EVAL_RESULTS_FILE, summaries=None)
+        "Batch size = %d, batches = %d" % (self.flags.eval_batch_size,
+                                           self.max_eval_steps)])
+    return task.Metrics(estimator.evaluate(
+        input_fn=self._input_fn(is_training=False),
+        steps=self.max_eval_steps, checkpoint_path=checkpoint_path),
+                        task.EVAL_RESULTS_FILE, summaries=None)
+
+  def eval_metric_names(self):
+    return ["masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
+            "next_sentence_loss", "loss"]
 
   def _input_fn(self, is_training):
-    return input_fn_builder(self.input_files, self.flags.max_seq_length,
+    return input_fn_builder(self.input_files if is_training else
+                            self.eval_input_files, self.flags.max_seq_length,
                             self.max_predictions_per_seq,
                             is_training=is_training,
                             seed=self.flags.seed if is_training else None)
@@ -568,9 +564,9 @@ class PretrainingTask(task.Task):
             "--num_warmup_steps=%d must be between 0 and --num_train_steps=%d "
             "(Google's recipe warms up over the first 10%%)." % (
                 self.num_warmup_steps, self.num_train_steps))
-    if self.eval_all_checkpoints and not flags.do_eval:
-      raise cli.UserError("--eval_all_checkpoints evaluates only with "
-                          "--do_eval; add --do_eval.")
+    if self.eval_input_file and not flags.do_eval:
+      raise cli.UserError("--eval_input_file holds records to evaluate on; "
+                          "add --do_eval.")
     if flags.do_eval and self.max_eval_steps < 1:
       raise cli.UserError("--max_eval_steps=%d must be at least 1." %
                           self.max_eval_steps)

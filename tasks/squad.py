@@ -1085,6 +1085,30 @@ def write_predictions(all_examples, all_features, all_results, n_best_size,
   """
   logging.info("Writing predictions to: %s", output_prediction_file)
   logging.info("Writing nbest to: %s", output_nbest_file)
+  predictions, all_nbest_json = search_answers(
+      all_examples, all_features, all_results, n_best_size,
+      max_answer_length, do_lower_case,
+      version_2_with_negative=version_2_with_negative,
+      null_score_diff_threshold=null_score_diff_threshold,
+      verbose_logging=verbose_logging)
+  write_json_atomically(output_prediction_file, predictions.predictions)
+  write_json_atomically(output_nbest_file, all_nbest_json)
+  if version_2_with_negative:
+    write_json_atomically(output_null_log_odds_file, predictions.null_odds)
+  return predictions
+
+
+def search_answers(all_examples, all_features, all_results, n_best_size,
+                   max_answer_length, do_lower_case, *,
+                   version_2_with_negative=False,
+                   null_score_diff_threshold=0.0, verbose_logging=False):
+  """Google's n-best answer search over every question, writing nothing.
+
+  Args: as `write_predictions`' (without the output files).
+
+  Returns:
+    (SquadPredictions, the n-best list of each question by its id).
+  """
   example_index_to_features = collections.defaultdict(list)
   for feature in all_features:
     example_index_to_features[feature.example_index].append(feature)
@@ -1112,11 +1136,8 @@ def write_predictions(all_examples, all_features, all_results, n_best_size,
     all_predictions[example.qas_id] = answer_at_threshold(
         score_diff, best_text, null_score_diff_threshold)
   searched.finish()
-  write_json_atomically(output_prediction_file, all_predictions)
-  write_json_atomically(output_nbest_file, all_nbest_json)
-  if version_2_with_negative:
-    write_json_atomically(output_null_log_odds_file, scores_diff_json)
-  return SquadPredictions(all_predictions, scores_diff_json, best_non_null)
+  return (SquadPredictions(all_predictions, scores_diff_json, best_non_null),
+          all_nbest_json)
 
 
 def _result_of(unique_id_to_result, feature, example):
@@ -1157,8 +1178,10 @@ def check_window_flags(max_seq_length, doc_stride, max_query_length,
 
 
 
-def check_data_flags(*, do_train, train_file, do_predict, predict_file):
-  """Training needs --train_file, prediction --predict_file.
+def check_data_flags(*, do_train, train_file, do_predict, predict_file,
+                     do_eval=False, dev_file=None):
+  """Training needs --train_file, prediction --predict_file, evaluation
+  --dev_file.
 
   Raises:
     cli.UserError naming the flag.
@@ -1168,6 +1191,9 @@ def check_data_flags(*, do_train, train_file, do_predict, predict_file):
   if do_predict and not predict_file:
     raise cli.UserError("--do_predict needs --predict_file (a SQuAD json "
                         "file).")
+  if do_eval and not dev_file:
+    raise cli.UserError("--do_eval needs --dev_file (a SQuAD json file with "
+                        "answers, e.g. dev-v1.1.json).")
 
 
 class SquadTask(task.Task):
@@ -1177,13 +1203,13 @@ class SquadTask(task.Task):
   name = "squad"
   serves_text = True
 
-  def __init__(self, *, train_file=None, predict_file=None,
+  def __init__(self, *, train_file=None, predict_file=None, dev_file=None,
                version_2_with_negative=False, window_flags=None,
                given_window_flags=(), n_best_size=20, max_answer_length=30,
                null_score_diff_threshold=0.0, verbose_logging=False):
     """Args:
-      train_file, predict_file: SQuAD json files (--train_file,
-        --predict_file).
+      train_file, predict_file, dev_file: SQuAD json files (--train_file,
+        --predict_file, --dev_file: --do_eval's, with answers).
       version_2_with_negative: SQuAD 2.0 (questions without an answer).
       window_flags: {name: value} of WINDOW_FLAGS (doc_stride,
         max_query_length).
@@ -1196,6 +1222,7 @@ class SquadTask(task.Task):
     super().__init__()
     self.train_file = train_file
     self.predict_file = predict_file
+    self.dev_file = dev_file
     self.version_2_with_negative = version_2_with_negative
     self.window_flags = dict(window_flags)
     self.given_window_flags = frozenset(given_window_flags)
@@ -1204,6 +1231,8 @@ class SquadTask(task.Task):
     self.null_score_diff_threshold = null_score_diff_threshold
     self.verbose_logging = verbose_logging
     self.examples = {}
+    # The dev set's (features, official data) once evaluation made them.
+    self._dev = None
 
   @property
   def doc_stride(self):
@@ -1219,7 +1248,8 @@ class SquadTask(task.Task):
     super().start(flags, bert_config, tokenizer)
     check_data_flags(do_train=flags.do_train, train_file=self.train_file,
                      do_predict=flags.do_predict,
-                     predict_file=self.predict_file)
+                     predict_file=self.predict_file, do_eval=flags.do_eval,
+                     dev_file=self.dev_file)
     if not flags.do_train:
       self._reuse_recorded_window_flags(run_info.read(flags.output_dir))
     check_window_flags(flags.max_seq_length, self.doc_stride,
@@ -1232,12 +1262,22 @@ class SquadTask(task.Task):
         **self.window_flags)
 
   def read_data(self):
+    """The questions of every set the run reads; the dev set must have
+    answers to score."""
     files = {task.TRAIN: (self.train_file, "--train_file"),
+             task.DEV: (self.dev_file, "--dev_file"),
              task.TEST: (self.predict_file, "--predict_file")}
     for set_type in self.sets_to_read():
       input_file, flag = files[set_type]
       self.examples[set_type] = self._read_examples(
           input_file, flag, is_training=set_type == task.TRAIN)
+    if task.DEV in self.examples and not has_answers(
+        load_squad_data(self.dev_file), self.version_2_with_negative):
+      raise cli.UserError(
+          "--dev_file=%s lacks answers for some questions; --do_eval scores "
+          "answers, so pass a SQuAD file that has them%s." % (
+              self.dev_file, "" if self.version_2_with_negative else
+              " (SQuAD 2.0 data needs --version_2_with_negative)"))
 
   def num_train_examples(self):
     return len(self.examples[task.TRAIN]), self.train_file
@@ -1266,7 +1306,38 @@ class SquadTask(task.Task):
             ["Num orig examples = %d" % len(train_examples),
              "Num split examples = %d" % num_features])
 
-  def predict(self, estimator):
+  def evaluate(self, estimator, checkpoint_path=None):
+    """The official metrics of `checkpoint_path`'s answers to --dev_file
+    (eval_results.json); its windows are written once per run
+    (dev.tf_record)."""
+    if self._dev is None:
+      features = write_eval_features(
+          self.examples[task.DEV], self.tokenizer,
+          self._output_path("dev.tf_record"), self.flags.max_seq_length,
+          self.doc_stride, self.max_query_length)
+      self._dev = features, load_squad_data(self.dev_file)
+    features, data = self._dev
+    predictions, _ = search_answers(
+        self.examples[task.DEV], features,
+        self._predict_results(estimator, self._output_path("dev.tf_record"),
+                              len(features), checkpoint_path),
+        self.n_best_size, self.max_answer_length, self.flags.do_lower_case,
+        version_2_with_negative=self.version_2_with_negative,
+        null_score_diff_threshold=self.null_score_diff_threshold)
+    results = self._official_metrics(data, predictions)
+    write_json_atomically(self._output_path("eval_results.json"), results)
+    results.update(task.checkpoint_step(estimator, checkpoint_path))
+    return task.Metrics(results, file_name=None, summaries="eval")
+
+  def eval_metric_names(self):
+    """F1 first, then exact match (SQuAD 2.0: its official keys)."""
+    if not self.version_2_with_negative:
+      return ["f1", "exact_match"]
+    return ["f1", "exact", "HasAns_f1", "HasAns_exact", "NoAns_f1",
+            "NoAns_exact", "best_f1", "best_exact", "best_f1_thresh",
+            "best_exact_thresh"]
+
+  def predict(self, estimator, checkpoint_path=None):
     """predictions.json and nbest_predictions.json (and null_odds.json for
     SQuAD 2.0) of --predict_file; with answers in it, the official metrics
     (eval_results.json).
@@ -1286,7 +1357,8 @@ class SquadTask(task.Task):
         "Batch size = %d" % self.flags.predict_batch_size])
     predictions = write_predictions(
         eval_examples, eval_features,
-        self._predict_results(estimator, eval_file, len(eval_features)),
+        self._predict_results(estimator, eval_file, len(eval_features),
+                              checkpoint_path),
         self.n_best_size, self.max_answer_length, self.flags.do_lower_case,
         self._output_path("predictions.json"),
         self._output_path("nbest_predictions.json"),
@@ -1334,14 +1406,15 @@ class SquadTask(task.Task):
                               "its context" if is_training else ""))
     return examples
 
-  def _predict_results(self, estimator, input_file, num_features):
+  def _predict_results(self, estimator, input_file, num_features,
+                       checkpoint_path):
     """RawResults of every feature in `input_file` (logits as float32)."""
     all_results = []
     for result in estimator.predict(
         input_fn_builder(input_file=input_file,
                          seq_length=self.flags.max_seq_length,
                          is_training=False, drop_remainder=False),
-        yield_single_examples=True,
+        checkpoint_path=checkpoint_path, yield_single_examples=True,
         num_batches=-(-num_features // self.flags.predict_batch_size)):
       all_results.append(RawResult(
           unique_id=int(result["unique_ids"]),
@@ -1359,9 +1432,8 @@ class SquadTask(task.Task):
                    "evaluation (SQuAD 2.0 data needs "
                    "--version_2_with_negative).", self.predict_file)
       return None
+    results = self._official_metrics(data, predictions)
     if self.version_2_with_negative:
-      results = squad_metrics.evaluate_v2(data, predictions.predictions,
-                                          predictions.null_odds)
       write_json_atomically(
           self._output_path("predictions_best_threshold.json"),
           predictions_at_threshold(predictions.null_odds,
@@ -1371,7 +1443,13 @@ class SquadTask(task.Task):
                    "predictions_best_threshold.json (pass it as "
                    "--null_score_diff_threshold to predict with it).",
                    results["best_f1_thresh"])
-    else:
-      results = squad_metrics.evaluate(data, predictions.predictions)
     write_json_atomically(self._output_path("eval_results.json"), results)
     return task.Metrics(results, file_name=None, summaries=None)
+
+  def _official_metrics(self, data, predictions):
+    """The official evaluation (v1.1, or v2.0 with the null odds) of
+    SquadPredictions on a SQuAD "data" list."""
+    if self.version_2_with_negative:
+      return squad_metrics.evaluate_v2(data, predictions.predictions,
+                                       predictions.null_odds)
+    return squad_metrics.evaluate(data, predictions.predictions)

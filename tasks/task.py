@@ -18,8 +18,12 @@ holds what is particular to it and is called in this order:
     task.head(features, mode, settings)         the model on a batch
                                                 (runner/training_graph.py)
     task.train_input_fn()                       the training features
-    task.evaluate(estimator)                    dev-set metrics, or None
-    task.predict(estimator)                     prediction files (metrics
+    task.eval_metric_names()                    what evaluate reports
+    task.evaluate(estimator, checkpoint_path)   dev-set metrics, or None
+                                                (once, or per checkpoint
+                                                scored during training)
+    task.on_best_checkpoint(metrics)            a new best checkpoint
+    task.predict(estimator, checkpoint_path)    prediction files (metrics
                                                 when the set has answers)
     task.serving_input_receiver_fn()            the export's inputs
 
@@ -137,10 +141,11 @@ def no_examples_error(path, set_type, fix, unit="examples"):
       path, unit, ACTION_FLAGS[set_type], fix))
 
 
-def checkpoint_step(estimator):
-  """{"global_step": the step of the estimator's newest checkpoint}, or {}
-  without one: what the metrics of a task's own evaluation report."""
-  checkpoint = estimator.latest_checkpoint()
+def checkpoint_step(estimator, checkpoint_path=None):
+  """{"global_step": the step of `checkpoint_path`, else of the estimator's
+  newest checkpoint}, or {} without one: what the metrics of a task's own
+  evaluation report."""
+  checkpoint = checkpoint_path or estimator.latest_checkpoint()
   if not checkpoint:
     return {}
   return {"global_step": int(checkpoint.rsplit("-", 1)[1])}
@@ -264,13 +269,27 @@ class Task(object):
     """
     raise NotImplementedError()
 
-  def evaluate(self, estimator):
-    """Evaluates on the dev set: Metrics, or None."""
+  def evaluate(self, estimator, checkpoint_path=None):
+    """Evaluates `checkpoint_path` (None: the newest checkpoint of
+    --output_dir) on the dev set: Metrics, or None. Called again for each
+    checkpoint a run scores: what it prepares once, it keeps."""
     raise NotImplementedError()
 
-  def predict(self, estimator):
-    """Predicts the test set and writes the prediction files: Metrics when
-    the set has answers to score, else None."""
+  def eval_metric_names(self):
+    """The names of the metrics `evaluate` reports, the task's headline
+    metric first (the default --best_metric); called after `read_data`."""
+    raise NotImplementedError()
+
+  def on_best_checkpoint(self, metrics):
+    """Called when evaluations make a checkpoint the run's best, with its
+    metrics (name -> number): a task records here what it tuned on the
+    dev set for that checkpoint."""
+    del metrics  # Most tasks tune nothing.
+
+  def predict(self, estimator, checkpoint_path=None):
+    """Predicts the test set with `checkpoint_path` (None: the newest) and
+    writes the prediction files: Metrics when the set has answers to
+    score, else None."""
     raise NotImplementedError()
 
   def serving_input_receiver_fn(self):

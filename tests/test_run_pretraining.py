@@ -605,7 +605,8 @@ def test_eval_metrics_match_numpy_on_a_checkpoint_with_heads(tmp_path,
   files are read in order and repeated). Loaded by --init_checkpoint the
   heads are restored (global_step 0); as --output_dir's checkpoint it
   reports its global_step; with an older checkpoint beside it,
-  --eval_all_checkpoints evaluates both, each against NumPy."""
+  --eval_all_checkpoints evaluates both into eval_history.jsonl, each
+  against NumPy."""
   config = _config()
   w = dict(test_modeling._random_weights(config, 5), **_head_weights(
       config, 6))
@@ -656,10 +657,10 @@ def test_eval_metrics_match_numpy_on_a_checkpoint_with_heads(tmp_path,
   _run(run_script, common + ["--output_dir=%s" % checkpoint_dir,
                              "--eval_all_checkpoints"],
        str(tmp_path / "all.log"))
-  with open(os.path.join(checkpoint_dir, "eval_history.tsv")) as f:
-    header, *rows = [line.split("\t") for line in f.read().splitlines()]
-  assert header == ["global_step"] + sorted(want)
-  history = [dict(zip(header, map(float, row))) for row in rows]
+  with open(os.path.join(checkpoint_dir, "eval_history.jsonl")) as f:
+    history = [json.loads(line) for line in f]
+  assert [sorted(r) for r in history] == [sorted(
+      list(want) + ["global_step", "checkpoint"])] * 2
   want3 = _np_eval_results(examples, *_np_heads(w3, config, examples),
                            np.array([0, 1, 2, 3, 4, 0, 1, 2]))
   assert [r["global_step"] for r in history] == [3, 7]

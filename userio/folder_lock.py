@@ -77,12 +77,12 @@ class FolderLock(object):
     self.release()
 
 
-def lock_path(folder, beside=False):
-  """The lock file of `folder`: run.lock in it, or `<folder>.lock` beside
-  it when `beside`."""
+def lock_path(folder, beside=False, lock_file=LOCK_FILE):
+  """The lock file of `folder`: `lock_file` in it, or `<folder>.lock`
+  beside it when `beside`."""
   folder = os.path.abspath(folder)
   return folder.rstrip(os.sep) + ".lock" if beside else os.path.join(
-      folder, LOCK_FILE)
+      folder, lock_file)
 
 
 def _owner():
@@ -132,10 +132,10 @@ def _try_lock(path):
     handle.close()
 
 
-def held_by(folder, beside=False):
+def held_by(folder, beside=False, lock_file=LOCK_FILE):
   """The owner (dict) of the lock of `folder` when a live process holds it,
   else None. Takes no lock that it keeps."""
-  path = lock_path(folder, beside)
+  path = lock_path(folder, beside, lock_file)
   if path in _held or not os.path.exists(path):
     return None
   try:
@@ -148,7 +148,8 @@ def held_by(folder, beside=False):
   return None
 
 
-def hold(folder, *, flag="--output_dir", beside=False, name=None):
+def hold(folder, *, flag="--output_dir", beside=False, name=None,
+         lock_file=LOCK_FILE):
   """Takes the lock of local `folder` for the rest of this run.
 
   Args:
@@ -157,6 +158,9 @@ def hold(folder, *, flag="--output_dir", beside=False, name=None):
     beside: lock `<folder>.lock` next to the folder instead of run.lock in
       it (for a folder that is written elsewhere and renamed into place).
     name: how the message names the folder (default "<flag>=<folder>").
+    lock_file: the lock file's name in the folder: another name makes
+      another lock, for a run that works beside the folder's main run (an
+      evaluator beside a training).
 
   Returns:
     The FolderLock (None for a remote folder, after a note saying so).
@@ -168,7 +172,7 @@ def hold(folder, *, flag="--output_dir", beside=False, name=None):
     file_systems.note_remote(folder, "a second run writing there at the "
                              "same time is not detected")
     return None
-  path = lock_path(folder, beside)
+  path = lock_path(folder, beside, lock_file)
   lock = _held.get(path)
   if lock is not None:
     return lock

@@ -78,6 +78,24 @@ def copy(source, path, *, flag=None):
     tf.io.gfile.copy(source, temporary, overwrite=True)
 
 
+def link_or_copy(source, path, *, flag=None):
+  """Makes `path` hold the bytes of `source`, atomically: a hard link on a
+  local disk (no space taken; the file stays when `source` is removed), a
+  copy where links cannot be made (a remote file system, another device,
+  a file system without them)."""
+  if not (file_systems.is_remote(source) or file_systems.is_remote(path)):
+    temporary = path + TEMPORARY_SUFFIX
+    _remove_quietly(temporary)
+    try:
+      os.link(source, temporary)
+    except OSError:
+      pass  # No links here: copied below.
+    else:
+      os.replace(temporary, path)
+      return
+  copy(source, path, flag=flag)
+
+
 def write_eval_results(path, results, *, flag=None):
   """Writes a dict of metrics as Google's eval_results.txt, atomically: one
   "key = value" line per metric, sorted by key, values as str() writes

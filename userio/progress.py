@@ -21,6 +21,8 @@ import time
 
 from absl import logging
 
+from userio import verbosity
+
 
 def format_seconds(seconds):
   """E.g. "42 s", "3 min 05 s", "2 h 10 min"."""
@@ -36,7 +38,7 @@ class Progress(object):
   """Counts work done and logs how far along it is."""
 
   def __init__(self, what, total, unit="examples", interval=10.0,
-               clock=time.monotonic, log=logging.info, scale=1):
+               clock=time.monotonic, log=None, scale=1):
     """Starts counting.
 
     Args:
@@ -45,7 +47,9 @@ class Progress(object):
       unit: the plural noun of the rate ("examples" -> "examples/s").
       interval: seconds between two lines.
       clock: callable() -> seconds (monotonic).
-      log: callable(format, *args) that writes a line.
+      log: callable(format, *args) that writes a line (None: absl's INFO
+        log, where the lines before the end are marked as progress lines,
+        verbosity.PROGRESS_LINE).
       scale: counted amounts per `unit`: the line shows done, total and
         rate divided by it (e.g. bytes counted, unit "MB", scale 1e6).
     """
@@ -58,7 +62,8 @@ class Progress(object):
     self.sizes = {}
     self._interval = interval
     self._clock = clock
-    self._log = log
+    self._log = log or logging.info
+    self._log_progress = log or _log_progress_line
     self._start = clock()
     self._last = self._start
 
@@ -94,7 +99,7 @@ class Progress(object):
     now = self._clock()
     if now - self._last >= self._interval:
       self._last = now
-      self._log("%s", self.line())
+      self._log_progress("%s", self.line())
 
   def finish(self):
     """Logs the total count and time."""
@@ -112,3 +117,8 @@ def _singular(unit):
   if unit.endswith(("ches", "shes", "sses")):
     return unit[:-2]
   return unit[:-1] if unit.endswith("s") else unit
+
+
+def _log_progress_line(fmt, *args):
+  """Logs a line that says how far a loop is, marked as such."""
+  logging.info(fmt, *args, extra={verbosity.PROGRESS_LINE: True})

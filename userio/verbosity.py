@@ -12,6 +12,7 @@ writing files) and its notices about deprecated functions that it calls.
 Nothing here imports TensorFlow.
 """
 
+import contextlib
 import logging as python_logging
 import os
 import time
@@ -20,6 +21,9 @@ from absl import logging
 
 # The absl verbosity from which the details are logged (absl's DEBUG).
 DETAILS = logging.DEBUG
+# The attribute of a log record that a Progress line sets (`extra=`): a line
+# that says how far a long loop is.
+PROGRESS_LINE = "progress_line"
 # The Python logger TensorFlow's Python code logs to.
 TENSORFLOW_LOGGER = "tensorflow"
 # TensorFlow's module that warns when code calls one of its deprecated
@@ -86,3 +90,26 @@ def start_logging():
     handler.setFormatter(ProgressFormatter())
   python_logging.getLogger(TENSORFLOW_LOGGER).setLevel(
       python_logging.NOTSET if details() else python_logging.WARNING)
+
+
+class _OnlyProgressFilter(python_logging.Filter):
+  """Drops INFO lines but those of a loop's progress; warnings pass."""
+
+  def filter(self, record):
+    return (details() or record.levelno > python_logging.INFO or
+            getattr(record, PROGRESS_LINE, False))
+
+
+@contextlib.contextmanager
+def only_progress_lines():
+  """Within it, the INFO lines of the report are only the progress lines of
+  long loops (userio/progress.py); warnings and errors stay, and `details()`
+  shows everything. For work that ends in one line of its own (an
+  evaluation during training), which its usual lines would bury."""
+  handler = logging.get_absl_handler()
+  only_progress = _OnlyProgressFilter()
+  handler.addFilter(only_progress)
+  try:
+    yield
+  finally:
+    handler.removeFilter(only_progress)
