@@ -41,6 +41,7 @@ from checkpoints import checkpoint_checks
 from engine import dropout_masks
 from engine import graph_keys
 from engine import host_memory
+from engine import replicas
 from engine import tf_internals
 from memory import out_of_memory
 from runner import checkpointing
@@ -141,13 +142,17 @@ def _step_fns(sess, built):
 
 def _stop_vote(strategy):
   """(wish, votes): a float placeholder each worker feeds with 1 to stop
-  training (0 to go on), and its sum over the replicas of every worker, so
-  that all workers stop after the same update when one wishes it."""
+  training (0 to go on), and its mean over the replicas of every worker
+  (positive when one wishes it), so that all workers stop after the same
+  update. Reduced the way the gradients are (engine/replicas.py), into a
+  local variable that no checkpoint holds."""
   wish = tf.compat.v1.placeholder(tf.float32, [], name="stop_wish")
+  destination = tf.compat.v1.get_variable(
+      "stop_vote", [], tf.float32, tf.compat.v1.zeros_initializer(),
+      trainable=False, collections=[tf.compat.v1.GraphKeys.LOCAL_VARIABLES])
 
   def vote():
-    return tf.distribute.get_replica_context().all_reduce(
-        tf.distribute.ReduceOp.SUM, wish)
+    return replicas.all_reduce_mean([tf.identity(wish)], [destination])[0]
 
   votes = strategy.extended.call_for_each_replica(
       tf.autograph.experimental.do_not_convert(vote))

@@ -110,7 +110,7 @@ def _model_fn_builder(init_checkpoint, k):
 
 
 def _train(model_dir, init_checkpoint, k, distribution=None,
-           input_fn=_input_fn):
+           input_fn=_input_fn, listeners=None):
   """Trains STEPS updates; returns {name: value} of the trainables."""
   from runner import estimator  # pylint: disable=import-outside-toplevel
   config = estimator.RunConfig(model_dir, tf_random_seed=5,
@@ -118,7 +118,7 @@ def _train(model_dir, init_checkpoint, k, distribution=None,
                                distribution=distribution)
   est = estimator.Estimator(_model_fn_builder(init_checkpoint, k), config,
                             train_batch_size=GLOBAL_BATCH)
-  est.train(input_fn, max_steps=STEPS)
+  est.train(input_fn, max_steps=STEPS, saving_listeners=listeners)
   if not config.is_chief:
     return {}
   reader = tf.train.load_checkpoint(est.latest_checkpoint())
@@ -220,7 +220,10 @@ def _run_worker(out_dir):
   1. Trains with k = 1: worker 0 saves multi_worker_1.npz; worker 1 then
      trains the single-device reference single_1.npz.
   2. The same with k = 2 accumulation steps (multi_worker_2, single_2).
-  3. Trains again in a new directory; worker 1 exits abruptly (code 3) at
+  3. Trains with a listener on every update whose chief wishes to stop
+     after update 2, after a pause (an evaluation): every worker stops
+     there, and each prints the updates it was told of.
+  4. Trains again in a new directory; worker 1 exits abruptly (code 3) at
      its second micro-batch, and worker 0 prints the error it gets.
   """
   from runner import estimator  # pylint: disable=import-outside-toplevel
@@ -242,11 +245,35 @@ def _run_worker(out_dir):
       reference = "single_%d" % k
       np.savez(os.path.join(out_dir, reference + ".npz"),
                **_train(os.path.join(out_dir, reference), init, k))
+  listener = _StopAfter(2)
+  _train(os.path.join(out_dir, "voted"), init, 1, strategy,
+         listeners=[listener])
+  print("TOLD:", listener.told, flush=True)
   input_fn = _dying_input_fn(1) if index == 1 else _input_fn
   try:
     _train(os.path.join(out_dir, "dying"), init, 1, strategy, input_fn)
   except estimator.WorkerFailedError as e:
     print("WORKER FAILED:", e)
+
+
+class _StopAfter(object):
+  """A training listener of every update whose chief, after a pause, asks
+  to stop after update `step`; it notes (step, checkpoint) of each call."""
+
+  def __init__(self, step):
+    self.step = step
+    self.told = []
+
+  def needs_checkpoint(self, step):
+    del step  # Every update.
+    return True
+
+  def after_checkpoint(self, step, checkpoint):
+    self.told.append((step, os.path.basename(checkpoint or "")))
+    if checkpoint is None:
+      return False  # Not the chief.
+    time.sleep(1.0)  # The other worker waits for the chief's decision.
+    return step == self.step
 
 
 def _dying_input_fn(micro_batch):
@@ -360,8 +387,8 @@ def _start_workers(tmp_path):
 
 @pytest.mark.slow
 def test_multi_worker(tmp_path):
-  """Reproduces one device, with and without accumulation; survives a dead
-  worker."""
+  """Reproduces one device, with and without accumulation; stops every
+  worker where the chief's listener asks; survives a dead worker."""
   chief, other = _start_workers(tmp_path)
   other_code, other_output = _finish(other)
   # Bounded: _finish fails the test if the chief hangs past its timeout.
@@ -375,6 +402,12 @@ def test_multi_worker(tmp_path):
   assert len(glob.glob(str(tmp_path / "multi_worker_1" / "events.*"))) == 1
   assert ("WORKER FAILED: Training stopped: a worker of the cluster in "
           "TF_CONFIG stopped or is unreachable." in output), output
+  # The chief's wish to stop after update 2 stopped both workers there.
+  assert "TOLD: [(1, 'model.ckpt-1'), (2, 'model.ckpt-2')]" in output, output
+  assert "TOLD: [(1, ''), (2, '')]" in other_output, other_output
+  voted = tmp_path / "voted"
+  assert sorted(glob.glob(str(voted / "model.ckpt-*.index"))) == [
+      str(voted / ("model.ckpt-%d.index" % step)) for step in (0, 1, 2)]
 
 
 @pytest.mark.parametrize("args, tf_config, message", [

@@ -708,8 +708,8 @@ def test_output_dir_is_locked_for_the_run_and_windows_are_reused(
   lock_file = os.path.join(out, "run.lock")
   owners = []
 
-  def train(unused_self, input_fn, max_steps):
-    del input_fn, max_steps
+  def train(unused_self, input_fn, max_steps, saving_listeners=None):
+    del input_fn, max_steps, saving_listeners
     gc.collect()
     with open(lock_file) as f:
       owners.append(json.load(f)["pid"])
