@@ -46,6 +46,7 @@ from userio import cli
 from userio import disk_space
 from userio import file_systems
 from userio import folder_lock
+from checkpoints import best_checkpoint
 from checkpoints import checkpoint_checks
 from checkpoints import hf_mapping
 from checkpoints import layouts
@@ -159,10 +160,16 @@ def detect_layout(path):
 
 
 def google_checkpoint_prefix(path):
-  """The checkpoint of --input: the prefix itself, a folder's latest
-  checkpoint (its `checkpoint` file), or a folder's only checkpoint."""
+  """The checkpoint of --input: the prefix itself, a training folder's best
+  checkpoint (checkpoints/best_checkpoint.py), else its latest (its
+  `checkpoint` file), or a folder's only checkpoint."""
   if not file_systems.isdir(path):
     return path
+  best = best_checkpoint.recorded_path(path)
+  if best:
+    logging.info("Converting %s, the best checkpoint that %s records.", best,
+                 run_info.RECORD_FILE)
+    return best
   latest = tf.train.latest_checkpoint(path)
   if latest:
     return latest
@@ -525,7 +532,9 @@ def read_google_model(path, bert_config_file=None, vocab_file=None,
     cli.UserError naming the file or tensor that does not fit.
   """
   prefix = google_checkpoint_prefix(path)
-  folder = os.path.dirname(prefix)
+  # The run's folder holds its config, vocabulary and record, also when the
+  # checkpoint is its best/ one.
+  folder = path if file_systems.isdir(path) else os.path.dirname(prefix)
   bert_config_file = bert_config_file or os.path.join(
       folder, run_info.CONFIG_FILE)
   vocab_file = vocab_file or os.path.join(folder, VOCAB_FILE)

@@ -1,9 +1,10 @@
 """Faults injected at points drawn from a seed into every training-type
 command; each trial checks that nothing was lost.
 
-The commands: run_classifier.py, run_squad.py, run_pretraining.py,
-create_pretraining_data.py (--mode=faithful and --mode=scalable) and
-reproduce.py, each on tiny inputs written here (2 layers, hidden 32, a
+The commands: run_classifier.py (also evaluating during training, whose
+history and best checkpoint must then come out whole too), run_squad.py,
+run_pretraining.py, create_pretraining_data.py (--mode=faithful and
+--mode=scalable) and reproduce.py, each on tiny inputs written here (2 layers, hidden 32, a
 vocabulary of 28 words, max_seq_length 32, 20 to 40 updates). Each command
 first runs once uninterrupted (its reference, made once per session and
 shared by every trial and xdist worker); each trial then injects one fault
@@ -175,9 +176,13 @@ class Command(object):
     records: the TFRecord files whose examples must equal the reference's.
     slot: a variable the final checkpoint must hold (an optimizer slot);
       None for a command that does not train.
+    keeps_best: whether the best checkpoint in best/ and its record in
+      run_info.json must be the reference's.
   """
   name = script = slot = None
   results = records = ()
+  # Whether evaluations keep a best checkpoint in best/.
+  keeps_best = False
 
   def args(self, inputs_dir, out, records=None):
     """The command line writing into folder `out`."""
@@ -200,6 +205,18 @@ class Classifier(Command):
     return test_faults._classifier_args(  # pylint: disable=protected-access
         inputs_dir, out, ["do_train", "do_eval", "do_predict"],
         data_dir=os.path.join(inputs_dir, "glue", "MRPC"))
+
+
+class EvaluatingClassifier(Classifier):
+  """run_classifier.py evaluating after every 5th of its 40 updates
+  (between the checkpoints every 10th): its history and its best
+  checkpoint must come out as the uninterrupted run's too."""
+  name = "run_classifier --eval_every_steps"
+  results = Classifier.results + ("eval_history.jsonl",)
+  keeps_best = True
+
+  def args(self, inputs_dir, out, records=None):
+    return super().args(inputs_dir, out) + ["--eval_every_steps=5"]
 
 
 class Squad(Command):
@@ -286,9 +303,10 @@ class Reproduce(Command):
 
 
 COMMANDS = {command.name: command for command in (
-    Classifier(), Squad(), Pretraining(), PretrainingData("faithful"),
-    PretrainingData("scalable"), Reproduce())}
-TRAINING = ("run_classifier", "run_squad", "run_pretraining")
+    Classifier(), Squad(), Pretraining(), EvaluatingClassifier(),
+    PretrainingData("faithful"), PretrainingData("scalable"), Reproduce())}
+TRAINING = ("run_classifier", "run_squad", "run_pretraining",
+            "run_classifier --eval_every_steps")
 DATA = ("create_pretraining_data --mode=faithful",
         "create_pretraining_data --mode=scalable")
 
@@ -342,6 +360,22 @@ def _assert_same_results(command, got, want):
   for name in command.records:
     assert _examples(os.path.join(got, name)) == _examples(
         os.path.join(want, name)), name
+  if command.keeps_best:
+    _assert_same_best(got, want, command.slot)
+
+
+def _assert_same_best(got, want, slot):
+  """The best checkpoint kept in `got` is the reference's, recorded the
+  same way."""
+  records = []
+  for folder in (got, want):
+    with open(os.path.join(folder, "run_info.json")) as f:
+      records.append(json.load(f)["best_checkpoint"])
+  assert records[0] == records[1]
+  assert sorted(os.listdir(os.path.join(got, "best"))) == sorted(
+      os.listdir(os.path.join(want, "best")))
+  _assert_same_checkpoint(os.path.join(got, records[0]["checkpoint"]),
+                          os.path.join(want, records[1]["checkpoint"]), slot)
 
 
 def _assert_nothing_unfinished(folder):

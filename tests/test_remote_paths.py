@@ -7,6 +7,7 @@ is the same run on local paths (same seed, so the same numbers): the remote
 run must write the same results, and its export the same weights.
 """
 import importlib.util
+import json
 import logging
 import os
 import re
@@ -414,3 +415,45 @@ def test_conversion_reads_and_writes_ram(tmp_path):
   for folder in (hf_source, google_dir, hf_dir):  # Frees the memory they hold.
     for name in tf.io.gfile.listdir(folder):
       tf.io.gfile.remove(os.path.join(folder, name))
+
+
+@pytest.mark.slow
+def test_evaluations_during_training_on_ram_match_the_local_run(tmp_path):
+  """Evaluations after every 5th update with every path on ram://: the
+  same history, the same best step, its files copied into best/ (links
+  are for local disks), the same final weights."""
+  local = str(tmp_path)
+  test_run_classifier._write_mrpc_data(os.path.join(local, "data"), seed=5)  # pylint: disable=protected-access
+  test_run_classifier._write_model_files(local)  # pylint: disable=protected-access
+  remote = _ram_root()
+  _copy_tree(local, remote)
+  for root in (local, remote):
+    _run(run_classifier, test_run_classifier._command(  # pylint: disable=protected-access
+        "MRPC", os.path.join(root, "data"), os.path.join(root, "vocab.txt"),
+        os.path.join(root, "bert_config.json"), os.path.join(root, "out"),
+        2, ["do_train", "do_eval", "eval_every_steps=5"]))
+  histories = [[json.loads(line) for line in _read(os.path.join(
+      root, "out", "eval_history.jsonl")).splitlines()]
+               for root in (local, remote)]
+  assert [e["global_step"] for e in histories[1]] == [5, 10, 15, 20]
+  for got, want in zip(*reversed(histories)):
+    assert sorted(got) == sorted(want)
+    for key in want:
+      if isinstance(want[key], str):
+        assert got[key] == want[key], key
+      else:
+        assert got[key] == pytest.approx(want[key], rel=1e-6, abs=1e-7), key
+  records = [json.loads(_read(os.path.join(root, "out", "run_info.json")))[
+      "best_checkpoint"] for root in (local, remote)]
+  assert records[1]["global_step"] == records[0]["global_step"]
+  best = os.path.join(remote, "out", records[1]["checkpoint"])
+  assert sorted(tf.io.gfile.listdir(os.path.dirname(best))) == [
+      os.path.basename(best) + suffix
+      for suffix in (".data-00000-of-00001", ".index")]
+  kept = checkpoint_checks.reader_of(best)
+  original = checkpoint_checks.reader_of(os.path.join(
+      remote, "out", os.path.basename(best)))
+  for name in original.get_variable_to_shape_map():
+    np.testing.assert_array_equal(kept.get_tensor(name),
+                                  original.get_tensor(name), err_msg=name)
+  tf.io.gfile.rmtree(remote)

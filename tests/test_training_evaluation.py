@@ -21,6 +21,7 @@ import glob
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -498,3 +499,166 @@ def test_bad_evaluation_flags_end_in_one_line(flags, message, tmp_path,
   assert lines == ["%s: error: %s" % (script.script,
                                       message.format(out=out))], lines
   assert _listing(out) == before
+
+
+def test_conversion_of_the_folder_takes_its_best_checkpoint(classifier,
+                                                            tmp_path,
+                                                            run_script):
+  from safetensors import numpy as safetensors_numpy  # pylint: disable=import-outside-toplevel
+  script, root = classifier
+  evaluated = os.path.join(root, "evaluated")
+  with open(os.path.join(evaluated, "run_info.json")) as f:
+    best = json.load(f)["best_checkpoint"]
+  out = str(tmp_path / "hf")
+  result = run_script("convert_checkpoint.py", ["--input=" + evaluated,
+                                                "--output_dir=" + out])
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert "Converting %s, the best checkpoint that run_info.json records." % (
+      os.path.join(evaluated, best["checkpoint"])) in result.stderr
+  weights = safetensors_numpy.load_file(os.path.join(out,
+                                                     "model.safetensors"))
+  reader = tf.train.load_checkpoint(os.path.join(evaluated,
+                                                 best["checkpoint"]))
+  np.testing.assert_array_equal(weights["classifier.weight"],
+                                reader.get_tensor("output_weights"))
+  del script  # The folder is the evaluated run's.
+
+
+def _write_own_csv(root, folder):
+  """The classifier's MRPC pairs (root's) as files of one's own (CSV,
+  columns by name) in `folder`, for --train_file / --dev_file."""
+  import csv  # pylint: disable=import-outside-toplevel
+  for name, source in (("train.csv", "train.tsv"), ("dev.csv", "dev.tsv")):
+    with open(os.path.join(root, "mrpc", source), encoding="utf-8-sig") as f:
+      rows = list(csv.reader(f, delimiter="\t", quotechar=None))[1:]
+    with open(os.path.join(folder, name), "w", newline="") as f:
+      writer = csv.writer(f)
+      writer.writerow(["label", "text", "pair"])
+      writer.writerows([row[0], row[3], row[4]] for row in rows)
+
+
+# Training options with evaluations: each run with and without them must
+# end with the same weights.
+OPTIONS = {
+    "accumulation": ["--num_accumulation_steps=2"],
+    "checkpointing": ["--gradient_checkpointing"],
+    "bf16": ["--precision=bf16"],
+    "xla": ["--use_xla"],
+    "mirrored": ["--distribution=mirrored", "--devices=/cpu:0,/cpu:1"],
+    "own_files": None,  # --train_file / --dev_file instead of GLUE's files
+}
+
+
+@pytest.mark.parametrize("option", sorted(OPTIONS))
+def test_evaluations_leave_every_kind_of_training_bit_identical(
+    option, classifier, tmp_path, run_script):
+  script, root = classifier
+  runs = {}
+  for name, extra in (("plain", ["--do_train"]),
+                      ("evaluated", ["--do_train", "--do_eval",
+                                     "--eval_every_steps=5"])):
+    out = str(tmp_path / name)
+    args = script.args(root, out)
+    if OPTIONS[option] is None:
+      _write_own_csv(root, str(tmp_path))
+      args = [arg for arg in args if not arg.startswith(("--task_name",
+                                                         "--data_dir"))] + [
+          "--train_file=%s" % (tmp_path / "train.csv"),
+          "--dev_file=%s" % (tmp_path / "dev.csv"),
+          "--text_a_column=text", "--text_b_column=pair"]
+    else:
+      args += OPTIONS[option]
+    _run(run_script, script.script, args + extra,
+         str(tmp_path / (name + ".log")))
+    runs[name] = out
+  assert _steps(runs["evaluated"])[-1] == _steps(runs["plain"])[-1] == 20
+  _assert_same_checkpoint(os.path.join(runs["evaluated"], "model.ckpt-20"),
+                          os.path.join(runs["plain"], "model.ckpt-20"))
+  history = _history(runs["evaluated"])
+  assert [entry["global_step"] for entry in history] == [5, 10, 15, 20]
+  assert os.listdir(os.path.join(runs["evaluated"], "best"))
+
+
+# A child that runs run_classifier.py as `python run_classifier.py` does,
+# with one of its steps sending the process a signal at update 10: in the
+# middle of the evaluation (before the task's evaluation runs) or between
+# the history's write and the best checkpoint's.
+_SIGNAL_AT = r'''
+import os, runpy, signal, sys
+sys.path.insert(0, os.getcwd())
+from driver import eval_history
+from tasks import classification
+
+where, signum = sys.argv[1], int(sys.argv[2])
+
+def signalled(function, after):
+  def wrapper(self, *args, **kwargs):
+    step = eval_history.STEP
+    at_ten = (args[0].get(step) if after else
+              int(kwargs["checkpoint_path"].rsplit("-", 1)[1])) == 10
+    if at_ten and not after:
+      os.kill(os.getpid(), signum)
+    result = function(self, *args, **kwargs)
+    if at_ten and after:
+      os.kill(os.getpid(), signum)
+    return result
+  return wrapper
+
+if where == "evaluating":
+  classification.ClassificationTask.evaluate = signalled(
+      classification.ClassificationTask.evaluate, after=False)
+else:
+  eval_history.EvalHistory.add = signalled(eval_history.EvalHistory.add,
+                                           after=True)
+sys.argv = ["run_classifier.py"] + sys.argv[3:]
+runpy.run_path("run_classifier.py", run_name="__main__")
+'''
+
+
+@pytest.mark.parametrize("where", ["evaluating", "recording"])
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM])
+def test_stopped_in_an_evaluation_resumes_to_the_same_history_and_best(
+    classifier, where, signum, tmp_path, run_script):
+  """Killed (or SIGTERM) while evaluating update 10, or after its history
+  entry and before the best checkpoint's: the run ends (SIGTERM: at once,
+  one line), and the same command again ends with the history, best
+  checkpoint and weights of the uninterrupted run."""
+  script, root = classifier
+  out = str(tmp_path / "out")
+  args = script.args(root, out) + ["--do_train", "--do_eval",
+                                   "--eval_every_steps=5", "--do_predict"]
+  child = tmp_path / "signal_at.py"
+  child.write_text(_SIGNAL_AT)
+  env = dict(os.environ, PYTHONPATH=conftest.REPO_ROOT)
+  stopped = subprocess.run(
+      [sys.executable, str(child), where, str(int(signum))] + args,
+      cwd=conftest.REPO_ROOT, env=env, capture_output=True, text=True,
+      timeout=TIMEOUT)
+  if signum == signal.SIGKILL:
+    assert stopped.returncode == -signal.SIGKILL, stopped.stderr[-3000:]
+  else:
+    assert stopped.returncode == 128 + signal.SIGTERM, stopped.stderr[-3000:]
+    assert stopped.stderr.splitlines()[-1] == (
+        "run_classifier.py: Training stopped by SIGTERM at step 10/20; "
+        "checkpoint %s holds it. Run the same command again to resume." %
+        os.path.join(out, "model.ckpt-10")), stopped.stderr[-3000:]
+    assert "Traceback" not in stopped.stderr
+  assert _steps(out)[-1] == 10
+  steps = [entry["global_step"] for entry in _history(out)]
+  assert steps == ([5] if where == "evaluating" else [5, 10])
+  log = _run(run_script, script.script, args, str(tmp_path / "rerun.log"))
+  assert "Resuming from %s" % os.path.join(out, "model.ckpt-10") in log
+  reference = os.path.join(root, "evaluated")
+  for name in ("eval_history.jsonl", "test_results.tsv"):
+    with open(os.path.join(out, name), "rb") as a, open(
+        os.path.join(reference, name), "rb") as b:
+      assert a.read() == b.read(), name
+  with open(os.path.join(out, "run_info.json")) as a, open(
+      os.path.join(reference, "run_info.json")) as b:
+    assert json.load(a)["best_checkpoint"] == json.load(b)[
+        "best_checkpoint"]
+  assert sorted(os.listdir(os.path.join(out, "best"))) == sorted(
+      os.listdir(os.path.join(reference, "best")))
+  _assert_same_checkpoint(os.path.join(out, "model.ckpt-20"),
+                          os.path.join(reference, "model.ckpt-20"))
+  assert not test_faults._leftovers(out)  # pylint: disable=protected-access
