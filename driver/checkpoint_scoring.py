@@ -99,7 +99,7 @@ def score_all(evaluator, output_dir, *, wait=False, timeout_secs=3600,
       logging.info("Stopped waiting for checkpoints: %s.", reason)
       break
     sleep(poll_secs)
-  _log_summary(evaluator, output_dir, scored)
+  _log_summary(evaluator, scored)
   return scored
 
 
@@ -134,12 +134,9 @@ def _why_done(output_dir, running, done, num_train_steps, idle_secs,
   return None
 
 
-def _log_summary(evaluator, output_dir, scored):
-  """The line that ends the scoring: how many, and the best."""
-  best = best_checkpoint.describe(output_dir)
-  logging.info("Scored %d checkpoint%s; %d in %s%s.", scored,
+def _log_summary(evaluator, scored):
+  """The line that ends the scoring: how many, and how many in all (the
+  driver's next line names the best)."""
+  logging.info("Scored %d checkpoint%s; %d in %s.", scored,
                "" if scored == 1 else "s", len(evaluator.history.entries),
-               os.path.basename(evaluator.history.path),
-               "; best: %s, kept as %s" % (
-                   best, best_checkpoint.recorded_path(output_dir))
-               if best else "")
+               os.path.basename(evaluator.history.path))

@@ -132,7 +132,7 @@ class CheckpointEvaluator(object):
     if self._num_train_steps:
       where += "/%d" % self._num_train_steps
     if eval_history.EPOCH in entry:
-      where += " (epoch %g)" % round(entry[eval_history.EPOCH], 2)
+      where += " (epoch %.3g)" % entry[eval_history.EPOCH]
     values = eval_history.metric_values(entry)
     names = [self.objective.name] + [
         name for name in self.task.eval_metric_names()

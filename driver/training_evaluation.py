@@ -62,9 +62,10 @@ class EvaluationDuringTraining(training_listener.TrainingListener):
       return False
     self.stopped_at = step
     logging.info(
-        "Early stopping: %s has not improved%s for %d evaluations "
+        "Early stopping: %s has not improved%s for %d evaluation%s "
         "(--early_stopping_patience=%d); training ends at step %d of %d.",
         self.evaluator.objective.name,
         " by more than %g" % self.min_delta if self.min_delta else "",
-        self.patience, self.patience, step, self.schedule.num_train_steps)
+        self.patience, "" if self.patience == 1 else "s", self.patience,
+        step, self.schedule.num_train_steps)
     return True

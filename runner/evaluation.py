@@ -145,7 +145,9 @@ def predict(graphs, input_fn, checkpoint_path=None,
         sess.run(iterator.initializer)
       # The graph is not left as the default while yielding, so callers
       # can build or run other TensorFlow code between examples.
-      counter = progress.Progress("Predicting", num_batches, "batches")
+      counter = progress.Progress(
+          "Evaluating" if for_evaluation else "Predicting", num_batches,
+          "batches")
       while True:
         try:
           with failures.damaged_records(graph):

@@ -1320,7 +1320,8 @@ class SquadTask(task.Task):
     predictions, _ = search_answers(
         self.examples[task.DEV], features,
         self._predict_results(estimator, self._output_path("dev.tf_record"),
-                              len(features), checkpoint_path),
+                              len(features), checkpoint_path,
+                              for_evaluation=True),
         self.n_best_size, self.max_answer_length, self.flags.do_lower_case,
         version_2_with_negative=self.version_2_with_negative,
         null_score_diff_threshold=self.null_score_diff_threshold)
@@ -1407,15 +1408,19 @@ class SquadTask(task.Task):
     return examples
 
   def _predict_results(self, estimator, input_file, num_features,
-                       checkpoint_path):
-    """RawResults of every feature in `input_file` (logits as float32)."""
+                       checkpoint_path, for_evaluation=False):
+    """RawResults of every feature in `input_file` (logits as float32), in
+    batches of --predict_batch_size (`for_evaluation`: --eval_batch_size)."""
+    batch_size = (self.flags.eval_batch_size if for_evaluation else
+                  self.flags.predict_batch_size)
     all_results = []
     for result in estimator.predict(
         input_fn_builder(input_file=input_file,
                          seq_length=self.flags.max_seq_length,
                          is_training=False, drop_remainder=False),
         checkpoint_path=checkpoint_path, yield_single_examples=True,
-        num_batches=-(-num_features // self.flags.predict_batch_size)):
+        num_batches=-(-num_features // batch_size),
+        for_evaluation=for_evaluation):
       all_results.append(RawResult(
           unique_id=int(result["unique_ids"]),
           start_logits=np.asarray(result["start_logits"], np.float32),

@@ -397,8 +397,10 @@ def test_scoring_the_checkpoints_afterwards_gives_the_same_history(
     want = json.load(f)["best_checkpoint"]
   if json.loads(scored[0])["eval_f1"] < want["value"]:
     assert got == want
-  assert re.search(r"Scored 5 checkpoints; 5 in eval_history.jsonl; best: ",
-                   log), log
+  assert "Scored 5 checkpoints; 5 in eval_history.jsonl.\n" in log, log
+  assert "Best checkpoint: eval_f1 = %.4f at step %d, kept as %s;" % (
+      got["value"], got["global_step"], os.path.join(
+          folder, got["checkpoint"])) in log, log
   # Scored already: a second run scores nothing.
   log = _run(run_script, script.script, script.args(root, folder) + [
       "--do_eval", "--eval_all_checkpoints"], str(tmp_path / "again.log"))
@@ -662,3 +664,22 @@ def test_stopped_in_an_evaluation_resumes_to_the_same_history_and_best(
   _assert_same_checkpoint(os.path.join(out, "model.ckpt-20"),
                           os.path.join(reference, "model.ckpt-20"))
   assert not test_faults._leftovers(out)  # pylint: disable=protected-access
+
+
+def test_an_interval_without_dev_data_ends_in_one_line(classifier, tmp_path,
+                                                       run_script):
+  """Your own training file, an evaluation interval and no --dev_file."""
+  script, root = classifier
+  _write_own_csv(root, str(tmp_path))
+  out = str(tmp_path / "out")
+  args = [arg for arg in script.args(root, out)
+          if not arg.startswith(("--task_name", "--data_dir"))] + [
+              "--train_file=%s" % (tmp_path / "train.csv"),
+              "--text_a_column=text", "--text_b_column=pair", "--do_train",
+              "--do_eval", "--eval_every_epochs=1"]
+  result = run_script(script.script, args)
+  assert result.returncode == 2
+  assert (result.stdout + result.stderr).splitlines() == [
+      "run_classifier.py: error: --do_eval needs --dev_file (a CSV, TSV or "
+      "JSON Lines file)."]
+  assert not os.path.exists(out)
