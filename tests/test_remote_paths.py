@@ -105,6 +105,19 @@ def _export_weights(export_dir):
           for name in reader.get_variable_to_shape_map()}
 
 
+def _classifier_here_and_on_ram(local, remote, actions, export=False,
+                                extra=()):
+  """Copies local's files to `remote`, then runs run_classifier.py on MRPC
+  with `actions` (and an export) in each root: out/ (and export/)."""
+  _copy_tree(local, remote)
+  for root in (local, remote):
+    exports = ["export_dir=" + os.path.join(root, "export")] if export else []
+    _run(run_classifier, test_run_classifier._command(  # pylint: disable=protected-access
+        "MRPC", os.path.join(root, "data"), os.path.join(root, "vocab.txt"),
+        os.path.join(root, "bert_config.json"), os.path.join(root, "out"),
+        2, list(actions) + exports) + list(extra))
+
+
 @pytest.fixture(scope="module")
 def classifier_runs(tmp_path_factory):
   """An MRPC train/eval/predict/export run with an init checkpoint, once
@@ -117,15 +130,10 @@ def classifier_runs(tmp_path_factory):
   _write_init_checkpoint(config_file, os.path.join(local, "init",
                                                    "bert_model.ckpt"))
   remote = _ram_root()
-  _copy_tree(local, remote)
-  for root in (local, remote):
-    _run(run_classifier, test_run_classifier._command(  # pylint: disable=protected-access
-        "MRPC", os.path.join(root, "data"), os.path.join(root, "vocab.txt"),
-        os.path.join(root, "bert_config.json"), os.path.join(root, "out"),
-        2, ["do_train", "do_eval", "do_predict",
-            "export_dir=" + os.path.join(root, "export")]) + [
-                "--init_checkpoint=" + os.path.join(local, "init",
-                                                     "bert_model.ckpt")])
+  _classifier_here_and_on_ram(
+      local, remote, ["do_train", "do_eval", "do_predict"], export=True,
+      extra=["--init_checkpoint=" + os.path.join(local, "init",
+                                                 "bert_model.ckpt")])
   yield local, remote
   tf.io.gfile.rmtree(remote)
 
@@ -426,12 +434,8 @@ def test_evaluations_during_training_on_ram_match_the_local_run(tmp_path):
   test_run_classifier._write_mrpc_data(os.path.join(local, "data"), seed=5)  # pylint: disable=protected-access
   test_run_classifier._write_model_files(local)  # pylint: disable=protected-access
   remote = _ram_root()
-  _copy_tree(local, remote)
-  for root in (local, remote):
-    _run(run_classifier, test_run_classifier._command(  # pylint: disable=protected-access
-        "MRPC", os.path.join(root, "data"), os.path.join(root, "vocab.txt"),
-        os.path.join(root, "bert_config.json"), os.path.join(root, "out"),
-        2, ["do_train", "do_eval", "eval_every_steps=5"]))
+  _classifier_here_and_on_ram(local, remote,
+                              ["do_train", "do_eval", "eval_every_steps=5"])
   histories = [[json.loads(line) for line in _read(os.path.join(
       root, "out", "eval_history.jsonl")).splitlines()]
                for root in (local, remote)]
