@@ -74,6 +74,8 @@ def run(task, flags):
                            heads=task.head_shapes(),
                            heads_are_new=task.heads_are_new,
                            lock_file=plan.lock_file)
+  for line in task.settings_lines():
+    logging.info("%s", line)
   estimator = _estimator(task, flags, start.bert_config, setup, steps)
   is_chief = estimator.config.is_chief
   listener = None

@@ -1026,7 +1026,9 @@ class FileClassificationTask(ClassificationTask):
       self.threshold = self.threshold_given
     elif recorded and recorded.get("threshold") is not None:
       self.threshold = recorded["threshold"]
-    logging.info("Task: %s.", self.description())
+
+  def settings_lines(self):
+    return ["Task: %s." % self.description()]
 
   def description(self):
     """The problem type, where it came from, and the labels."""

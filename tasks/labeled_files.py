@@ -13,8 +13,8 @@ and Windows line ends are fine. A row's line number is the line it starts
 on, as an editor shows it.
 
 A label cell is one of three kinds, which make the problem's type
-(`problem_type_of`): several labels (a JSON list, or a cell split by the
-label separator) make a multi-label problem; numbers of which one has a
+(`problem_type_of`): several labels (a JSON list, in a CSV or TSV cell
+too, or a cell split by the label separator) make a multi-label problem; numbers of which one has a
 fractional part make a regression; anything else is single-label
 classification, one label per example.
 """
@@ -185,6 +185,33 @@ def _text(path, line, values, field, name):
   return value
 
 
+def _table_label(path, line, cell):
+  """A CSV/TSV label cell as it stands, or the list a cell in brackets
+  writes as JSON (["billing", "account"]), which the label separator must
+  not cut into pieces.
+
+  Raises:
+    cli.UserError for a cell in brackets that is not a JSON list.
+  """
+  text = cell.strip()
+  if not (text.startswith("[") and text.endswith("]")):
+    return cell
+  try:
+    value = json.loads(text)
+  except json.JSONDecodeError as e:
+    value, reason = None, e.msg
+  else:
+    reason = "a JSON %s" % type(value).__name__
+  if not isinstance(value, list):
+    raise cli.UserError(
+        "%s:%d: the label cell %s is in brackets but not a JSON list (%s)" %
+        (path, line, text, reason),
+        fix="Write several labels as a JSON list, each in double quotes "
+        "(doubled inside a quoted CSV cell: \"[\"\"a\"\", \"\"b\"\"]\"), or "
+        "separate them with --label_separator.")
+  return value
+
+
 def read_rows(path, columns, input_format=AUTO, needs_label=True):
   """The examples of a user's file.
 
@@ -215,6 +242,8 @@ def read_rows(path, columns, input_format=AUTO, needs_label=True):
     label = None
     if columns.label is not None:
       label = _cell(path, line, values, "label", columns.label)
+      if kind != JSONL:
+        label = _table_label(path, line, label)
     example_id = (str(_cell(path, line, values, "id", columns.id))
                   if columns.id is not None else str(line))
     rows.append(Row(

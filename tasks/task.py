@@ -9,6 +9,7 @@ holds what is particular to it and is called in this order:
 
     task.start(flags, bert_config, tokenizer)   checks needing the config
     task.record()                               the run's run_info.json
+    task.settings_lines()                       logged once all checks pass
     task.read_data()                            every requested set, read
                                                 and checked before anything
                                                 slow starts
@@ -208,6 +209,12 @@ class Task(object):
     return lambda: graph_tokenizer.for_model(
         self.flags.vocab_file, self.flags.do_lower_case,
         self.flags.spm_model_file)
+
+  def settings_lines(self):
+    """Lines saying what the task settled (its problem type, labels...),
+    which the driver logs with the run's settings once every check has
+    passed: a run refused for bad input prints its one line alone."""
+    return []
 
   def record(self):
     """The run_info.json record of this run (checkpoints/run_info.py)."""

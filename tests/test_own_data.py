@@ -16,6 +16,7 @@ import tensorflow as tf
 import conftest
 import predictor
 from tasks import classifier_metrics
+from tasks import labeled_files
 from test_run_classifier import _write_model_files
 
 TOPICS = {"sport": ("match", "team", "goal", "player"),
@@ -313,3 +314,86 @@ def test_regression_tsv_and_single_label_json_lines_end_to_end(
       labels, probabilities.argmax(axis=1)))
   assert got["eval_loss"] == pytest.approx(-np.mean(np.log(
       probabilities[np.arange(len(labels)), labels])), rel=1e-4)
+
+
+# The README's "Your own data" command, with MiniLM as $BERT.
+def _readme_command(train, dev, out, *extra):
+  minilm = conftest.MINILM_DIR
+  return ["--train_file=%s" % train, "--dev_file=%s" % dev,
+          "--id_column=id", "--vocab_file=%s/vocab.txt" % minilm,
+          "--bert_config_file=%s/bert_config.json" % minilm,
+          "--init_checkpoint=%s/bert_model.ckpt" % minilm, "--do_train",
+          "--do_eval", "--tune_threshold", "--output_dir=%s" % out,
+          "--export_dir=%s" % os.path.join(os.path.dirname(out),
+                                           "export")] + list(extra)
+
+
+def _edited_tickets(folder, name, edit):
+  """sample_data/tickets' files copied into `folder`, `edit(rows)` applied
+  to the rows (header first) of file `name`."""
+  for file_name in ("train.csv", "dev.csv"):
+    with open(os.path.join(conftest.REPO_ROOT, "sample_data", "tickets",
+                           file_name), newline="") as f:
+      rows = list(csv.reader(f))
+    if file_name == name:
+      edit(rows)
+    with open(os.path.join(folder, file_name), "w", newline="") as f:
+      csv.writer(f).writerows(rows)
+  return [os.path.join(folder, n) for n in ("train.csv", "dev.csv")]
+
+
+def _set(row, column, value):
+  def edit(rows):
+    rows[row][column] = value
+  return edit
+
+
+@pytest.mark.parametrize("name, edit, extra, message", [
+    ("dev.csv", _set(2, 2, "refund"), (),
+     "{dev}:3: label 'refund' is not one of the model's labels (account, "
+     "billing, bug, shipping). Train with a file that has it, or add it to "
+     "--labels."),
+    ("dev.csv", _set(4, 1, " "), (),
+     "{dev}:5: text_a 'text' is empty. Fill in the text or delete that "
+     "row."),
+    ("dev.csv", lambda rows: rows[3].pop(), (),
+     "{dev}:4: found 2 fields, expected 3 as in the header. Repair that "
+     "line (a separator inside an unquoted field?)."),
+    ("train.csv", _set(5, 2, "refund"), (
+        "--problem_type=multi_label", "--labels=account,billing,bug,shipping"),
+     "{train}:6: label 'refund' is not one of the model's labels"),
+    ("dev.csv", _set(2, 2, "[billing, bug]"), (),
+     "{dev}:3: the label cell [billing, bug] is in brackets but not a JSON "
+     "list (Expecting value). Write several labels as a JSON list"),
+])
+def test_a_bad_row_of_your_own_files_is_the_only_line(
+    name, edit, extra, message, tmp_path, run_script):
+  """The README's command on sample_data/tickets with one cell wrong: the
+  error alone (no settings line before it), exit 2, nothing written."""
+  train, dev = _edited_tickets(str(tmp_path), name, edit)
+  out = str(tmp_path / "out")
+  result = run_script("run_classifier.py",
+                      _readme_command(train, dev, out, *extra))
+  lines = (result.stdout + result.stderr).splitlines()
+  assert result.returncode == 2, lines
+  assert len(lines) == 1, lines
+  assert lines[0].startswith("run_classifier.py: error: " + message.format(
+      train=train, dev=dev)), lines
+  assert not os.path.exists(out)
+
+
+def test_a_json_list_in_a_csv_cell_is_one_label_each(tmp_path):
+  """A multi-label cell written as a JSON list in a CSV file (quotes
+  doubled) is the list's labels, not pieces of it cut at the commas."""
+  def as_json_lists(rows):
+    for row in rows[1:]:
+      row[2] = json.dumps(row[2].split(","))
+  train, _ = _edited_tickets(str(tmp_path), "train.csv", as_json_lists)
+  with open(train) as f:
+    assert '"[""billing"", ""account""]"' in f.read()
+  cells = [row.label for row in labeled_files.read_rows(
+      train, labeled_files.Columns("text", None, "label", "id"))]
+  assert cells[1] == ["billing", "account"]
+  assert labeled_files.problem_type_of(cells, ",") == "multi_label"
+  assert labeled_files.label_list(cells, "multi_label", ",") == [
+      "account", "billing", "bug", "shipping"]
