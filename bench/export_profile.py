@@ -47,9 +47,9 @@ flags.DEFINE_string("baseline", None, "(optional) An export to time "
                     "against --export, calls alternated.")
 
 
-def load(export):
+def load(export, batch_size, seq_length):
   """(session, fetches, feeds) of `export`'s serving_default signature on
-  FLAGS.batch_size rows of random ids."""
+  `batch_size` rows of `seq_length` random ids."""
   graph = tf.Graph()
   # Threads of its own: two sessions in one process would otherwise share
   # the pools the first one created.
@@ -60,7 +60,7 @@ def load(export):
         sess, [tf.compat.v1.saved_model.SERVING],
         exported_models.find_saved_model(export))
   signature = meta_graph.signature_def["serving_default"]
-  shape = (FLAGS.batch_size, FLAGS.seq_length)
+  shape = (batch_size, seq_length)
   values = {"input_ids": np.random.RandomState(0).randint(
       1000, 2000, size=shape).astype(np.int32),
             "input_mask": np.ones(shape, np.int32),
@@ -72,24 +72,26 @@ def load(export):
   return sess, fetches, feeds
 
 
-def compare(runs):
-  """Alternated untraced calls of [(session, fetches, feeds)] x 2: prints
-  each median, their ratio and the outputs' largest difference."""
+def compare(runs, names, warmup_calls, calls):
+  """Alternated untraced calls of [(session, fetches, feeds)] x 2, `calls`
+  each after `warmup_calls`: prints each median under its name of
+  `names` (baseline, export), their ratio and the outputs' largest
+  difference."""
   outputs = [sess.run(fetches, feeds) for sess, fetches, feeds in runs]
   difference = max(float(np.abs(a.astype(np.float64) - b).max())
                    for a, b in zip(*outputs))
   times = [[], []]
-  for index in range(FLAGS.warmup_calls + FLAGS.calls):
+  for index in range(warmup_calls + calls):
     for which in bench.in_turn([0, 1], index):
       sess, fetches, feeds = runs[which]
       start = time.perf_counter()
       sess.run(fetches, feeds)
-      if index >= FLAGS.warmup_calls:
+      if index >= warmup_calls:
         times[which].append(time.perf_counter() - start)
   baseline, export = (float(np.median(t)) * 1e3 for t in times)
   print("median call: %s %.2f ms, %s %.2f ms; baseline / export %.3f; "
         "largest output difference %.3g\n" % (
-            FLAGS.baseline, baseline, FLAGS.export, export, baseline / export,
+            names[0], baseline, names[1], export, baseline / export,
             difference))
 
 
@@ -100,9 +102,12 @@ def main(_):
       raise SystemExit("bench.export_profile: --%s=%s is not a folder; pass "
                        "a fine-tuning script's --export_dir (or one "
                        "SavedModel in it)." % (name, path))
-  sess, fetches, feeds = load(FLAGS.export)
+  sess, fetches, feeds = load(FLAGS.export, FLAGS.batch_size,
+                              FLAGS.seq_length)
   if FLAGS.baseline:
-    compare([load(FLAGS.baseline), (sess, fetches, feeds)])
+    compare([load(FLAGS.baseline, FLAGS.batch_size, FLAGS.seq_length),
+             (sess, fetches, feeds)], [FLAGS.baseline, FLAGS.export],
+            FLAGS.warmup_calls, FLAGS.calls)
   for _ in range(FLAGS.warmup_calls):
     sess.run(fetches, feeds)
   start = time.perf_counter()

@@ -337,8 +337,10 @@ def planned_bytes(run, calibration):
       run["checkpointing"], calibration=calibration)
 
 
-def _wait_for_memory(needed):
-  deadline = time.time() + 60 * FLAGS.wait_minutes
+def _wait_for_memory(needed, wait_minutes):
+  """Waits until `needed` bytes are available; False if they are not
+  within `wait_minutes`."""
+  deadline = time.time() + 60 * wait_minutes
   while _mem_available() < needed:
     if time.time() > deadline:
       return False
@@ -348,10 +350,17 @@ def _wait_for_memory(needed):
   return True
 
 
-def _child_env():
+def _child_env(allocator, child_env):
+  """The children's environment: this one's, TensorFlow's C++ logs quiet,
+  the `allocator` ("bfc" or "default") chosen and the NAME=VALUE pairs of
+  `child_env` added.
+
+  Raises:
+    app.UsageError: an entry of `child_env` is not NAME=VALUE.
+  """
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-  env[BFC_ENV] = "true" if FLAGS.allocator == "bfc" else "false"
-  for item in FLAGS.child_env:
+  env[BFC_ENV] = "true" if allocator == "bfc" else "false"
+  for item in child_env:
     name, sep, value = item.partition("=")
     if not sep or not name:
       raise app.UsageError("--child_env entry %r must be NAME=VALUE." % item)
@@ -359,34 +368,46 @@ def _child_env():
   return env
 
 
-def _watch(proc):
-  """Waits for `proc`; kills it if free memory runs out or time is up."""
-  deadline = time.time() + 60 * FLAGS.timeout_minutes
+def _watch(proc, min_free_gb, timeout_minutes):
+  """Waits for `proc`; kills it when free memory falls below `min_free_gb`
+  GiB or after `timeout_minutes`, and returns why (None: it ended)."""
+  deadline = time.time() + 60 * timeout_minutes
   while proc.poll() is None:
-    if _mem_available() < FLAGS.min_free_gb * units.GIB:
+    if _mem_available() < min_free_gb * units.GIB:
       proc.kill()
-      return "killed: MemAvailable fell below %.1f GiB" % FLAGS.min_free_gb
+      return "killed: MemAvailable fell below %.1f GiB" % min_free_gb
     if time.time() > deadline:
       proc.kill()
-      return "killed: no result within %d minutes" % FLAGS.timeout_minutes
+      return "killed: no result within %d minutes" % timeout_minutes
     time.sleep(0.5)
   return None
 
 
-def run_parent(run, calibration):
-  """Runs `run` in a child process; returns the run dict with results."""
+def run_parent(run, calibration, env, min_free_gb, wait_minutes,
+               timeout_minutes):
+  """Runs `run` in a child process; returns the run dict with results.
+
+  Args:
+    run: one of _runs' dicts.
+    calibration: the planner's calibration, for the estimate of the peak.
+    env: the child's environment (_child_env).
+    min_free_gb: GiB of free memory to keep: the run waits until the
+      estimate and this much are free, and the child is killed when less
+      than this is.
+    wait_minutes: how long to wait for that memory before skipping.
+    timeout_minutes: the child is killed after this long.
+  """
   estimate = planned_bytes(run, calibration)["total"]
   record = dict(run, planned_bytes=estimate,
                 load_average=os.getloadavg()[0])
-  if not _wait_for_memory(estimate + FLAGS.min_free_gb * units.GIB):
+  if not _wait_for_memory(estimate + min_free_gb * units.GIB, wait_minutes):
     record["error"] = "skipped: not enough free memory"
     return record
   cmd = bench.child_command("memory", ["--child=" + json.dumps(run)])
   with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                        text=True, env=_child_env(),
-                        cwd=bench.REPO_ROOT) as proc:
+                        text=True, env=env, cwd=bench.REPO_ROOT) as proc:
     # The child prints little; reading after exit cannot block on a pipe.
-    killed = _watch(proc)
+    killed = _watch(proc, min_free_gb, timeout_minutes)
     stdout, stderr = proc.communicate()
   lines = [l for l in stdout.splitlines() if l.startswith(RESULT_MARKER)]
   if killed or proc.returncode or not lines:
@@ -397,28 +418,30 @@ def run_parent(run, calibration):
   return record
 
 
-def _runs():
-  """The cross product of --configs, --precisions and --checkpointing."""
-  for precision in FLAGS.precisions:
+def _runs(configs, batch, precisions, checkpointing, common):
+  """The runs: the cross product of `configs` (MODEL:SEQ[:BATCH], `batch`
+  where none is given), `precisions` and `checkpointing` ("false",
+  "true"), each with the entries of `common`.
+
+  Raises:
+    app.UsageError: an entry of the lists is malformed or unknown.
+  """
+  for precision in precisions:
     if precision not in memory_model.PRECISIONS:
       raise app.UsageError("--precisions entry %r is not one of %s." %
                            (precision, ", ".join(memory_model.PRECISIONS)))
   settings = []
-  for item in FLAGS.checkpointing:
+  for item in checkpointing:
     if item not in ("false", "true"):
       raise app.UsageError("--checkpointing entries must be false or true, "
                            "got %r." % item)
     settings.append(item == "true")
-  common = {"steps": FLAGS.steps, "intra_op_threads": FLAGS.intra_op_threads,
-            "inter_op_threads": FLAGS.inter_op_threads,
-            "memory_optimization": FLAGS.memory_optimization,
-            "release_freed_heap": FLAGS.release_freed_heap}
-  for text in FLAGS.configs:
+  for text in configs:
     try:
-      config = parse_config(text, FLAGS.batch)
+      config = parse_config(text, batch)
     except ValueError as e:
       raise app.UsageError(str(e)) from e
-    for precision in FLAGS.precisions:
+    for precision in precisions:
       for checkpointing in settings:
         yield dict(config, precision=precision, checkpointing=checkpointing,
                    **common)
@@ -465,12 +488,22 @@ def main(argv):
           flush=True)
     return
   calibration = memory_model.CPU_MEASURED
+  common = {"steps": FLAGS.steps, "intra_op_threads": FLAGS.intra_op_threads,
+            "inter_op_threads": FLAGS.inter_op_threads,
+            "memory_optimization": FLAGS.memory_optimization,
+            "release_freed_heap": FLAGS.release_freed_heap}
+  runs = list(_runs(FLAGS.configs, FLAGS.batch, FLAGS.precisions,
+                    FLAGS.checkpointing, common))
+  env = _child_env(FLAGS.allocator, FLAGS.child_env)
   records = []
-  for run in list(_runs()):
+  for run in runs:
     logging.info("Running %s:%d:%d %s checkpointing=%s", run["model"],
                  run["seq"], run["batch"], run["precision"],
                  run["checkpointing"])
-    records.append(run_parent(run, calibration))
+    records.append(run_parent(
+        run, calibration, env, min_free_gb=FLAGS.min_free_gb,
+        wait_minutes=FLAGS.wait_minutes,
+        timeout_minutes=FLAGS.timeout_minutes))
     logging.info("%s", json.dumps({k: v for k, v in records[-1].items()
                                    if k != "bert"}))
   command = bench.typed_command("memory", sys.argv[1:])

@@ -54,22 +54,25 @@ flags.DEFINE_list("averages", list(token_loss.LOSS_AVERAGES),
                   "The --loss_average values to compare.")
 
 
-def _run(average, seed, extra):
-  """dev F1 of one run (run now unless its results exist)."""
-  output_dir = os.path.join(FLAGS.work_dir, "%s_seed%s" % (average, seed))
+def _run(average, seed, extra, work_dir, data_dir, model_dir):
+  """dev F1 of one run_ner.py run with --loss_average=`average`,
+  --seed=`seed` and the arguments `extra`, on the CoNLL files of
+  `data_dir` from the model of `model_dir`, in a folder of `work_dir`
+  (run now unless its results exist there)."""
+  output_dir = os.path.join(work_dir, "%s_seed%s" % (average, seed))
   results = os.path.join(output_dir, "eval_results.txt")
   if not os.path.exists(results):
     command = [sys.executable, os.path.join(bench.REPO_ROOT, "run_ner.py"),
-               "--data_dir=" + FLAGS.data_dir,
-               "--bert_config_file=" + os.path.join(FLAGS.model_dir,
-                                                    "bert_config.json"),
-               "--vocab_file=" + os.path.join(FLAGS.model_dir, "vocab.txt"),
-               "--init_checkpoint=" + os.path.join(FLAGS.model_dir,
-                                                   "bert_model.ckpt"),
+               "--data_dir=" + data_dir,
+               "--bert_config_file=" + os.path.join(
+                   model_dir, "bert_config.json"),
+               "--vocab_file=" + os.path.join(model_dir, "vocab.txt"),
+               "--init_checkpoint=" + os.path.join(
+                   model_dir, "bert_model.ckpt"),
                "--do_lower_case=true", "--do_train", "--do_eval",
                "--seed=%s" % seed, "--loss_average=" + average,
                "--output_dir=" + output_dir] + extra
-    os.makedirs(FLAGS.work_dir, exist_ok=True)
+    os.makedirs(work_dir, exist_ok=True)
     with open(output_dir + ".log", "w") as log:
       subprocess.run(command, stdout=log, stderr=subprocess.STDOUT,
                      check=True)
@@ -99,7 +102,8 @@ def main(argv):
   f1 = {average: {} for average in FLAGS.averages}
   start = time.time()
   for done, (average, seed) in enumerate(jobs, 1):
-    f1[average][seed] = _run(average, seed, extra)
+    f1[average][seed] = _run(average, seed, extra, FLAGS.work_dir,
+                             FLAGS.data_dir, FLAGS.model_dir)
     elapsed = time.time() - start
     print("run %d/%d: --loss_average=%s --seed=%s dev F1 %.2f; %.0f s, "
           "about %.0f s left" % (done, len(jobs), average, seed,

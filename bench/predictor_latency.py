@@ -162,44 +162,51 @@ class SessionCallable(object):
     return dict(zip(self.names, self.run(*prepared)))
 
 
-def latency(calls, num_cases):
+def latency(calls, num_cases, warmup, rounds):
   """{kind: percentiles} of interleaved single calls.
 
   Args:
     calls: dict kind -> callable(case index), one call of one example.
     num_cases: how many distinct cases the rounds cycle through.
+    warmup: untimed rounds first.
+    rounds: timed rounds (one call of each kind each).
   """
   times = {kind: [] for kind in calls}
-  for round_index in range(FLAGS.warmup + FLAGS.rounds):
+  for round_index in range(warmup + rounds):
     for kind, call in calls.items():
       start = time.perf_counter()
       call(round_index % num_cases)
-      if round_index >= FLAGS.warmup:
+      if round_index >= warmup:
         times[kind].append(time.perf_counter() - start)
   return {kind: bench.percentiles(values) for kind, values in times.items()}
 
 
-def throughput(calls, num_batches):
-  """{kind: examples/s} of interleaved batch calls (callable(batch index))."""
+def throughput(calls, num_batches, batch_size, batch_rounds):
+  """{kind: examples/s} of interleaved calls (callable(batch index)) of
+  `batch_size` examples, `batch_rounds` timed calls of each kind after 2
+  untimed ones."""
   times = {kind: [] for kind in calls}
-  for round_index in range(2 + FLAGS.batch_rounds):
+  for round_index in range(2 + batch_rounds):
     for kind, call in calls.items():
       start = time.perf_counter()
       call(round_index % num_batches)
       if round_index >= 2:
         times[kind].append(time.perf_counter() - start)
-  return {kind: FLAGS.batch_size / float(np.median(values))
+  return {kind: batch_size / float(np.median(values))
           for kind, values in times.items()}
 
 
-def bench_mrpc():
-  model = exported_models.load(FLAGS.mrpc_export)
-  pairs = mrpc_pairs(FLAGS.mrpc_data,
-                     max(FLAGS.num_examples, 4 * FLAGS.batch_size))
+def bench_mrpc(export, data, num_examples, batch_size, warmup, rounds,
+               batch_rounds):
+  """Latency and throughput of the MRPC `export` on the pairs of `data`:
+  the rounds cycle through `num_examples` pairs (latency's `warmup` and
+  `rounds`; throughput's `batch_size` and `batch_rounds`)."""
+  model = exported_models.load(export)
+  pairs = mrpc_pairs(data, max(num_examples, 4 * batch_size))
   bare = BareSignature(model.model.path)
   session = SessionCallable(model.model.path)
   text = TextSignature(model.model.path, ["text_a", "text_b"])
-  singles = pairs[:FLAGS.num_examples]
+  singles = pairs[:num_examples]
   rows = classifier_rows(model, singles)
   bare_in = [bare.prepare(padded([row])) for row in rows]
   session_in = [session.prepare(padded([row])) for row in rows]
@@ -209,8 +216,9 @@ def bench_mrpc():
                 "predictor": lambda i: model.predict(*singles[i]),
                 "text": lambda i: text(text_in[i]),
                 "bare": lambda i: bare(bare_in[i]),
-                "session": lambda i: session(session_in[i])}, len(singles))}
-  groups = bench.batches(pairs, FLAGS.batch_size)
+                "session": lambda i: session(session_in[i])}, len(singles),
+                warmup, rounds)}
+  groups = bench.batches(pairs, batch_size)
   # The bare call gets each batch sorted by length, as the predictor
   # batches it, padded to its longest pair.
   group_in = [bare.prepare(padded(sorted(classifier_rows(model, group),
@@ -220,18 +228,21 @@ def bench_mrpc():
   result["throughput_examples_per_s"] = throughput({
       "predictor": lambda i: model.predict_batch(groups[i]),
       "text": lambda i: text(text_groups[i]),
-      "bare": lambda i: bare(group_in[i])}, len(groups))
+      "bare": lambda i: bare(group_in[i])}, len(groups), batch_size,
+      batch_rounds)
   return result
 
 
-def bench_squad():
-  model = exported_models.load(FLAGS.squad_export)
-  questions = bench.squad_questions(
-      FLAGS.squad_data, max(FLAGS.num_examples, 4 * FLAGS.batch_size))
+def bench_squad(export, data, num_examples, batch_size, warmup, rounds,
+                batch_rounds):
+  """bench_mrpc's measurements of the SQuAD `export` on the questions of
+  `data`."""
+  model = exported_models.load(export)
+  questions = bench.squad_questions(data, max(num_examples, 4 * batch_size))
   bare = BareSignature(model.model.path)
   session = SessionCallable(model.model.path)
   text = TextSignature(model.model.path, ["question", "context"])
-  singles = questions[:FLAGS.num_examples]
+  singles = questions[:num_examples]
   rows = [squad_rows(model, q, c) for q, c in singles]
   bare_in = [bare.prepare(padded(r)) for r in rows]
   session_in = [session.prepare(padded(r)) for r in rows]
@@ -244,19 +255,21 @@ def bench_squad():
           "predictor": lambda i: model.predict(*singles[i]),
           "text": lambda i: text(text_in[i]),
           "bare": lambda i: bare(bare_in[i]),
-          "session": lambda i: session(session_in[i])}, len(singles))}
-  groups = bench.batches(questions, FLAGS.batch_size)
+          "session": lambda i: session(session_in[i])}, len(singles),
+          warmup, rounds)}
+  groups = bench.batches(questions, batch_size)
   text_groups = [text.prepare(group) for group in groups]
   group_in = []
   for group in groups:
     windows = [w for q, c in group for w in squad_rows(model, q, c)]
     windows.sort(key=lambda w: len(w[0]))
-    group_in.append([bare.prepare(padded(windows[i:i + FLAGS.batch_size]))
-                     for i in range(0, len(windows), FLAGS.batch_size)])
+    group_in.append([bare.prepare(padded(windows[i:i + batch_size]))
+                     for i in range(0, len(windows), batch_size)])
   result["throughput_examples_per_s"] = throughput({
       "predictor": lambda i: model.predict_batch(groups[i]),
       "text": lambda i: text(text_groups[i]),
-      "bare": lambda i: [bare(b) for b in group_in[i]]}, len(groups))
+      "bare": lambda i: [bare(b) for b in group_in[i]]}, len(groups),
+      batch_size, batch_rounds)
   return result
 
 
@@ -267,7 +280,9 @@ def machine():
           "load_average_1_5_15": list(os.getloadavg())}
 
 
-def table(results):
+def table(results, batch_size):
+  """The results as markdown tables (throughput at `batch_size`) and the
+  ratios of the latencies."""
   tasks = [task for task in ("mrpc", "squad") if task in results]
   lines = ["| task | kind | p50 ms | p99 ms |", "|---|---|---|---|"]
   for task in tasks:
@@ -275,7 +290,7 @@ def table(results):
       lines.append("| %s | %s | %.2f | %.2f |" % (
           task, kind, values["p50_ms"], values["p99_ms"]))
   lines.append("")
-  lines.append("| task | kind | examples/s at batch %d |" % FLAGS.batch_size)
+  lines.append("| task | kind | examples/s at batch %d |" % batch_size)
   lines.append("|---|---|---|")
   for task in tasks:
     for kind, value in results[task]["throughput_examples_per_s"].items():
@@ -301,12 +316,15 @@ def main(_):
              "flags": {name: FLAGS[name].value for name in (
                  "mrpc_export", "squad_export", "rounds", "warmup",
                  "num_examples", "batch_size", "batch_rounds")}}
-  results["mrpc"] = bench_mrpc()
+  timing = {name: FLAGS[name].value for name in (
+      "num_examples", "batch_size", "warmup", "rounds", "batch_rounds")}
+  results["mrpc"] = bench_mrpc(FLAGS.mrpc_export, FLAGS.mrpc_data, **timing)
   if FLAGS.squad_export:
-    results["squad"] = bench_squad()
+    results["squad"] = bench_squad(FLAGS.squad_export, FLAGS.squad_data,
+                                   **timing)
   results["load_average_at_end"] = list(os.getloadavg())
   path = bench.write_results(FLAGS.out_dir, "predictor_latency", started, results)
-  print(table(results))
+  print(table(results, FLAGS.batch_size))
   print("\nWritten to %s" % path)
 
 

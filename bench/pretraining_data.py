@@ -193,20 +193,20 @@ def cut_corpus(corpus, size_bytes, output_path):
       document = []
   if not written:
     raise app.UsageError("--cut_mb=%g: the first document of %s is larger."
-                         % (FLAGS.cut_mb, corpus))
+                         % (size_bytes / 1e6, corpus))
   return written
 
 
-def run_once(corpus, mode, output_dir, num_workers=None):
-  """One timed run (`num_workers` for the scalable mode); returns its
-  record."""
-  output = os.path.join(output_dir, "records")
+def _command(corpus, mode, output, num_workers, vocab_file, dupe_factor,
+             shard_size_mb):
+  """The argv of one run of create_pretraining_data.py under
+  /usr/bin/time -v, writing to `output` (see run_once)."""
   command = ["/usr/bin/time", "-v", sys.executable,
              os.path.join(bench.REPO_ROOT, "create_pretraining_data.py"),
              "--input_file=" + corpus, "--output_file=" + output,
-             "--vocab_file=" + FLAGS.vocab_file, "--max_seq_length=128",
+             "--vocab_file=" + vocab_file, "--max_seq_length=128",
              "--max_predictions_per_seq=20",
-             "--dupe_factor=%d" % FLAGS.dupe_factor,
+             "--dupe_factor=%d" % dupe_factor,
              "--mode=" + ("faithful" if mode == "faithful" else "scalable")]
   if mode == "scalable":
     command.append("--num_workers=%d" % num_workers)
@@ -215,15 +215,36 @@ def run_once(corpus, mode, output_dir, num_workers=None):
                 "--direct_num_workers=%d" % num_workers,
                 "--direct_running_mode=multi_processing"]
   if mode != "faithful":
-    if FLAGS.shard_size_mb:
-      command.append("--shard_size_mb=%g" % FLAGS.shard_size_mb)
+    if shard_size_mb:
+      command.append("--shard_size_mb=%g" % shard_size_mb)
+  return command
+
+
+def run_once(corpus, mode, output_dir, num_workers, vocab_file, dupe_factor,
+             shard_size_mb, max_rss_gb):
+  """One timed run; returns its record.
+
+  Args:
+    corpus: the input file.
+    mode: "faithful", "scalable" or "beam".
+    output_dir: where the run writes (its records are removed after a
+      successful run).
+    num_workers: workers of the scalable and beam modes (None: faithful).
+    vocab_file, dupe_factor: the script's flags of that name.
+    shard_size_mb: --shard_size_mb of the scalable and beam modes; None:
+      the script's default.
+    max_rss_gb: the run is killed when its process tree's RSS passes this
+      many GiB.
+  """
+  command = _command(corpus, mode, os.path.join(output_dir, "records"),
+                     num_workers, vocab_file, dupe_factor, shard_size_mb)
   logging.info("Running %s", " ".join(command))
   start = time.time()
   with tempfile.TemporaryFile("w+") as log:
     proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
                             cwd=bench.REPO_ROOT,
                             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-    sampler = TreeSampler(proc.pid, FLAGS.max_rss_gb * units.GIB)
+    sampler = TreeSampler(proc.pid, max_rss_gb * units.GIB)
     proc.wait()
     sampler.stop()
     seconds = time.time() - start
@@ -237,7 +258,7 @@ def run_once(corpus, mode, output_dir, num_workers=None):
   written = re.findall(r"Wrote (\d+) total instances", text)
   time_peak = re.search(r"Maximum resident set size \(kbytes\): (\d+)", text)
   if proc.returncode or sampler.killed or not written:
-    record["error"] = ("killed: tree RSS passed %g GiB" % FLAGS.max_rss_gb
+    record["error"] = ("killed: tree RSS passed %g GiB" % max_rss_gb
                        if sampler.killed else text.strip()[-1000:])
     return record
   record["instances"] = int(written[-1])
@@ -249,9 +270,17 @@ def run_once(corpus, mode, output_dir, num_workers=None):
   return record
 
 
-def targets(records):
+def targets(records, min_speedup, max_growth):
   """Lines checking the speed-up and memory targets, and the scalable
-  mode's scaling over its worker counts."""
+  mode's scaling over its worker counts.
+
+  Args:
+    records: run_once's records.
+    min_speedup: the target of the scalable mode's instances/s (at its
+      most workers) over the faithful mode's, on every corpus.
+    max_growth: the target of the scalable mode's tree PSS peak: at most
+      this relative change from the first corpus to the last.
+  """
   ok = {}
   for r in records:
     if "error" in r:
@@ -269,8 +298,8 @@ def targets(records):
       speedup = (scalable["instances_per_second"] /
                  faithful["instances_per_second"])
       lines.append("%s speed-up %.2fx (target >= %.2fx): %s" % (
-          corpus, speedup, FLAGS.min_speedup,
-          "met" if speedup >= FLAGS.min_speedup else "NOT met"))
+          corpus, speedup, min_speedup,
+          "met" if speedup >= min_speedup else "NOT met"))
   lines.extend(scaling(records))
   scalable = [ok[(corpus, "scalable")]
               for corpus in dict.fromkeys(r["corpus"] for r in records)
@@ -283,8 +312,8 @@ def targets(records):
         "scalable peaks %s -> %s: tree PSS %+.0f%% (target within %.0f%%: "
         "%s), tree RSS %+.0f%%, time -v %+.0f%%" % (
             first["corpus"], last["corpus"], 100 * growth["tree_pss_peak"],
-            100 * FLAGS.max_growth,
-            "met" if abs(growth["tree_pss_peak"]) <= FLAGS.max_growth
+            100 * max_growth,
+            "met" if abs(growth["tree_pss_peak"]) <= max_growth
             else "NOT met", 100 * growth["tree_rss_peak"],
             100 * growth["time_v_peak"]))
   return lines
@@ -327,7 +356,8 @@ def _mode_label(record):
   return record["mode"]
 
 
-def markdown(records):
+def markdown(records, min_speedup, max_growth):
+  """The records as a Markdown table, followed by targets' lines."""
   rows = ["| corpus | MB | mode | instances | seconds | instances/s | "
           "time -v peak (GiB) | tree RSS peak (GiB) | tree PSS peak (GiB) |",
           "|---|---|---|---|---|---|---|---|---|"]
@@ -342,7 +372,8 @@ def markdown(records):
                  r["seconds"], r["instances_per_second"],
                  r["time_v_peak"] / units.GIB, r["tree_rss_peak"] / units.GIB,
                  r["tree_pss_peak"] / units.GIB))
-  return "\n".join(rows + [""] + targets(records)) + "\n"
+  rows += [""] + targets(records, min_speedup, max_growth)
+  return "\n".join(rows) + "\n"
 
 
 def main(argv):
@@ -364,13 +395,17 @@ def main(argv):
         corpus = cut
       for mode in FLAGS.modes:
         for num_workers in (workers if mode != "faithful" else [None]):
-          records.append(run_once(corpus, mode, output_dir, num_workers))
+          records.append(run_once(
+              corpus, mode, output_dir, num_workers,
+              vocab_file=FLAGS.vocab_file, dupe_factor=FLAGS.dupe_factor,
+              shard_size_mb=FLAGS.shard_size_mb,
+              max_rss_gb=FLAGS.max_rss_gb))
           logging.info("%s", json.dumps(records[-1]))
   machine = {"cpus": os.cpu_count(), "load_average": os.getloadavg(),
              "date": time.strftime("%Y-%m-%d %H:%M:%S")}
   with open(FLAGS.output_prefix + ".json", "w") as f:
     json.dump({"machine": machine, "runs": records}, f, indent=2)
-  table = markdown(records)
+  table = markdown(records, FLAGS.min_speedup, FLAGS.max_growth)
   with open(FLAGS.output_prefix + ".md", "w") as f:
     f.write(table)
   print(table)

@@ -32,6 +32,7 @@ bench/out/serving_latency-<date>.json and prints a markdown table.
 """
 
 import datetime
+import functools
 import json
 import os
 import platform
@@ -107,30 +108,33 @@ class Ours(object):
 
 
 class HuggingFace(object):
-  """transformers' text-classification pipeline on raw pairs."""
+  """transformers' text-classification pipeline on raw pairs, cut to
+  `max_seq_length` tokens."""
 
-  def __init__(self, model_dir, bf16):
+  def __init__(self, model_dir, bf16, max_seq_length):
     import torch  # pylint: disable=g-import-not-at-top
     import transformers  # pylint: disable=g-import-not-at-top
     self.pipe = transformers.pipeline(
         "text-classification", model=model_dir, device="cpu",
         torch_dtype=torch.bfloat16 if bf16 else torch.float32)
+    self.max_seq_length = max_seq_length
 
   def __call__(self, pairs):
     results = self.pipe([{"text": q, "text_pair": c} for q, c in pairs],
                         batch_size=len(pairs), truncation=True,
-                        max_length=FLAGS.max_seq_length, top_k=None)
+                        max_length=self.max_seq_length, top_k=None)
     return np.array([[r["score"] for r in sorted(
         row, key=lambda r: int(r["label"].rsplit("_", 1)[-1]))]
                      for row in results], np.float64)
 
 
-def measure(calls, pairs, batch_size):
-  """{kind: percentiles} of interleaved requests of `batch_size` rows."""
+def measure(calls, pairs, batch_size, warmup, rounds):
+  """{kind: percentiles} of interleaved requests of `batch_size` rows,
+  `rounds` timed of each kind after `warmup` untimed."""
   requests = bench.batches(pairs, batch_size)
   times = {kind: [] for kind in calls}
   kinds = list(calls)
-  for index in range(FLAGS.warmup + FLAGS.rounds):
+  for index in range(warmup + rounds):
     request = requests[index % len(requests)]
     # Each side goes first in every other round: neither always follows
     # the other's work.
@@ -138,18 +142,24 @@ def measure(calls, pairs, batch_size):
       call = calls[kind]
       start = time.perf_counter()
       call(request)
-      if index >= FLAGS.warmup:
+      if index >= warmup:
         times[kind].append(time.perf_counter() - start)
   return {kind: bench.percentiles(values) for kind, values in times.items()}
 
 
-def run_precision(export, bf16, pairs):
-  calls = {"ours": Ours(export), "hf": HuggingFace(FLAGS.hf_model, bf16)}
+def run_precision(export, bf16, pairs, hf_model, max_seq_length,
+                  batch_sizes, warmup, rounds):
+  """One precision in this process: `export` against `hf_model` on
+  `pairs` cut to `max_seq_length` tokens, measure's times at each of
+  `batch_sizes`, and the largest difference of their probabilities."""
+  calls = {"ours": Ours(export),
+           "hf": HuggingFace(hf_model, bf16, max_seq_length)}
   check = pairs[:CHECK_ROWS]
   difference = float(np.abs(calls["ours"](check) - calls["hf"](check)).max())
   result = {"max_probability_difference": difference}
-  for batch_size in (int(b) for b in FLAGS.batch_sizes):
-    result["batch_%d" % batch_size] = measure(calls, pairs, batch_size)
+  for batch_size in batch_sizes:
+    result["batch_%d" % batch_size] = measure(calls, pairs, batch_size,
+                                              warmup, rounds)
   return result
 
 
@@ -176,14 +186,17 @@ def serve_requests(call, pairs):
 
 
 class Worker(object):
-  """One side in a process of its own (this module with --worker)."""
+  """One side in a process of its own (this module with --worker): the
+  model of `model` on the pairs of `squad_data` cut to `max_seq_length`
+  tokens, as many pairs read as the largest of `batch_sizes` needs."""
 
-  def __init__(self, kind, model, bf16):
+  def __init__(self, kind, model, bf16, squad_data, max_seq_length,
+               batch_sizes):
     self.kind = kind
     args = ["--worker=" + kind, "--export=" + model, "--hf_model=" + model,
-            "--worker_bf16=%s" % bf16, "--squad_data=" + FLAGS.squad_data,
-            "--max_seq_length=%d" % FLAGS.max_seq_length,
-            "--batch_sizes=" + ",".join(FLAGS.batch_sizes)]
+            "--worker_bf16=%s" % bf16, "--squad_data=" + squad_data,
+            "--max_seq_length=%d" % max_seq_length,
+            "--batch_sizes=" + ",".join(str(b) for b in batch_sizes)]
     self.process = subprocess.Popen(
         bench.child_command("serving_latency", args), cwd=bench.REPO_ROOT,
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -203,34 +216,44 @@ class Worker(object):
     self.process.wait()
 
 
-def measure_in_turns(workers, batch_size):
-  """{kind: percentiles}: the workers take turns of FLAGS.block requests."""
+def measure_in_turns(workers, batch_size, warmup, rounds, block,
+                     switch_pause):
+  """{kind: percentiles} of `rounds` requests of each kind after `warmup`:
+  the workers take turns of `block` requests, `switch_pause` seconds
+  apart."""
   times = {kind: [] for kind in workers}
   kinds = list(workers)
-  turns = -(-(FLAGS.warmup + FLAGS.rounds) // FLAGS.block)
+  turns = -(-(warmup + rounds) // block)
   for turn in range(turns):
     for kind in bench.in_turn(kinds, turn):
       # The side that just ran spins its threads a while after its work;
       # the pause lets them sleep before the other side is timed.
-      time.sleep(FLAGS.switch_pause)
-      first = turn * FLAGS.block
+      time.sleep(switch_pause)
+      first = turn * block
       seconds = workers[kind].ask({"batch_size": batch_size, "first": first,
-                                   "count": FLAGS.block})
+                                   "count": block})
       times[kind].extend(s for i, s in enumerate(seconds, first)
-                         if FLAGS.warmup <= i < FLAGS.warmup + FLAGS.rounds)
+                         if warmup <= i < warmup + rounds)
   return {kind: bench.percentiles(values) for kind, values in times.items()}
 
 
-def run_precision_in_processes(export, bf16):
-  workers = {"ours": Worker("ours", export, bf16),
-             "hf": Worker("hf", FLAGS.hf_model, bf16)}
+def run_precision_in_processes(export, bf16, hf_model, squad_data,
+                               max_seq_length, batch_sizes, warmup, rounds,
+                               block, switch_pause):
+  """run_precision's measurements with each side in a Worker reading the
+  pairs of `squad_data`, the two taking turns as measure_in_turns'."""
+  request = dict(squad_data=squad_data, max_seq_length=max_seq_length,
+                 batch_sizes=batch_sizes)
+  workers = {"ours": Worker("ours", export, bf16, **request),
+             "hf": Worker("hf", hf_model, bf16, **request)}
   try:
     probabilities = {kind: np.array(worker.ask({"check": True}))
                      for kind, worker in workers.items()}
     result = {"max_probability_difference": float(
         np.abs(probabilities["ours"] - probabilities["hf"]).max())}
-    for batch_size in (int(b) for b in FLAGS.batch_sizes):
-      result["batch_%d" % batch_size] = measure_in_turns(workers, batch_size)
+    for batch_size in batch_sizes:
+      result["batch_%d" % batch_size] = measure_in_turns(
+          workers, batch_size, warmup, rounds, block, switch_pause)
   finally:
     for worker in workers.values():
       worker.close()
@@ -257,13 +280,27 @@ def table(results):
   return "\n".join(lines)
 
 
+def _precision_runner(pairs):
+  """run(export, bf16) of --isolation with the command line's settings
+  (`pairs`: the requests' text, for the shared process)."""
+  sides = dict(hf_model=FLAGS.hf_model, max_seq_length=FLAGS.max_seq_length,
+               batch_sizes=[int(b) for b in FLAGS.batch_sizes],
+               warmup=FLAGS.warmup, rounds=FLAGS.rounds)
+  if FLAGS.isolation == "process":
+    return functools.partial(
+        run_precision_in_processes, squad_data=FLAGS.squad_data,
+        block=FLAGS.block, switch_pause=FLAGS.switch_pause, **sides)
+  return functools.partial(run_precision, pairs=pairs, **sides)
+
+
 def main(_):
   started = datetime.datetime.now(datetime.timezone.utc)
   largest = max(int(b) for b in FLAGS.batch_sizes)
   pairs = bench.squad_questions(FLAGS.squad_data, max(64, 4 * largest))
   if FLAGS.worker:
     serve_requests(Ours(FLAGS.export) if FLAGS.worker == "ours" else
-                   HuggingFace(FLAGS.hf_model, FLAGS.worker_bf16), pairs)
+                   HuggingFace(FLAGS.hf_model, FLAGS.worker_bf16,
+                               FLAGS.max_seq_length), pairs)
     return
   for name in ("export", "bf16_export", "hf_model"):
     if FLAGS[name].value and not os.path.isdir(FLAGS[name].value):
@@ -272,8 +309,7 @@ def main(_):
           "commands in docs/results.md (\"Raw text through the export "
           "against transformers' pipeline\") or pass another." % (
               name, FLAGS[name].value))
-  run = (run_precision_in_processes if FLAGS.isolation == "process" else
-         lambda export, bf16: run_precision(export, bf16, pairs))
+  run = _precision_runner(pairs)
   results = {"date": started.strftime("%Y-%m-%d %H:%M UTC"),
              "platform": platform.platform(), "cpus": os.cpu_count(),
              "load_average_at_start": list(os.getloadavg()),

@@ -703,10 +703,11 @@ def impl_python(impl, bench_dir=BENCH_DIR):
       folder, script)
 
 
-def _launch(spec):
+def _launch(spec, run_timeout):
   """Runs `spec` in a fresh Python process; returns its result dict.
 
-  A failed run returns the spec with "error" (the tail of its stderr).
+  A failed run, or one still running after `run_timeout` seconds, returns
+  the spec with "error" (the tail of its stderr, or the timeout).
   """
   python, missing = impl_python(spec["impl"])
   if missing:
@@ -717,10 +718,10 @@ def _launch(spec):
   try:
     proc = subprocess.run(cmd, capture_output=True, text=True,
                           env=_worker_env(spec), cwd=bench.REPO_ROOT,
-                          timeout=FLAGS.run_timeout, check=False)
+                          timeout=run_timeout, check=False)
   except subprocess.TimeoutExpired:
     return dict(spec, error="timed out after %d s (--run_timeout)" %
-                FLAGS.run_timeout)
+                run_timeout)
   for line in proc.stdout.splitlines():
     if line.startswith(RESULT_PREFIX):
       result = json.loads(line[len(RESULT_PREFIX):])
@@ -743,59 +744,72 @@ def _on_off(flag_name, values):
   return [v == "on" for v in values]
 
 
-def plan_runs():
+def plan_runs(configs, only, dtypes, xla, checkpointing, skip_padding,
+              threads, steps, warmup_steps):
   """The runs of one round, interleaved over implementations.
+
+  Args:
+    configs: names of CONFIGS to run.
+    only: implementations to run (of ALL_IMPLS).
+    dtypes: compute dtypes to run: "fp32", "bf16".
+    xla, checkpointing, skip_padding: lists of bool, the settings to run
+      of each (an implementation without the setting runs it off).
+    threads: intra-op threads of every run.
+    steps: timed steps of every run; None: each config's own.
+    warmup_steps: untimed steps before timing.
 
   Returns:
     list of spec dicts (without "round").
+
+  Raises:
+    app.UsageError: a config, implementation or dtype is unknown.
   """
-  if FLAGS.quick:
-    configs, xla, checkpointing = QUICK_CONFIGS, [False], [False]
-    skip_padding = [True]
-  else:
-    configs = FLAGS.configs or DEFAULT_CONFIGS
-    xla = _on_off("xla", FLAGS.xla)
-    checkpointing = _on_off("checkpointing", FLAGS.checkpointing)
-    skip_padding = _on_off("skip_padding", FLAGS.skip_padding)
   _check_choice("configs", configs, list(CONFIGS))
-  _check_choice("only", FLAGS.only, ALL_IMPLS)
-  _check_choice("dtypes", FLAGS.dtypes, ("fp32", "bf16"))
+  _check_choice("only", only, ALL_IMPLS)
+  _check_choice("dtypes", dtypes, ("fp32", "bf16"))
   runs = []
   for name in configs:
-    model, seq_length, batch_size, training, steps, head = CONFIGS[name]
-    if FLAGS.quick:
-      steps = 3
+    model, seq_length, batch_size, training, own_steps, head = CONFIGS[name]
     per_impl = []
     # Only ours has the pretraining heads; they run every position (the
     # masked-LM head reads positions anywhere in the sequence).
-    impls = [impl for impl in FLAGS.only
+    impls = [impl for impl in only
              if head == CLASSIFIER or impl == "ours"]
     for impl in impls:
-      impl_xla = xla if impl != "hf" else [False]
-      impl_ckpt = (checkpointing if training and impl in ("ours", "hf")
-                   else [False])
-      impl_skip = (skip_padding if impl == "ours" and head == CLASSIFIER
-                   else [False])
-      impl_dtypes = [d for d in FLAGS.dtypes
-                     if d == "fp32" or impl not in FP32_ONLY_IMPLS]
-      combos = []
-      for dtype, x, c, s in itertools.product(
-          impl_dtypes, sorted(set(impl_xla)), sorted(set(impl_ckpt)),
-          sorted(set(impl_skip))):
-        combo = (dtype, x, c, s and not x)  # XLA runs never skip padding.
-        if combo not in combos:
-          combos.append(combo)
+      combos = _impl_settings(impl, training, head, dtypes, xla,
+                              checkpointing, skip_padding)
       per_impl.append([
           dict(config=name, impl=impl, model=model, seq_length=seq_length,
                batch_size=batch_size, training=training, head=head,
                dtype=dtype,
                xla=x, checkpointing=c, skip_padding=s,
-               threads=FLAGS.threads, steps=FLAGS.steps or steps,
-               warmup_steps=1 if FLAGS.quick else FLAGS.warmup_steps)
+               threads=threads, steps=steps or own_steps,
+               warmup_steps=warmup_steps)
           for dtype, x, c, s in combos])
     for group in itertools.zip_longest(*per_impl):
       runs.extend(spec for spec in group if spec is not None)
   return runs
+
+
+def _impl_settings(impl, training, head, dtypes, xla, checkpointing,
+                   skip_padding):
+  """[(dtype, xla, checkpointing, skip_padding)] that `impl` runs of the
+  given ones, each once: those it lacks are off."""
+  impl_xla = xla if impl != "hf" else [False]
+  impl_ckpt = (checkpointing if training and impl in ("ours", "hf")
+               else [False])
+  impl_skip = (skip_padding if impl == "ours" and head == CLASSIFIER
+               else [False])
+  impl_dtypes = [d for d in dtypes
+                 if d == "fp32" or impl not in FP32_ONLY_IMPLS]
+  combos = []
+  for dtype, x, c, s in itertools.product(
+      impl_dtypes, sorted(set(impl_xla)), sorted(set(impl_ckpt)),
+      sorted(set(impl_skip))):
+    combo = (dtype, x, c, s and not x)  # XLA runs never skip padding.
+    if combo not in combos:
+      combos.append(combo)
+  return combos
 
 
 def run_key(spec):
@@ -863,12 +877,13 @@ def summarize(results, peaks):
   return list(rows.values())
 
 
-def markdown_table(rows, peaks):
-  """The summary as a markdown table (one line per run key)."""
+def markdown_table(rows, peaks, threads):
+  """The summary as a markdown table (one line per run key), under the
+  peaks' medians measured with `threads` threads."""
   peak = {k: statistics.median(v) for k, v in peaks.items() if v}
   lines = ["Peak TF matmul (2048^3, %d threads): %s" % (
-      FLAGS.threads, ", ".join("%s %.0f GFLOP/s" % (k, v)
-                               for k, v in sorted(peak.items()))), "",
+      threads, ", ".join("%s %.0f GFLOP/s" % (k, v)
+                         for k, v in sorted(peak.items()))), "",
            "MFU counts the model FLOPs of the real tokens; MFU all: of all "
            "positions, padding included; MFU run: the FLOPs the "
            "implementation runs.", "",
@@ -988,15 +1003,21 @@ def _versions():
   return versions
 
 
-def drive():
-  """Runs all rounds, prints the table and writes the JSON file."""
-  runs = plan_runs()
-  rounds = 1 if FLAGS.quick else FLAGS.rounds
+def drive(runs, rounds, threads, num_impls, out_dir, run_timeout):
+  """Runs plan_runs' `runs` for `rounds` rounds; prints the tables and
+  writes the JSON file to `out_dir`.
+
+  Each round first measures the matmul peaks with `threads` threads, then
+  runs `runs` starting at runs[round % `num_impls`]: the runs being
+  interleaved over the `num_impls` implementations asked for, each goes
+  first in turn. A run still going after `run_timeout` seconds is killed
+  and counted as failed.
+  """
   logging.info("%d runs per round, %d rounds.", len(runs), rounds)
   results, peaks = [], {"fp32": [], "bf16": []}
   for round_index in range(rounds):
-    peak = _launch(dict(impl="peak", threads=FLAGS.threads, steps=10,
-                        round=round_index))
+    peak = _launch(dict(impl="peak", threads=threads, steps=10,
+                        round=round_index), run_timeout)
     if "error" in peak:
       logging.warning("peak measurement failed: %s", peak["error"])
     else:
@@ -1004,21 +1025,21 @@ def drive():
         peaks[name].append(value)
       logging.info("round %d peak GFLOP/s: %s", round_index, peak["gflops"])
     # Rotate the start so no implementation always runs first in a round.
-    shift = round_index % max(1, len(FLAGS.only))
+    shift = round_index % max(1, num_impls)
     for spec in runs[shift:] + runs[:shift]:
-      result = _launch(dict(spec, round=round_index))
+      result = _launch(dict(spec, round=round_index), run_timeout)
       results.append(result)
       logging.info("round %d %s: %s", round_index, run_key(spec),
                    result.get("error") or "%.2f ex/s" %
                    result["examples_per_sec"])
   rows = summarize(results, peaks)
-  table = markdown_table(rows, peaks)
+  table = markdown_table(rows, peaks, threads)
   print(table)
   print()
   print("Ours / fastest peer (each at its fastest setting):")
   print(ratio_table(rows))
-  os.makedirs(FLAGS.out_dir, exist_ok=True)
-  path = os.path.join(FLAGS.out_dir, "throughput-%s.json" %
+  os.makedirs(out_dir, exist_ok=True)
+  path = os.path.join(out_dir, "throughput-%s.json" %
                       datetime.datetime.now().strftime("%Y%m%d-%H%M%S"))
   with open(path, "w") as f:
     json.dump(dict(command=bench.typed_command("throughput", sys.argv[1:]),
@@ -1026,6 +1047,22 @@ def drive():
                    versions=_versions(), load_average=os.getloadavg(),
                    peaks_gflops=peaks, rows=rows, runs=results), f, indent=1)
   logging.info("wrote %s", path)
+
+
+def _plan_flags():
+  """plan_runs' arguments from the command line: with --quick the small
+  configs, XLA and checkpointing off and skip_padding on, 3 timed steps
+  unless --steps says otherwise and 1 warm-up step."""
+  common = dict(only=FLAGS.only, dtypes=FLAGS.dtypes, threads=FLAGS.threads)
+  if FLAGS.quick:
+    return dict(common, configs=QUICK_CONFIGS, xla=[False],
+                checkpointing=[False], skip_padding=[True],
+                steps=FLAGS.steps or 3, warmup_steps=1)
+  return dict(common, configs=FLAGS.configs or DEFAULT_CONFIGS,
+              xla=_on_off("xla", FLAGS.xla),
+              checkpointing=_on_off("checkpointing", FLAGS.checkpointing),
+              skip_padding=_on_off("skip_padding", FLAGS.skip_padding),
+              steps=FLAGS.steps, warmup_steps=FLAGS.warmup_steps)
 
 
 def main(argv):
@@ -1036,7 +1073,10 @@ def main(argv):
               else run_worker(spec))
     print(RESULT_PREFIX + json.dumps(result), flush=True)
     return
-  drive()
+  drive(plan_runs(**_plan_flags()),
+        rounds=1 if FLAGS.quick else FLAGS.rounds, threads=FLAGS.threads,
+        num_impls=len(FLAGS.only), out_dir=FLAGS.out_dir,
+        run_timeout=FLAGS.run_timeout)
 
 
 if __name__ == "__main__":

@@ -62,12 +62,12 @@ def integer_transpose(x, perm):
                     x.dtype)
 
 
-def _chain(start, shape, transpose):
-  """`FLAGS.chain` steps from `start` [batch * tokens, heads * width],
-  each permuting with `transpose` (None: no permutation)."""
+def _chain(start, shape, transpose, steps):
+  """`steps` steps from `start` [batch * tokens, heads * width], each
+  permuting with `transpose` (None: no permutation)."""
   batch, tokens, heads, width = shape
   x = start
-  for _ in range(FLAGS.chain):
+  for _ in range(steps):
     split = tf.reshape(x + tf.cast(1.0, x.dtype),
                        [batch, tokens, heads, width])
     if transpose is not None:
@@ -76,17 +76,18 @@ def _chain(start, shape, transpose):
   return x
 
 
-def measure(shape, dtype):
-  """(ms per transpose with tf.transpose, as integers)."""
+def measure(shape, dtype, chain, warmup, rounds):
+  """(ms per transpose with tf.transpose, as integers): the medians of
+  `rounds` timed runs of chains of `chain` steps, after `warmup`
+  untimed."""
   batch, tokens, heads, width = shape
   with tf.Graph().as_default():
     values = np.random.RandomState(0).randn(batch * tokens, heads * width)
     start = tf.cast(tf.compat.v1.get_variable(
         "x", initializer=values.astype(np.float32)), dtype)
-    chains = [_chain(start, shape, lambda x, perm: tf.transpose(a=x,
-                                                                perm=perm)),
-              _chain(start, shape, integer_transpose),
-              _chain(start, shape, None)]
+    chains = [_chain(start, shape, transpose, chain) for transpose in (
+        lambda x, perm: tf.transpose(a=x, perm=perm), integer_transpose,
+        None)]
     # A sum as the fetch keeps the fetched bytes small.
     fetches = [tf.reduce_sum(tf.cast(c, tf.float32)) for c in chains]
     with tf.compat.v1.Session() as sess:
@@ -95,15 +96,14 @@ def measure(shape, dtype):
                               for c in chains[:2]])
       np.testing.assert_array_equal(plain, bits)
       times = [[], [], []]
-      for index in range(FLAGS.warmup + FLAGS.rounds):
+      for index in range(warmup + rounds):
         for which in bench.in_turn([0, 1, 2], index):
           started = time.perf_counter()
           sess.run(fetches[which])
-          if index >= FLAGS.warmup:
+          if index >= warmup:
             times[which].append(time.perf_counter() - started)
   plain, bits, none = (float(np.median(t)) for t in times)
-  return ((plain - none) * 1e3 / FLAGS.chain,
-          (bits - none) * 1e3 / FLAGS.chain)
+  return ((plain - none) * 1e3 / chain, (bits - none) * 1e3 / chain)
 
 
 def main(_):
@@ -122,7 +122,8 @@ def main(_):
       raise SystemExit("bench.transposes: --shapes=%s: each case is four "
                        "positive sizes like 1x128x12x64." % text)
     for name in FLAGS.dtypes:
-      plain, bits = measure(shape, _DTYPES[name])
+      plain, bits = measure(shape, _DTYPES[name], FLAGS.chain, FLAGS.warmup,
+                            FLAGS.rounds)
       print("| %s | %s | %.4f | %.4f | %.2fx |" % (
           "x".join(str(v) for v in shape), name, plain, bits, plain / bits))
 

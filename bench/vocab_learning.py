@@ -32,6 +32,7 @@ the share of words that become [UNK], with tokenization.FullTokenizer
         --relearn_rules=        # the 400 MB text run alone
 """
 
+import functools
 import json
 import os
 import re
@@ -197,9 +198,10 @@ def run_measured(command, log_path, timeout):
           "tree_peak_gib": round(peak / 2**30, 2)}
 
 
-def _create_vocab(args):
+def _create_vocab(args, vocab_size):
+  """The argv of create_vocab.py with `args`, learning `vocab_size` lines."""
   return [sys.executable, "create_vocab.py",
-          "--vocab_size=%d" % FLAGS.vocab_size] + args
+          "--vocab_size=%d" % vocab_size] + args
 
 
 # ---------------------------------------------------------------------------
@@ -207,42 +209,52 @@ def _create_vocab(args):
 # ---------------------------------------------------------------------------
 
 
-def _reserved_tokens():
-  with open(FLAGS.google_vocab, encoding="utf-8") as f:
+def _reserved_tokens(google_vocab):
+  """The first lines of Google's vocabulary, its reserved tokens."""
+  with open(google_vocab, encoding="utf-8") as f:
     return f.read().splitlines()[:_NUM_RESERVED]
 
 
-def peer_child():
-  """TensorFlow Text's learner (runs in bench/out/tftext_venv)."""
+def peer_child(kind, input_path, output_path, vocab_size, google_vocab):
+  """TensorFlow Text's learner (runs in bench/out/tftext_venv).
+
+  Writes to `output_path` a vocabulary of `vocab_size` lines with the
+  reserved tokens of `google_vocab`, learned by kind "e2e" from the text
+  of `input_path`, by "learn" from its word counts (create_vocab.py's
+  --counts_output).
+  """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset  # pylint: disable=g-import-not-at-top
   from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner  # pylint: disable=g-import-not-at-top
-  reserved = _reserved_tokens()
-  if FLAGS.peer_child == "e2e":
-    lines = tf.data.TextLineDataset(FLAGS.peer_input).filter(
+  reserved = _reserved_tokens(google_vocab)
+  if kind == "e2e":
+    lines = tf.data.TextLineDataset(input_path).filter(
         lambda line: tf.strings.length(tf.strings.strip(line)) > 0)
     vocab = bert_vocab_from_dataset.bert_vocab_from_dataset(
-        lines.batch(1024), FLAGS.vocab_size, reserved,
+        lines.batch(1024), vocab_size, reserved,
         bert_tokenizer_params={"lower_case": True})
   else:
     counts = []
-    with open(FLAGS.peer_input, encoding="utf-8") as f:
+    with open(input_path, encoding="utf-8") as f:
       next(f)  # The header line.
       for line in f:
         word, count = line.rstrip("\n").split("\t")
         counts.append((word, int(count)))
-    vocab = learner.learn(counts, FLAGS.vocab_size, reserved)
-  with open(FLAGS.peer_output, "w", encoding="utf-8") as f:
+    vocab = learner.learn(counts, vocab_size, reserved)
+  with open(output_path, "w", encoding="utf-8") as f:
     f.write("".join(token + "\n" for token in vocab))
 
 
-def run_peer(kind, input_path, output_path, log_path):
-  command = [FLAGS.peer_python, "-m", "bench.vocab_learning",
+def run_peer(kind, input_path, output_path, log_path, peer_python,
+             vocab_size, google_vocab, timeout):
+  """run_measured's record of peer_child's `kind` run in `peer_python`'s
+  environment, stopped after `timeout` seconds."""
+  command = [peer_python, "-m", "bench.vocab_learning",
              "--peer_child=" + kind, "--peer_input=" + input_path,
              "--peer_output=" + output_path,
-             "--vocab_size=%d" % FLAGS.vocab_size,
-             "--google_vocab=" + FLAGS.google_vocab]
-  return run_measured(command, log_path, FLAGS.peer_timeout)
+             "--vocab_size=%d" % vocab_size,
+             "--google_vocab=" + google_vocab]
+  return run_measured(command, log_path, timeout)
 
 
 # ---------------------------------------------------------------------------
@@ -309,14 +321,14 @@ def _diff(ours_path, theirs_path):
 # ---------------------------------------------------------------------------
 
 
-def _path(name):
-  return os.path.join(FLAGS.work_dir, name)
-
-
 def main(_):
   if FLAGS.peer_child:
-    peer_child()
+    peer_child(FLAGS.peer_child, FLAGS.peer_input, FLAGS.peer_output,
+               FLAGS.vocab_size, FLAGS.google_vocab)
     return
+  in_work_dir = functools.partial(os.path.join, FLAGS.work_dir)
+  peer = dict(peer_python=FLAGS.peer_python, vocab_size=FLAGS.vocab_size,
+              google_vocab=FLAGS.google_vocab, timeout=FLAGS.peer_timeout)
   os.makedirs(FLAGS.work_dir, exist_ok=True)
   sizes = sorted(set(FLAGS.sizes_mb) | set(FLAGS.peer_sizes_mb), key=float)
   heldout, trains = prepare_slices(FLAGS.corpus, FLAGS.work_dir, sizes,
@@ -326,41 +338,42 @@ def main(_):
   results["heldout_words"] = sum(words.values())
   vocabs = {"google uncased": FLAGS.google_vocab}
   for size in sizes:
-    counts = _path("counts_%smb.tsv" % size)
-    vocab = _path("ours_all_%smb.txt" % size)
+    counts = in_work_dir("counts_%smb.tsv" % size)
+    vocab = in_work_dir("ours_all_%smb.txt" % size)
     results["runs"]["ours %s MB" % size] = run_measured(_create_vocab([
         "--input_file=" + trains[size], "--output_file=" + vocab,
-        "--counts_output=" + counts]), _path("ours_all_%smb.log" % size),
-        FLAGS.peer_timeout)
+        "--counts_output=" + counts], FLAGS.vocab_size),
+        in_work_dir("ours_all_%smb.log" % size), FLAGS.peer_timeout)
     vocabs["ours %s MB" % size] = vocab
     for rule in FLAGS.relearn_rules:
-      learned = _path("ours_%s_from_counts_%smb.txt" % (rule, size))
+      learned = in_work_dir("ours_%s_from_counts_%smb.txt" % (rule, size))
+      command = _create_vocab([
+          "--counts_input=" + counts, "--output_file=" + learned,
+          "--prefix_discount=" + rule], FLAGS.vocab_size)
+      log = in_work_dir("ours_%s_learn_%smb.log" % (rule, size))
       results["runs"]["ours %s, learning from counts, %s MB" % (
-          rule, size)] = run_measured(_create_vocab([
-              "--counts_input=" + counts, "--output_file=" + learned,
-              "--prefix_discount=" + rule]),
-                                      _path("ours_%s_learn_%smb.log" %
-                                            (rule, size)), FLAGS.peer_timeout)
+          rule, size)] = run_measured(command, log, FLAGS.peer_timeout)
     if "all" in FLAGS.relearn_rules:
       results["comparisons"]["ours from text vs from counts, %s MB" % size] = (
-          _diff(vocab, _path("ours_all_from_counts_%smb.txt" % size)))
+          _diff(vocab, in_work_dir("ours_all_from_counts_%smb.txt" % size)))
     if "kept" in FLAGS.relearn_rules:
-      vocabs["ours kept %s MB" % size] = _path(
+      vocabs["ours kept %s MB" % size] = in_work_dir(
           "ours_kept_from_counts_%smb.txt" % size)
     if size in FLAGS.peer_sizes_mb:
       for kind, source in (("e2e", trains[size]), ("learn", counts)):
-        output = _path("tftext_%s_%smb.txt" % (kind, size))
+        output = in_work_dir("tftext_%s_%smb.txt" % (kind, size))
         results["runs"]["tf-text %s %s MB" % (kind, size)] = run_peer(
-            kind, source, output, _path("tftext_%s_%smb.log" % (kind, size)))
+            kind, source, output,
+            in_work_dir("tftext_%s_%smb.log" % (kind, size)), **peer)
         if os.path.exists(output):
           vocabs["tf-text %s %s MB" % (kind, size)] = output
-      if os.path.exists(_path("tftext_learn_%smb.txt" % size)):
+      if os.path.exists(in_work_dir("tftext_learn_%smb.txt" % size)):
         results["comparisons"]["ours vs tf-text learn, %s MB" % size] = _diff(
-            vocab, _path("tftext_learn_%smb.txt" % size))
+            vocab, in_work_dir("tftext_learn_%smb.txt" % size))
     for name, path in vocabs.items():
       if name not in results["quality"]:
         results["quality"][name] = quality(path, words)
-    with open(_path("results.json"), "w") as f:
+    with open(in_work_dir("results.json"), "w") as f:
       json.dump(results, f, indent=1, ensure_ascii=False)
   print(json.dumps(results, indent=1, ensure_ascii=False))
 

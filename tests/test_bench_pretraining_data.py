@@ -225,26 +225,12 @@ def _record(corpus, mode, rate, workers=None, pss=1.0):
 
 
 def test_targets_take_the_most_workers_and_give_the_scaling():
-  from absl import flags
-  from absl import logging
-  from absl.testing import flagsaver
-  was_parsed = flags.FLAGS.is_parsed()
-  # Restoring the flags sets --verbosity, and so the level of absl's logger,
-  # for every later test of this process: keep the level it had.
-  level = logging.get_absl_logger().level
-  flags.FLAGS.mark_as_parsed()
   records = [_record("c1", "faithful", 10.0),
              _record("c1", "scalable", 12.0, workers=1),
              _record("c1", "scalable", 21.0, workers=2),
              dict(_record("c1", "scalable", 1.0, workers=4), error="killed"),
              _record("c4", "scalable", 20.0, workers=2, pss=1.1)]
-  try:
-    with flagsaver.flagsaver(min_speedup=2.0, max_growth=0.2):
-      lines = pretraining_data.targets(records)
-  finally:
-    if not was_parsed:
-      flags.FLAGS.unparse_flags()
-    logging.get_absl_logger().setLevel(level)
+  lines = pretraining_data.targets(records, min_speedup=2.0, max_growth=0.2)
   assert lines[0] == "c1 speed-up 2.10x (target >= 2.00x): met"
   assert lines[1] == "c1 scalable scaling: 1 -> 2 processes 1.75x"
   assert lines[2].startswith("scalable peaks c1 -> c4: tree PSS +10% "

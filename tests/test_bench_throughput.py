@@ -213,22 +213,11 @@ def test_peer_environments_are_found_or_named(tmp_path):
 
 
 def test_plan_runs_gives_google_fp32_only_and_every_impl_a_turn():
-  from absl import flags
-  from absl import logging
-  from absl.testing import flagsaver
-  was_parsed = flags.FLAGS.is_parsed()
-  # Restoring the flags sets --verbosity, and so the level of absl's logger,
-  # for every later test of this process: keep the level it had.
-  level = logging.get_absl_logger().level
-  flags.FLAGS.mark_as_parsed()
-  try:
-    with flagsaver.flagsaver(only=list(throughput.ALL_IMPLS),
-                             dtypes=["fp32", "bf16"], quick=True):
-      runs = throughput.plan_runs()
-  finally:
-    if not was_parsed:
-      flags.FLAGS.unparse_flags()
-    logging.get_absl_logger().setLevel(level)
+  # --quick's plan: the small configs, XLA and checkpointing off.
+  runs = throughput.plan_runs(
+      configs=throughput.QUICK_CONFIGS, only=list(throughput.ALL_IMPLS),
+      dtypes=["fp32", "bf16"], xla=[False], checkpointing=[False],
+      skip_padding=[True], threads=2, steps=3, warmup_steps=1)
   assert {run["config"] for run in runs} == set(throughput.QUICK_CONFIGS)
   by_impl = {}
   for run in runs:
