@@ -220,6 +220,22 @@ def learn_settings(flag_obj):
       **{name: flag_obj[name].value for name in vocab_job.LearnSettings._fields})
 
 
+def text_bytes(input_files):
+  """The bytes of the text files, refused when there are none: counting
+  would find no word to learn from.
+
+  Raises:
+    cli.UserError naming the files.
+  """
+  total = sum(tf.io.gfile.stat(path).length for path in input_files)
+  if not total:
+    raise cli.UserError(
+        "--input_file: %s %s empty (0 bytes): there are no words to learn "
+        "from; name the corpus's text files." % (
+            ", ".join(input_files), "is" if len(input_files) == 1 else "are"))
+  return total
+
+
 def run(flag_obj, beam_args=()):
   """Counts and learns as the flags say; writes the outputs.
 
@@ -238,6 +254,7 @@ def run(flag_obj, beam_args=()):
     beam_options = beam_pipeline.pipeline_options(
         flag_obj.runner, beam_args, flag_obj.num_workers)
   input_files = input_files_of(flag_obj)
+  total_bytes = None if flag_obj.counts_input else text_bytes(input_files)
   job = vocab_job.VocabJob(
       flag_obj.do_lower_case, learn_settings(flag_obj),
       output_file=flag_obj.output_file, counts_output=flag_obj.counts_output)
@@ -252,7 +269,6 @@ def run(flag_obj, beam_args=()):
       return
     specs = text_files.plan_shards(input_files,
                                    int(flag_obj.shard_size_mb * _MB))
-    total_bytes = sum(tf.io.gfile.stat(p).length for p in input_files)
     if shard_job.is_local(flag_obj.runner):
       shard_job.run_local(
           job, specs, flag_obj.num_workers or len(os.sched_getaffinity(0)),

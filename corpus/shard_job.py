@@ -37,6 +37,7 @@ PROGRESS_INTERVAL = 30.0
 # The counter of input bytes, which progress lines show as done/total.
 BYTES = "bytes"
 _MB = 1e6
+_KB = 1e3
 
 
 class ShardJob(object):
@@ -98,9 +99,11 @@ def is_local(runner):
 
 
 def progress_meter(job, total_bytes):
-  """The progress.Progress of a job's input, in MB."""
-  return progress.Progress(job.name, total_bytes, unit="MB",
-                           interval=PROGRESS_INTERVAL, scale=_MB)
+  """The progress.Progress of a job's input: in MB, or in kB for an input
+  under a megabyte (whose MB would show as 0.0)."""
+  unit, scale = ("MB", _MB) if total_bytes >= _MB else ("kB", _KB)
+  return progress.Progress(job.name, total_bytes, unit=unit,
+                           interval=PROGRESS_INTERVAL, scale=scale)
 
 
 def show_tallies(meter, totals):

@@ -231,10 +231,16 @@ def read_shard(spec):
                         (spec.path, _error_text(e))) from None
   if documents[-1] and end < size:
     logging.warning(
-        "%s: a document longer than %.1f MB ends at byte %d (is an empty "
-        "line missing between documents?); it is cut there.", spec.path,
-        spec.shard_bytes / _MB, end)
+        "%s: a document longer than a shard (%s, --shard_size_mb) ends at "
+        "byte %d (is an empty line missing between documents?); it is cut "
+        "there.", spec.path, _megabytes(spec.shard_bytes), end)
   return [lines for lines in documents if lines], end - begin
+
+
+def _megabytes(num_bytes):
+  """`num_bytes` in MB as --shard_size_mb gives them, to the digits that
+  matter: "4 MB", "0.004 MB" (where "%.1f" would show 0.0)."""
+  return "%g MB" % (num_bytes / _MB)
 
 
 def _decode(path, raw, offset):

@@ -580,6 +580,47 @@ def test_a_stopped_run_leaves_no_worker_and_nothing_written(
   assert folder_lock.held_by(str(out)) is None
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("names", [["empty.txt"], ["a.txt", "b.txt"]])
+def test_an_empty_corpus_is_refused_before_counting(names, tmp_path,
+                                                    run_script):
+  """Files of 0 bytes hold no word: one line says so before any counting
+  (no line of the counting step), and nothing is written."""
+  for name in names:
+    (tmp_path / name).write_bytes(b"")
+  paths = ",".join(str(tmp_path / name) for name in names)
+  result = run_script(SCRIPT, ["--input_file=" + paths,
+                               "--output_file=%s" % (tmp_path / "v.txt")])
+  assert result.returncode == 2
+  assert result.stderr == (
+      "%s: error: --input_file: %s %s empty (0 bytes): there are no words to "
+      "learn from; name the corpus's text files.\n" % (
+          SCRIPT, paths.replace(",", ", "),
+          "is" if len(names) == 1 else "are"))
+  assert sorted(os.listdir(tmp_path)) == names
+
+
+@pytest.mark.slow
+def test_a_document_longer_than_a_small_shard_is_named_with_the_size(
+    tmp_path, run_script):
+  """A document of 2,500 bytes with --shard_size_mb=0.001: the shard from
+  byte 0 finds no empty line in [1000, 2000) and ends at the first line
+  start from byte 2000 on (50-byte lines: byte 2000), with one warning
+  naming the shard's size as the flag gives it."""
+  path = tmp_path / "corpus.txt"
+  path.write_text("".join(("Line %02d of a document without an empty line."
+                           % i).ljust(49) + "\n" for i in range(50)) +
+                  "\nShort one.\n", encoding="utf-8")
+  result = _run_ok(run_script, [
+      "--input_file=%s" % path, "--output_file=%s" % (tmp_path / "v.txt"),
+      "--shard_size_mb=0.001", "--vocab_size=1100", "--num_unused=20"])
+  warnings = [w for w in _warnings(result.stderr) if "longer than" in w]
+  assert [w.split(" ", 1)[1] for w in warnings] == [
+      "Warning: %s: a document longer than a shard (0.001 MB, "
+      "--shard_size_mb) ends at byte 2000 (is an empty line missing between "
+      "documents?); it is cut there." % path]
+
+
 def _bad_utf8(tmp):
   path = os.path.join(tmp, "bad.txt")
   with open(path, "wb") as f:
