@@ -22,7 +22,10 @@ what every one of them does alike, in this order:
      are.
 """
 
+import contextlib
 import datetime
+import shutil
+import tempfile
 import time
 
 from absl import logging
@@ -32,6 +35,7 @@ from checkpoints import run_info
 from driver import checkpoint_scoring
 from driver import evaluation_plan
 from driver import evaluator as evaluator_lib
+from runner import distribution as distribution_lib
 from runner import estimator as estimator_lib
 from runner import training_graph
 from startup import run_setup
@@ -56,11 +60,20 @@ def run(task, flags):
   began = time.monotonic()
   _check_actions(flags)
   evaluation_plan.check_flags(flags)
+  distribution_lib.check_flags(flags.distribution, flags.devices)
+  with _work_dir(flags) as work_dir:
+    _run(task, flags, work_dir, began)
+
+
+def _run(task, flags, work_dir, began):
+  """`run`'s steps, with what this process derives from the data (feature
+  files, a converted --init_checkpoint) written into `work_dir`."""
   start = run_setup.start(flags, do_train=bool(flags.do_train),
                           min_seq_length=task.min_seq_length,
-                          vocab_required=task.reads_text)
+                          vocab_required=task.reads_text, work_dir=work_dir)
   flags = start.flags
   task.start(flags, start.bert_config, start.tokenizer)
+  task.work_dir = work_dir
   record = task.record()
   run_setup.check_output_dir(flags.output_dir, record,
                              do_train=flags.do_train)
@@ -95,6 +108,22 @@ def run(task, flags):
     # Evaluation, prediction and export run on one device, the chief's.
     logging.info("This worker's training is done; the chief writes the "
                  "other outputs.")
+
+
+@contextlib.contextmanager
+def _work_dir(flags):
+  """Where this process writes what it derives from the data: --output_dir,
+  but on a worker of a cluster that is not the chief a temporary folder of
+  its own, removed at the end. Every worker of a cluster sees the same
+  --output_dir and derives the same files; only the chief writes there."""
+  if distribution_lib.is_chief_task(flags.distribution):
+    yield flags.output_dir
+    return
+  folder = tempfile.mkdtemp(prefix="bert_worker_")
+  try:
+    yield folder
+  finally:
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _check_actions(flags):

@@ -1,5 +1,5 @@
 # coding=utf-8
-"""The three places where this project reaches into TensorFlow's private API.
+"""The places where this project reaches into TensorFlow's private API.
 
 Each function names the internal it uses, falls back to a public API when the
 internal is gone, and `check()` reports which internals this TensorFlow still
@@ -89,6 +89,42 @@ def default_session_config():
   return copy
 
 
+def _coordination_config_module():
+  """TensorFlow's CoordinationServiceConfig protobuf module, or None."""
+  try:
+    from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2  # pylint: disable=g-direct-tensorflow-import,import-outside-toplevel
+  except ImportError:
+    return None
+  return coordination_config_pb2
+
+
+def bound_cluster_start(jobs, leader, timeout_secs):
+  """Makes a multi-worker strategy made next give up after `timeout_secs`
+  when the tasks of `jobs` ({job: number of tasks}, with `leader` the
+  coordination service's task, e.g. "/job:worker/replica:0/task:0") have
+  not all registered with the coordination service, rather than wait
+  without end.
+
+  The strategy configures that service itself, with no timeout, unless one
+  is configured already; this configures it first the same way, with the
+  timeout (`context.context().configure_coordination_service`, private).
+  Returns whether it could: without it, the strategy waits as it does.
+  """
+  proto = _coordination_config_module()
+  try:
+    from tensorflow.python.eager import context  # pylint: disable=g-direct-tensorflow-import,import-outside-toplevel
+    configure = context.context().configure_coordination_service
+  except (ImportError, AttributeError):
+    return False
+  if proto is None:
+    return False
+  configure(service_type="standalone", service_leader=leader,
+            coordinated_jobs=[proto.CoordinatedJob(name=job, num_tasks=count)
+                              for job, count in sorted(jobs.items())],
+            cluster_register_timeout_in_ms=int(timeout_secs * 1000))
+  return True
+
+
 def check():
   """Names of the private TensorFlow internals this TensorFlow lacks."""
   missing = []
@@ -104,4 +140,13 @@ def check():
     missing.append("tensorflow.python.client.device_lib")
   if default_session_config() is None:
     missing.append("tensorflow.python.eager.context.context().config")
+  if _coordination_config_module() is None:
+    missing.append("tensorflow.compiler.xla.tsl.protobuf."
+                   "coordination_config_pb2")
+  try:
+    from tensorflow.python.eager import context  # pylint: disable=g-direct-tensorflow-import,import-outside-toplevel
+    if not hasattr(context.context(), "configure_coordination_service"):
+      missing.append("context.context().configure_coordination_service")
+  except ImportError:
+    missing.append("tensorflow.python.eager.context")
   return missing

@@ -59,7 +59,6 @@ _ENVIRON_BOOLEANS = {"1": True, "true": True, "0": False, "false": False}
 # machine choose.
 DEFAULT_PRECISION = "fp32"
 AUTO_PRECISION = "auto"
-_PRECISION_ARGS = ("--precision", "-precision")
 
 KernelSettings = collections.namedtuple("KernelSettings", ["environ", "line"])
 KernelSettings.__doc__ = """What `kernel_settings` decided.
@@ -104,16 +103,24 @@ def auto_precision(features):
 
 
 def requested_precision(args, default=DEFAULT_PRECISION):
-  """The value of --precision among command-line `args` (sys.argv[1:]),
-  read as absl will read it: --precision=X, --precision X, one dash or two,
-  the last one counting, none after a bare "--". `default` when absent."""
+  """The value of --precision among command-line `args` (sys.argv[1:]), or
+  `default` (see `command_line_value`)."""
+  return command_line_value(args, "precision", default)
+
+
+def command_line_value(args, flag, default):
+  """The value of --`flag` among command-line `args` (sys.argv[1:]), read
+  as absl will read it (before absl does): --flag=X, --flag X, one dash or
+  two, the last one counting, none after a bare "--". `default` when
+  absent."""
   args = list(args)
+  names = ("-" + flag, "--" + flag)
   value = default
   for i, arg in enumerate(args):
     if arg == "--":
       break
     name, equals, given = arg.partition("=")
-    if name in _PRECISION_ARGS:
+    if name in names:
       if equals:
         value = given
       elif i + 1 < len(args):

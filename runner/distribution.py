@@ -10,22 +10,27 @@ CPUs.
 
 import json
 import os
+import socket
 
 import tensorflow as tf
 
+from engine import tf_internals
 from userio import cli
+from userio import native_errors
 
 _TF_CONFIG_EXAMPLE = (
     '{"cluster": {"worker": ["host1:12345", "host2:12345"]}, '
     '"task": {"type": "worker", "index": 0}}')
 
 
-def make_distribution(distribution, devices=None):
+def make_distribution(distribution, devices=None, worker_wait_secs=300):
   """The tf.distribute strategy --distribution asks for, or None.
 
   Args:
     distribution: --distribution, one of shared_flags.DISTRIBUTIONS.
     devices: --devices, a list of device names, or None.
+    worker_wait_secs: with multi_worker, how long to wait for every task
+      of TF_CONFIG to start.
 
   Raises:
     cli.UserError naming the flag (or TF_CONFIG) and the fix.
@@ -36,7 +41,72 @@ def make_distribution(distribution, devices=None):
   if distribution == "mirrored":
     return tf.compat.v1.distribute.MirroredStrategy(
         devices=_mirrored_devices(devices))
-  return tf.compat.v1.distribute.experimental.MultiWorkerMirroredStrategy()
+  return _multi_worker_strategy(worker_wait_secs)
+
+
+def _multi_worker_strategy(wait_secs):
+  """The multi-worker strategy of TF_CONFIG, made once every task of its
+  cluster has started, or cli.UserError after `wait_secs` seconds.
+
+  Making it starts this task's server and waits until every task has
+  registered with the coordination service (led by the chief, else worker
+  0). TensorFlow's own lines about a failed wait (errors of its native
+  code, several, one more at the process's end) say what the one line
+  says: they are dropped then, kept otherwise.
+  """
+  cluster = json.loads(os.environ["TF_CONFIG"])["cluster"]
+  jobs = {job: len(cluster[job]) for job in ("chief", "worker")
+          if cluster.get(job)}
+  tf_internals.bound_cluster_start(
+      jobs, "/job:%s/replica:0/task:0" % ("chief" if "chief" in jobs
+                                          else "worker"), wait_secs)
+  with native_errors.held() as held:
+    try:
+      return tf.compat.v1.distribute.experimental.MultiWorkerMirroredStrategy()
+    except tf.errors.DeadlineExceededError:
+      held.drop_and_silence()
+      missing = [address for address in _other_addresses()
+                 if not _accepts(address)]
+      raise cli.UserError(
+          "--distribution=multi_worker: %s within --worker_wait_secs=%d. "
+          "Start the same command on every worker of TF_CONFIG (each with "
+          "its own task index), or raise --worker_wait_secs." % (
+              "%s did not answer" % ", ".join(missing) if missing else
+              "the workers of TF_CONFIG did not all start", wait_secs)
+      ) from None
+
+
+def is_chief_task(distribution):
+  """Whether this process is the one that writes the run's files: always,
+  but under multi_worker, where it is TF_CONFIG's "chief" task, else
+  worker 0 (what the strategy's should_checkpoint says once made; this
+  reads TF_CONFIG alone, before anything starts). TF_CONFIG is checked."""
+  if distribution != "multi_worker":
+    return True
+  config = json.loads(os.environ["TF_CONFIG"])
+  task = config["task"]
+  if task["type"] == "chief":
+    return True
+  return not config["cluster"].get("chief") and int(task["index"]) == 0
+
+
+def _other_addresses():
+  """host:port of every task of TF_CONFIG's cluster but this one."""
+  config = json.loads(os.environ["TF_CONFIG"])
+  own = config["cluster"][config["task"]["type"]][int(config["task"][
+      "index"])]
+  return [address for job in ("chief", "worker")
+          for address in config["cluster"].get(job, []) if address != own]
+
+
+def _accepts(address):
+  """Whether host:port accepts a TCP connection now."""
+  host, port = address.rsplit(":", 1)
+  try:
+    with socket.create_connection((host, int(port)), timeout=2.0):
+      return True
+  except OSError:
+    return False
 
 
 def check_flags(distribution, devices=None):

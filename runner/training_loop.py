@@ -84,7 +84,7 @@ class _TrainGraph(collections.namedtuple(
 
   `accumulate_only` is None, or the (step_op, fetches) to run instead of
   (step_op, fetches) on the runs that accumulate without applying.
-  `stop_vote` is None, or (placeholder, sum) of `_stop_vote`.
+  `stop_vote` is None, or (wishes, votes) of `_stop_vote`.
   """
 
 
@@ -141,22 +141,23 @@ def _step_fns(sess, built):
 
 
 def _stop_vote(strategy):
-  """(wish, votes): a float placeholder each worker feeds with 1 to stop
-  training (0 to go on), and its mean over the replicas of every worker
-  (positive when one wishes it), so that all workers stop after the same
-  update. Reduced the way the gradients are (engine/replicas.py), into a
-  local variable that no checkpoint holds."""
-  wish = tf.compat.v1.placeholder(tf.float32, [], name="stop_wish")
+  """(wishes, votes) of a multi-worker run: a float placeholder [2] that
+  each worker feeds after an update with 1 or 0 for whether its listeners,
+  and whether a signal, ask to stop there, and the wishes' means over the
+  replicas of every worker (positive where one wishes it), so that all
+  workers stop after the same update. Reduced the way the gradients are
+  (engine/replicas.py), into a local variable that no checkpoint holds."""
+  wishes = tf.compat.v1.placeholder(tf.float32, [2], name="stop_wishes")
   destination = tf.compat.v1.get_variable(
-      "stop_vote", [], tf.float32, tf.compat.v1.zeros_initializer(),
+      "stop_votes", [2], tf.float32, tf.compat.v1.zeros_initializer(),
       trainable=False, collections=[tf.compat.v1.GraphKeys.LOCAL_VARIABLES])
 
   def vote():
-    return replicas.all_reduce_mean([tf.identity(wish)], [destination])[0]
+    return replicas.all_reduce_mean([tf.identity(wishes)], [destination])[0]
 
   votes = strategy.extended.call_for_each_replica(
       tf.autograph.experimental.do_not_convert(vote))
-  return wish, strategy.experimental_local_results(votes)[0]
+  return wishes, strategy.experimental_local_results(votes)[0]
 
 
 def _format_left(seconds):
@@ -287,7 +288,7 @@ class Trainer(object):
       saver = checkpointing.new_saver(
           max_to_keep=self._config.keep_checkpoint_max or 0)
       stop_vote = None
-      if self._listeners and sessions.multi_worker(self._config):
+      if sessions.multi_worker(self._config):
         stop_vote = _stop_vote(strategy)
     return _TrainGraph(graph, iterator, step_op, fetches, saver, scaffold,
                        accumulate_only, stop_vote)
@@ -385,11 +386,11 @@ class Trainer(object):
       if not sessions.multi_worker(self._config):
         raise
       raise failures.WorkerFailedError(
-          "Training stopped: a worker of the cluster in TF_CONFIG stopped or "
-          "is unreachable. Restart all workers with the same flags; they "
-          "resume from the chief's last checkpoint (%s).\nTensorFlow said: "
-          "%s" % (self._latest_checkpoint() or "none yet",
-                  e.message.splitlines()[0])) from e
+          "A worker of the cluster in TF_CONFIG stopped or is unreachable "
+          "(TensorFlow said: %s). Restart all workers with the same flags; "
+          "they resume from the chief's last checkpoint (%s)." % (
+              " ".join(e.message.splitlines()[0].split()),
+              self._latest_checkpoint() or "none yet")) from e
 
   def _needs_checkpoint(self, step):
     """Whether a listener needs a checkpoint of update `step`."""
@@ -405,19 +406,48 @@ class Trainer(object):
               if listener.needs_checkpoint(step)]
     return any(wishes)
 
-  def _listeners_stop(self, sess, built, stop, step, max_steps):
-    """Tells the listeners of checkpoint `step`; returns whether training
-    stops there, by the vote of every worker under multi-worker training.
-    A signal while they work stops the run at once: the checkpoint is
-    saved, and a rerun tells them again."""
+  def _listeners_stop(self, stop, step, max_steps):
+    """Tells the listeners of checkpoint `step`; returns whether one asks
+    training to stop there. A signal while they work stops the run at
+    once: the checkpoint is saved, and a rerun tells them again."""
     with stop.at_once(lambda signum: self._interrupted(signum, step,
                                                        max_steps)):
-      wish = self._tell_listeners(step)
-    if built.stop_vote is None:
-      return wish
+      return self._tell_listeners(step)
+
+  def _vote(self, sess, built, listener_wish, signalled):
+    """(whether a worker's listeners, whether a worker's signal, asks to
+    stop after this update), from every worker's wishes."""
     placeholder, votes = built.stop_vote
     with self._worker_failures():
-      return sess.run(votes, {placeholder: float(wish)}) > 0
+      means = sess.run(votes, {placeholder: [float(listener_wish),
+                                             float(signalled)]})
+    return means[0] > 0, means[1] > 0
+
+  def _cluster_stops(self, sess, built, stop, saved, updated_to, max_steps,
+                     listener_wish):
+    """The vote of a multi-worker run after an update: whether its
+    listeners end training there. A signal to any worker stops them all
+    after this update, with a checkpoint of it (the chief saves one if it
+    has not), each with one line.
+
+    Args:
+      saved, updated_to: (step, micro_step) of the last save and of this
+        update.
+    """
+    listeners, signalled = self._vote(sess, built, listener_wish,
+                                      stop.signum is not None)
+    if not signalled:
+      return listeners
+    step = updated_to[0]
+    if saved != updated_to:
+      self._save(sess, built, step)
+    if stop.signum is not None:
+      raise self._interrupted(stop.signum, step, max_steps)
+    raise failures.TrainingInterrupted(
+        "Training stopped at step %d/%d: another worker of the cluster was "
+        "stopped by a signal, and every worker stops with it; the chief's "
+        "checkpoint of this update holds it. Run the same command again on "
+        "every worker to resume." % (step, max_steps), signal.SIGTERM)
 
   def _check_finite(self, values, step, micro_step):
     loss = values["loss"]
@@ -451,8 +481,10 @@ class Trainer(object):
     needs (which it is then told of, after the update's progress line and
     summaries; it may end training there), at the end, and when SIGINT or
     SIGTERM asks training to stop, which then raises TrainingInterrupted.
-    A resumed multi-worker run tells its listeners of the checkpoint it
-    starts from here, where the workers can vote.
+    Under multi-worker training the workers vote after every update, so
+    that a listener's wish or a signal to any of them stops all of them
+    after the same update (`_cluster_stops`); a resumed run tells its
+    listeners of the checkpoint it starts from here, where they can vote.
     """
     micro_batch = self._graphs.micro_batch_size()
     log_meter, summary_meter = _Meter(), _Meter()
@@ -467,7 +499,8 @@ class Trainer(object):
         # before the step's tensors exist instead of on top of them.
         self._save(sess, built, step)
       elif (built.stop_vote is not None and self._needs_checkpoint(step) and
-            self._listeners_stop(sess, built, stop, step, max_steps)):
+            self._vote(sess, built,
+                       self._listeners_stop(stop, step, max_steps), False)[0]):
         # A resumed multi-worker run, whose workers vote on it together
         # (a single process asked its listeners before building this).
         return
@@ -490,19 +523,23 @@ class Trainer(object):
             self._save_is_due_by_time(last_save_time)):
           self._save(sess, built, step)
           saved, last_save_time = (step, micro_step), time.time()
-        if stop.signum is not None:
+        if stop.signum is not None and built.stop_vote is None:
           raise self._interrupted(stop.signum, step, max_steps)
-        if not updated:
-          continue  # fp16's loss scaling skipped the update
-        if (step % self._config.log_step_count_steps == 0 or
-            step >= max_steps or self._log_is_due_by_time(last_log_time)):
+        # fp16's loss scaling may have skipped the update: nothing to log.
+        if updated and (step % self._config.log_step_count_steps == 0 or
+                        step >= max_steps or
+                        self._log_is_due_by_time(last_log_time)):
           self._log_progress(log_meter, values, step, max_steps,
                              (time.time() - start_time) / (step - start_step))
           last_log_time = time.time()
-        if step % self._config.save_summary_steps == 0 or step >= max_steps:
+        if updated and (step % self._config.save_summary_steps == 0 or
+                        step >= max_steps):
           self._write_summaries(summary_meter, values, step, writer)
-        if listened and self._listeners_stop(sess, built, stop, step,
-                                             max_steps):
+        stops = listened and self._listeners_stop(stop, step, max_steps)
+        if built.stop_vote is not None:
+          stops = self._cluster_stops(sess, built, stop, saved,
+                                      (step, micro_step), max_steps, stops)
+        if stops:
           break
       if saved != (step, micro_step):
         # Inside the context: a signal during this last save waits for it.
@@ -512,12 +549,14 @@ class Trainer(object):
 
   def _interrupted(self, signum, step, max_steps):
     """The exception that ends training on `signum`, once step `step` is
-    saved."""
+    saved (by the chief: another worker names the checkpoint the chief
+    writes)."""
     return failures.TrainingInterrupted(
         "Training stopped by %s at step %d/%d; checkpoint %s holds it. "
         "Run the same command again to resume." % (
             signal.Signals(signum).name, step, max_steps,
-            self._latest_checkpoint()), signum)
+            os.path.join(self._model_dir, "%s-%d" % (
+                checkpoint_checks.CHECKPOINT_BASENAME, step))), signum)
 
   def _log_is_due_by_time(self, last_log_time):
     secs = self._config.log_step_count_secs

@@ -130,6 +130,8 @@ def check_flags(shared, *, do_train, min_seq_length):
   precision.check_precision(shared.precision)
   if shared.distribution is not None:
     distribution_lib.check_flags(shared.distribution, shared.devices)
+  if shared.distribution == "multi_worker":
+    _check_at_least("worker_wait_secs", shared.worker_wait_secs, 1)
 
 
 # ------------------------------------------------------------------ files

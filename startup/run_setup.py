@@ -112,7 +112,8 @@ def use_hf_init_checkpoint(shared, work_dir):
   return dataclasses.replace(shared, **changes)
 
 
-def start(shared, *, do_train, min_seq_length, vocab_required=True):
+def start(shared, *, do_train, min_seq_length, vocab_required=True,
+          work_dir=None):
   """Logging on; flags, files, config and vocabulary checked.
 
   Reads the config and the vocabulary, nothing bigger (a Hugging Face
@@ -125,6 +126,8 @@ def start(shared, *, do_train, min_seq_length, vocab_required=True):
     vocab_required: False for a script whose --vocab_file is optional
       (run_pretraining.py reads token ids; a vocabulary given is checked
       against the config all the same).
+    work_dir: where this process writes what it derives (a Hugging Face
+      --init_checkpoint's conversion); default --output_dir.
 
   Returns:
     Start(flags, bert_config, tokenizer).
@@ -134,7 +137,7 @@ def start(shared, *, do_train, min_seq_length, vocab_required=True):
   shared = precision.resolve_precision_flag(shared, do_train=do_train)
   precision.check_cpu_kernels(shared.precision)
   precision.note_slow_precision(shared.precision)
-  shared = use_hf_init_checkpoint(shared, shared.output_dir)
+  shared = use_hf_init_checkpoint(shared, work_dir or shared.output_dir)
   checks.check_required_files(shared, do_train, vocab_required)
   bert_config = checks.load_bert_config(shared.bert_config_file)
   checks.check_max_seq_length(shared.max_seq_length, bert_config,
@@ -277,13 +280,14 @@ def set_up(shared, bert_config, *, do_train, record=None, step_memory=None,
     RunSetup.
   """
   output_dir = shared.output_dir
+  # First: a cluster whose workers do not all start writes nothing.
+  distribution = distribution_lib.make_distribution(
+      shared.distribution, shared.devices, shared.worker_wait_secs)
   checks.prepare_output_dir(output_dir)
-  distribution = distribution_lib.make_distribution(shared.distribution,
-                                                    shared.devices)
+  chief = estimator.is_chief(distribution)
   # Before the checkpoints are read: another run may be writing them.
   lock = (folder_lock.hold(output_dir, flag="--output_dir",
-                           lock_file=lock_file)
-          if estimator.is_chief(distribution) else None)
+                           lock_file=lock_file) if chief else None)
   checkpoint_checks.check_checkpoints(
       output_dir, shared.init_checkpoint, bert_config,
       shared.bert_config_file, do_train=do_train, heads=heads,
@@ -296,7 +300,7 @@ def set_up(shared, bert_config, *, do_train, record=None, step_memory=None,
   for line in settings_lines(shared, bert_config, memory, do_train=do_train):
     logging.info("%s", line)
   precision.log_cpu_kernels()
-  if do_train and record is not None:
+  if do_train and record is not None and chief:
     # The precision this training computes in, which a later run that
     # only predicts or exports keeps (startup/precision.py).
     record = dict(record, **{run_info.PRECISION_FIELD: memory.precision})

@@ -216,7 +216,7 @@ def define_memory_flags(fv=flags.FLAGS):
 
 
 def define_scale_flags(fv=flags.FLAGS):
-  """--distribution, --devices and --use_xla."""
+  """--distribution, --devices, --worker_wait_secs and --use_xla."""
   flags.DEFINE_enum(
       "distribution", "none", list(DISTRIBUTIONS),
       "Data-parallel training: none (one device), mirrored (the devices of "
@@ -229,6 +229,11 @@ def define_scale_flags(fv=flags.FLAGS):
       "Devices for --distribution=mirrored, e.g. /gpu:0,/gpu:1 or "
       "/cpu:0,/cpu:1 (CPUs beyond /cpu:0 are made by splitting the CPU); "
       "default: all local GPUs.", flag_values=fv)
+  flags.DEFINE_integer(
+      "worker_wait_secs", 300,
+      "With --distribution=multi_worker: how long a worker waits for the "
+      "others of TF_CONFIG to start before it stops with one line.",
+      flag_values=fv)
   flags.DEFINE_bool(
       "use_xla", False,
       "Compile the model (training and inference) with XLA.",
@@ -380,6 +385,8 @@ class SharedFlags:
     device_memory_gb: float or None.
     distribution: one of DISTRIBUTIONS.
     devices: tuple of device names (--devices), or None.
+    worker_wait_secs: int, how long a multi_worker task waits for the
+      others.
     use_xla: bool.
     skip_padding: bool (define_skip_padding_flag).
     eval_every_steps, eval_every_epochs, best_metric,
@@ -425,6 +432,7 @@ class SharedFlags:
   device_memory_gb: Optional[float] = None
   distribution: Optional[str] = None
   devices: Optional[Tuple[str, ...]] = None
+  worker_wait_secs: Optional[int] = None
   use_xla: Optional[bool] = None
   skip_padding: Optional[bool] = None
   eval_every_steps: Optional[int] = None

@@ -1294,7 +1294,7 @@ class SquadTask(task.Task):
     neighbours in the file)."""
     train_examples = task.shuffled(self.examples[task.TRAIN],
                                    self.flags.seed)
-    train_file = os.path.join(self.flags.output_dir, "train.tf_record")
+    train_file = os.path.join(self.work_dir, "train.tf_record")
     num_features = write_features(
         train_examples, self.tokenizer, train_file,
         self.flags.max_seq_length, self.doc_stride, self.max_query_length,

@@ -184,6 +184,10 @@ class Task(object):
     self.flags = None
     self.bert_config = None
     self.tokenizer = None
+    # Where the training features go: --output_dir (set by `start`), or a
+    # folder of its own on a worker of a cluster that is not the chief
+    # (which the driver sets after `start`).
+    self.work_dir = None
 
   # Whether the task's export has the "text" signature (serving/), whose
   # op needs tensorflow-text.
@@ -195,6 +199,7 @@ class Task(object):
     self.flags = flags
     self.bert_config = bert_config
     self.tokenizer = tokenizer
+    self.work_dir = flags.output_dir
     if self.exports_text():
       graph_tokenizer.import_tensorflow_text()  # Fails now, not at the end.
 
@@ -305,11 +310,11 @@ class Task(object):
 
   def prepare_features(self, file_name, data_files, num_records, write, *,
                        record_format, what="features", **fingerprint):
-    """A feature file in --output_dir, reused when its sidecar vouches for
-    it (runner/feature_cache.py), else written.
+    """A feature file in `work_dir`, reused when its sidecar vouches for it
+    (runner/feature_cache.py), else written.
 
     Args:
-      file_name: the file's name in --output_dir.
+      file_name: the file's name in `work_dir`.
       data_files: the data files its records are made from.
       num_records: how many records it holds.
       write: callable(path, depends_on) that writes the file through
@@ -322,7 +327,7 @@ class Task(object):
     Returns:
       The file's path.
     """
-    path = os.path.join(self.flags.output_dir, file_name)
+    path = os.path.join(self.work_dir, file_name)
     depends_on = feature_cache.fingerprint(
         data_files, self.flags.spm_model_file or self.flags.vocab_file,
         self.flags.do_lower_case, self.flags.max_seq_length, self.name,

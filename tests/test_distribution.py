@@ -400,8 +400,8 @@ def test_multi_worker(tmp_path):
   # Only the chief (worker 0) wrote checkpoints and summaries.
   assert os.path.exists(tmp_path / "multi_worker_1" / "checkpoint")
   assert len(glob.glob(str(tmp_path / "multi_worker_1" / "events.*"))) == 1
-  assert ("WORKER FAILED: Training stopped: a worker of the cluster in "
-          "TF_CONFIG stopped or is unreachable." in output), output
+  assert ("WORKER FAILED: A worker of the cluster in TF_CONFIG stopped or "
+          "is unreachable (TensorFlow said: " in output), output
   # The chief's wish to stop after update 2 stopped both workers there.
   assert "TOLD: [(1, 'model.ckpt-1'), (2, 'model.ckpt-2')]" in output, output
   assert "TOLD: [(1, ''), (2, '')]" in other_output, other_output

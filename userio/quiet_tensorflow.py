@@ -22,14 +22,16 @@ Two mechanisms, each for what it can silence without hiding real problems:
 
   * TF_CPP_MIN_LOG_LEVEL=1, set only when the user has not set it, hides
     TensorFlow's C++ INFO lines (the CPU-feature notice among them) and keeps
-    its warnings and errors. Level 2 or 3 would also hide errors.
+    its warnings and errors (a worker of a multi-worker cluster gets 2,
+    which keeps errors: `_log_level`). Level 3 would also hide errors.
   * The cudart_stub and absl lines are written before TensorFlow reads that
     variable, and the cuInit line is an ERROR; so the import and the first
     device query run with stderr (file descriptor 2) sent to a temporary
     file, and every line of it is written back except those known lines.
     The cuInit failure is dropped only when the cudart_stub line said that
     the machine has no CUDA driver at all, where it is expected; on a machine
-    with a driver it is kept, since there it is a real problem. The oneDNN
+    with a driver it is kept, since there it is a real problem
+    (userio/native_errors.py holds the descriptor). The oneDNN
     line (a notice that kernels may round differently, printed by every
     import on x86) is written before the log level is read too.
 
@@ -48,9 +50,9 @@ its notices that TensorFlow calls its own deprecated functions only with
 import os
 import re
 import sys
-import tempfile
 
 from hardware import cpu
+from userio import native_errors
 from userio import verbosity
 
 _NO_DRIVER = re.compile(r"cudart_stub\.cc:\d+\] Could not find cuda drivers")
@@ -74,30 +76,27 @@ def kept_lines(lines):
 
 def _import_tensorflow():
   """Imports TensorFlow and queries its devices with fd 2 filtered."""
-  sys.stderr.flush()
-  saved = os.dup(2)
-  with tempfile.TemporaryFile(mode="w+b") as captured:
-    os.dup2(captured.fileno(), 2)
-    try:
-      import tensorflow as tf  # pylint: disable=import-outside-toplevel
-      tf.config.list_physical_devices()
-    finally:
-      sys.stderr.flush()
-      os.dup2(saved, 2)
-      os.close(saved)
-      captured.seek(0)
-      text = captured.read().decode("utf-8", "replace")
-      kept = kept_lines(text.splitlines(keepends=True))
-      if kept:
-        sys.stderr.write("".join(kept))
-        sys.stderr.flush()
+  with native_errors.held(keep=kept_lines):
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    tf.config.list_physical_devices()
   logger = tf.get_logger()
   for handler in list(logger.handlers):
     logger.removeHandler(handler)
   verbosity.quiet_deprecation_notices()
 
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+def _log_level(argv):
+  """TF_CPP_MIN_LOG_LEVEL for the command `argv`: 1 (warnings and errors),
+  or 2 (errors) for a worker of a multi-worker cluster, where every
+  session's end logs a warning that its collectives' rendezvous is
+  cleaned up ("Local rendezvous is aborting with status: ABORTED:
+  Cleanup"), and a connection being retried is said at length: the
+  runner's own line says when a worker stops or cannot be reached."""
+  distribution = cpu.command_line_value(argv[1:], "distribution", None)
+  return "2" if distribution == "multi_worker" else "1"
+
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", _log_level(sys.argv))
 # The hardware/cpu.KernelSettings this process loaded TensorFlow with; None
 # where TensorFlow was loaded before this module (its kernels were chosen
 # then).
