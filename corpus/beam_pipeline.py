@@ -27,12 +27,16 @@ packages (apache-beam[gcp] for DataflowRunner), is one line naming what to
 install.
 """
 
+import contextlib
 import logging as logging_module
 import os
+import re
+import threading
 import typing
 
 from absl import logging
 
+from corpus import beam_output
 from corpus import shard_job
 from userio import cli
 from userio import disk_space
@@ -41,8 +45,10 @@ from userio import verbosity
 _INSTALL = ("pip install -r requirements-beam.txt (it pins apache-beam)")
 # Runners whose Python code needs an extra of apache-beam.
 _EXTRAS = {"DataflowRunner": "gcp", "TestDataflowRunner": "gcp"}
-# The namespace of the counters whose names carry user errors back.
+# The namespaces of the counters whose names carry user errors and
+# warnings back from the workers.
 _ERRORS = "user errors"
+_WARNINGS = "warnings"
 _FINISH_ORDER = 10 ** 10 - 1
 # What a worker reports as one line rather than fails with.
 _USER_ERRORS = (cli.UserError, disk_space.WriteFailed)
@@ -52,6 +58,24 @@ _WORKER_LOG_LEVEL = "--default_sdk_harness_log_level"
 _TERMINAL_STATES = ("DONE", "FAILED", "CANCELLED", "UPDATED", "DRAINED")
 # The project's root folder, which the workers must import it from.
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# argparse's error about one option, e.g. "argument --direct_num_workers:
+# invalid int value: 'two'", and the fixes of its usual problems.
+_OPTION_ERROR = re.compile(r"argument (\S+): (.*)", re.DOTALL)
+_CHOICES = re.compile(r"(invalid choice: .*) \(choose from (.*)\)",
+                      re.DOTALL)
+_FIXES = (("invalid int value", "pass a whole number"),
+          ("invalid float value", "pass a number"),
+          ("expected one argument", "give it a value (%(option)s=VALUE)"),
+          ("ignored explicit argument",
+           "it takes no value: pass %(option)s alone"))
+# The runner's log, in the run's own temporary folder.
+_RUNNER_LOG = "runner.log"
+# A worker process lost on a runner that does not run its work again
+# (DirectRunner): the runner, how the worker ended, the runner.
+_LOST_WORKER = (
+    "A worker process of %s %s, and %s does not run a lost worker's shards "
+    "again; nothing was written. Run the command again (with a lower "
+    "--shard_size_mb or --direct_num_workers if memory ran out).")
 
 
 def _one_line(error):
@@ -61,7 +85,8 @@ def _one_line(error):
 def _import_beam(runner):
   """The apache_beam module; cli.UserError naming the package if missing."""
   try:
-    import apache_beam  # pylint: disable=g-import-not-at-top
+    with beam_output.quiet_import():
+      import apache_beam  # pylint: disable=g-import-not-at-top
   except ImportError:
     raise cli.UserError(
         "--runner=%s needs Apache Beam, which is not installed: %s, or pass "
@@ -95,10 +120,7 @@ def pipeline_options(runner, args, num_workers=None):
   _import_beam(runner)
   # pylint: disable=g-import-not-at-top
   from apache_beam.options import pipeline_options as beam_options
-  parser = beam_options._BeamArgumentParser(allow_abbrev=False)  # pylint: disable=protected-access
-  for options_class in beam_options.PipelineOptions.__subclasses__():
-    options_class._add_argparse_args(parser)  # pylint: disable=protected-access
-  _, unknown = parser.parse_known_args(args)
+  _, unknown = _options_parser(beam_options).parse_known_args(args)
   if unknown:
     raise cli.UserError(
         "%s: neither a flag of this script (see --help) nor an option of "
@@ -112,6 +134,39 @@ def pipeline_options(runner, args, num_workers=None):
   return beam_options.PipelineOptions(list(args) + extra)
 
 
+def _options_parser(beam_options):
+  """The parser of every class of Beam's PipelineOptions, whose errors are
+  cli.UserError (argparse's would print Beam's whole usage and exit)."""
+
+  class Parser(beam_options._BeamArgumentParser):  # pylint: disable=protected-access
+    """Beam's own parser class, ending in one line."""
+
+    def error(self, message):
+      raise cli.UserError(_option_error(message))
+
+  parser = Parser(allow_abbrev=False)
+  for options_class in beam_options.PipelineOptions.__subclasses__():
+    options_class._add_argparse_args(parser)  # pylint: disable=protected-access
+  return parser
+
+
+def _option_error(message):
+  """argparse's `message` about a Beam option, with the fix."""
+  found = _OPTION_ERROR.fullmatch(message)
+  if not found:
+    return ("Apache Beam's PipelineOptions: %s; see Beam's documentation of "
+            "its options." % _one_line(message))
+  option, problem = found.groups()
+  choices = _CHOICES.fullmatch(problem)
+  if choices:
+    problem, fix = choices.group(1), "choose from " + choices.group(2)
+  else:
+    fix = next((fix for start, fix in _FIXES if problem.startswith(start)),
+               "see Beam's documentation of the option")
+  return "Apache Beam's option %s: %s; %s." % (
+      option, _one_line(problem), fix % {"option": option})
+
+
 def _error_key(order, error):
   """The name of the counter that carries a user error back: ordered by
   `order` (a shard's index; _FINISH_ORDER for `finish`), then the one-line
@@ -121,6 +176,40 @@ def _error_key(order, error):
 
 def _report(beam, order, error):
   beam.metrics.Metrics.counter(_ERRORS, _error_key(order, error)).inc()
+
+
+class _ThisThreadsWarnings(logging_module.Filter):
+  """Takes the warnings this thread logs through absl out of the log and
+  keeps their messages."""
+
+  def __init__(self):
+    super().__init__()
+    self._thread = threading.get_ident()
+    self.messages = []
+
+  def filter(self, record):
+    if (record.thread != self._thread or
+        record.levelno < logging_module.WARNING):
+      return True
+    self.messages.append(record.getMessage())
+    return False
+
+
+@contextlib.contextmanager
+def _relaying_warnings(beam, order):
+  """Within it, the warnings the job logs (a document cut in two) become
+  Beam counters, named as `_error_key` names errors, which the launching
+  process logs at the end: a worker's own log is the runner's, apart from
+  the command's lines, and a warning retried with its bundle comes once."""
+  collected = _ThisThreadsWarnings()
+  logging.get_absl_logger().addFilter(collected)
+  try:
+    yield
+  finally:
+    logging.get_absl_logger().removeFilter(collected)
+    for message in collected.messages:
+      beam.metrics.Metrics.counter(_WARNINGS,
+                                   _error_key(order, message)).inc()
 
 
 def _transforms(beam, job):
@@ -137,7 +226,8 @@ def _transforms(beam, job):
 
     def process(self, spec):
       try:
-        result = job.work(spec)
+        with _relaying_warnings(beam, spec.index):
+          result = job.work(spec)
       except _USER_ERRORS as e:
         _report(beam, spec.index, e)
         yield True, None
@@ -173,7 +263,8 @@ def _transforms(beam, job):
     if failed:
       return
     try:
-      job.finish(job_accumulator)
+      with _relaying_warnings(beam, _FINISH_ORDER):
+        job.finish(job_accumulator)
     except _USER_ERRORS as e:
       _report(beam, _FINISH_ORDER, e)
 
@@ -182,20 +273,42 @@ def _transforms(beam, job):
 
 def run(job, specs, runner, options, total_bytes):
   """Runs `job` on `specs` with Beam's `options` (`pipeline_options`);
-  logs progress lines while the runner reports counters, then the totals.
+  logs progress lines while the runner reports counters, the warnings of
+  the workers, then the totals. What the runner and its workers print
+  themselves is kept out of the terminal, and their temporary files in a
+  folder removed at the end (corpus/beam_output.py).
 
   Raises:
     cli.UserError: bad input (as a worker found it: that of the first shard
-      in order that found any), a missing package, or a job that did not
-      end DONE.
+      in order that found any), a missing package, a worker process lost,
+      or a job that did not end DONE.
   """
   beam = _import_beam(runner)
   # Local runners start workers as new Python processes: they import the
   # project's modules from its folder.
   os.environ["PYTHONPATH"] = os.pathsep.join(
       p for p in (_ROOT, os.environ.get("PYTHONPATH")) if p)
-  if not verbosity.details():
-    logging_module.getLogger("apache_beam").setLevel(logging_module.WARNING)
+  meter = shard_job.progress_meter(job, total_bytes)
+  with beam_output.own_temporary_folder() as folder:
+    with beam_output.aside(os.path.join(folder, _RUNNER_LOG)):
+      result, totals = _run_pipeline(beam, job, specs, runner, options, meter)
+  errors = sorted(_counters(result, _ERRORS))
+  if errors:
+    raise cli.UserError(errors[0].partition(" ")[2])
+  for warning in sorted(_counters(result, _WARNINGS)):
+    logging.warning("%s", warning.partition(" ")[2])
+  meter.finish()
+  shard_job.log_totals(job, len(specs), totals)
+  logging.info("Wrote %s", job.outputs(totals))
+  return totals
+
+
+def _run_pipeline(beam, job, specs, runner, options, meter):
+  """Builds the pipeline and runs it to its end (`_follow`).
+
+  Returns:
+    (Beam's result, dict counter name -> total of the job's counters).
+  """
   work, combine, finish = _transforms(beam, job)
   try:
     pipeline = beam.Pipeline(options=options)
@@ -211,26 +324,28 @@ def run(job, specs, runner, options, total_bytes):
        | "Work" >> beam.ParDo(work).with_output_types(typing.Any)
        | "Combine" >> beam.CombineGlobally(combine)
        | "Finish" >> beam.Map(finish))
-  try:
-    result = pipeline.run()
-    totals = _follow(result, job, total_bytes)
-  except ImportError as e:
-    raise _missing_package(runner, e) from None
-  errors = sorted(_counters(result, _ERRORS))
-  if errors:
-    raise cli.UserError(errors[0].partition(" ")[2])
-  shard_job.log_totals(job, len(specs), totals)
-  logging.info("Wrote %s", job.outputs(totals))
-  return totals
+  with beam_output.LostWorkers() as lost:
+    try:
+      result = pipeline.run()
+      return result, _follow(result, job, meter)
+    except ImportError as e:
+      raise _missing_package(runner, e) from None
+    except cli.UserError:
+      raise
+    except Exception:  # pylint: disable=broad-except
+      ending = lost.ending()
+      if ending is None:
+        raise
+      raise cli.UserError(_LOST_WORKER % (runner, ending, runner)) from None
 
 
-def _follow(result, job, total_bytes):
-  """Waits for the job's end, logging progress from its counters.
+def _follow(result, job, meter):
+  """Waits for the job's end, showing progress from its counters on
+  `meter` (a progress.Progress of the input's bytes).
 
   Returns:
     dict counter name -> total.
   """
-  meter = shard_job.progress_meter(job, total_bytes)
   while str(result.state).split(".")[-1] not in _TERMINAL_STATES:
     result.wait_until_finish(duration=int(shard_job.PROGRESS_INTERVAL * 1e3))
     _show(meter, _counters(result, job.name))
@@ -240,7 +355,6 @@ def _follow(result, job, total_bytes):
                         "why." % state)
   totals = _counters(result, job.name)
   _show(meter, totals)
-  meter.finish()
   return totals
 
 
