@@ -26,6 +26,7 @@ from absl import logging
 import tensorflow as tf
 
 from userio import cli
+from userio import file_systems
 from userio import utf8
 
 _MB = 1e6
@@ -48,7 +49,10 @@ def resolve_input_files(input_file):
     if not pattern:
       raise cli.UserError("--input_file=%s has an empty entry; separate "
                           "the files by single commas." % input_file)
-    matches = tf.io.gfile.glob(pattern)
+    try:
+      matches = tf.io.gfile.glob(pattern)
+    except tf.errors.UnimplementedError:
+      raise file_systems.unknown_scheme(pattern, "--input_file") from None
     if not matches:
       raise cli.UserError("--input_file: %s matches no file." % pattern)
     input_files.extend(matches)

@@ -88,9 +88,31 @@ def open_file(path, mode):
   return open(path, mode, encoding=None if "b" in mode else "utf-8")  # pylint: disable=consider-using-with
 
 
+def unknown_scheme(path, flag=None):
+  """The UserError for `path` (the value of `flag`, when given), whose
+  scheme no file system of TensorFlow's serves (tf.io.gfile raised
+  UnimplementedError)."""
+  return user_errors.UserError(
+      "%s%s: TensorFlow has no file system for %s:// paths" % (
+          flag + "=" if flag else "", path, path.split("://", 1)[0]),
+      fix="Use a local path, gs:// or ram:// (s3:// and hdfs:// with "
+      "tensorflow-io installed).")
+
+
+def _remote_exists(path):
+  try:
+    return gfile().exists(path)
+  except _tensorflow().errors.UnimplementedError:
+    raise unknown_scheme(path) from None
+
+
 def exists(path):
-  """Whether `path` exists (on any file system)."""
-  return gfile().exists(path) if is_remote(path) else os.path.exists(path)
+  """Whether `path` exists (on any file system).
+
+  Raises:
+    user_errors.UserError when no file system serves the path's scheme.
+  """
+  return _remote_exists(path) if is_remote(path) else os.path.exists(path)
 
 
 def isdir(path):
@@ -99,9 +121,13 @@ def isdir(path):
 
 
 def isfile(path):
-  """Whether `path` exists and is no folder (on any file system)."""
+  """Whether `path` exists and is no folder (on any file system).
+
+  Raises:
+    user_errors.UserError when no file system serves the path's scheme.
+  """
   if is_remote(path):
-    return gfile().exists(path) and not gfile().isdir(path)
+    return _remote_exists(path) and not gfile().isdir(path)
   return os.path.isfile(path)
 
 
