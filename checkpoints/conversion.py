@@ -151,7 +151,7 @@ def detect_layout(path):
       return HF
     if any(name.endswith(".index") for name in names):
       return GOOGLE
-  elif tf.io.gfile.exists(path + ".index"):
+  elif file_systems.exists(path + ".index"):
     return GOOGLE
   raise cli.UserError(
       "--input=%s is neither a Hugging Face model folder (config.json and "
@@ -543,6 +543,21 @@ def read_google_model(path, bert_config_file=None, vocab_file=None,
     if not tf.io.gfile.exists(file_path):
       raise cli.UserError("%s not found; pass %s." % (file_path, flag))
   config = load_bert_config(bert_config_file)
+  vocab = list(tokenization.load_vocab(vocab_file))
+  if len(vocab) > config.vocab_size:
+    raise cli.UserError(
+        "--vocab_file=%s has %d tokens, more than the vocab_size=%d of %s, so "
+        "its last ids have no embedding; pass the vocabulary that belongs to "
+        "the model." % (vocab_file, len(vocab), config.vocab_size,
+                        bert_config_file))
+  record = run_info.read(folder) or {}
+  if do_lower_case is None:
+    do_lower_case = record.get("do_lower_case")
+  if do_lower_case is None:
+    do_lower_case = _casing_of_vocab(vocab, vocab_file,
+                                     "pass --do_lower_case")
+  tokenization.validate_case_matches_vocab(do_lower_case, vocab,
+                                           "--vocab_file=" + vocab_file)
   tensors, dropped = _split_training_state(read_google_checkpoint(prefix))
   if dropped:
     logging.info("Left out %d tensors of training state (optimizer slots, "
@@ -552,17 +567,10 @@ def read_google_model(path, bert_config_file=None, vocab_file=None,
   outputs = hf_mapping.classifier_outputs(tensors)
   hf_mapping.check_tensors(tensors, config, architecture, prefix,
                            bert_config_file, outputs)
-  record = run_info.read(folder) or {}
   labels = None
   if outputs is not None:
     labels = _checked_labels(record.get("labels"), outputs, os.path.join(
         folder, run_info.RECORD_FILE))
-  vocab = list(tokenization.load_vocab(vocab_file))
-  if do_lower_case is None:
-    do_lower_case = record.get("do_lower_case")
-  if do_lower_case is None:
-    do_lower_case = _casing_of_vocab(vocab, vocab_file,
-                                     "pass --do_lower_case")
   return Model(tensors, config.to_dict(), architecture, labels,
                record.get("task"), bool(do_lower_case), vocab, vocab_file,
                {"layout": GOOGLE, "path": file_systems.absolute(prefix)},
