@@ -17,6 +17,7 @@ says 2.0, else v1.1.
 
 import argparse
 import json
+import os
 import sys
 
 from tasks import squad_metrics
@@ -33,9 +34,11 @@ def load_json(path, what):
   if not file_systems.exists(path):
     raise cli.UserError("%s file %s does not exist; check the path." %
                         (what, path))
-  with file_systems.open_file(path, "rb") as f:
-    text = utf8.decode(f.read(), path,
-                       fix="Save the %s file as UTF-8." % what.lower())
+  if file_systems.isdir(path):
+    raise cli.UserError("%s file %s is a folder; pass the JSON file in it." %
+                        (what, path))
+  text = utf8.decode(file_systems.read_bytes(path), path,
+                     fix="Save the %s file as UTF-8." % what.lower())
   try:
     return json.loads(text)
   except json.JSONDecodeError as e:
@@ -55,6 +58,41 @@ def is_version_2(dataset_json, has_na_probs=False):
              for qa in squad_metrics.iter_qas(dataset_json["data"]))
 
 
+def _check_data(dataset_json, path):
+  """Raises unless the "data" of a parsed SQuAD file holds articles of
+  paragraphs of questions, as the metrics read them."""
+  data = dataset_json.get("data") if isinstance(dataset_json, dict) else None
+  if not isinstance(data, list):
+    raise ValueError("Data file %s has no top-level \"data\" list; pass an "
+                     "official SQuAD json file." % path)
+  for i, article in enumerate(data):
+    paragraphs = article.get("paragraphs") if isinstance(
+        article, dict) else None
+    if not isinstance(paragraphs, list):
+      raise ValueError("Data file %s: data[%d] has no \"paragraphs\" list; "
+                       "pass an official SQuAD json file." % (path, i))
+    for j, paragraph in enumerate(paragraphs):
+      qas = paragraph.get("qas") if isinstance(paragraph, dict) else None
+      if not isinstance(qas, list) or not all(
+          isinstance(qa, dict) and "id" in qa and
+          isinstance(qa.get("answers"), list) for qa in qas):
+        raise ValueError(
+            "Data file %s: data[%d].paragraphs[%d] needs a \"qas\" list of "
+            "questions with \"id\" and \"answers\"; pass an official "
+            "SQuAD json file." % (path, i, j))
+
+
+def _check_out_file(path):
+  """Raises unless --out-file can be written: its folder exists and it is
+  no folder itself (checked before the evaluation)."""
+  if file_systems.isdir(path):
+    raise ValueError("--out-file=%s is a folder; name a file in it." % path)
+  folder = os.path.dirname(path)
+  if folder and not file_systems.isdir(folder):
+    raise ValueError("--out-file=%s: folder %s does not exist; create it or "
+                     "name a file in an existing folder." % (path, folder))
+
+
 def _check_predictions(preds, path):
   """Raises unless `preds` maps question ids to answer strings."""
   if not isinstance(preds, dict):
@@ -68,10 +106,13 @@ def _check_predictions(preds, path):
 
 def run(args):
   """Evaluates as parsed from the command line; returns the metrics dict."""
+  if args.na_prob_file and args.version == "1.1":
+    raise ValueError("--na-prob-file applies to SQuAD 2.0, but --version=1.1 "
+                     "was given; drop one of the two.")
+  if args.out_file:
+    _check_out_file(args.out_file)
   dataset_json = load_json(args.data_file, "Data")
-  if not isinstance(dataset_json, dict) or "data" not in dataset_json:
-    raise ValueError("Data file %s has no top-level \"data\" list; pass an "
-                     "official SQuAD json file." % args.data_file)
+  _check_data(dataset_json, args.data_file)
   preds = load_json(args.pred_file, "Predictions")
   _check_predictions(preds, args.pred_file)
   na_probs = None
@@ -87,8 +128,16 @@ def run(args):
                                    args.na_prob_thresh)
 
 
+class _ArgumentParser(argparse.ArgumentParser):
+  """argparse's parser whose usage errors are the command's one line
+  (argparse prints its usage before them)."""
+
+  def error(self, message):
+    raise cli.UserError("%s (see --help)" % message)
+
+
 def _parse_args(argv):
-  parser = argparse.ArgumentParser(
+  parser = _ArgumentParser(
       description="Official SQuAD v1.1 / v2.0 evaluation.")
   parser.add_argument("data_file", metavar="data.json",
                       help="SQuAD data file with the gold answers.")
