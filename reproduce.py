@@ -424,6 +424,17 @@ def _grid_text(grid):
 # ----------------------------------------------------------------- running
 
 
+def _check_devices():
+  """Refuses a --devices entry that is neither cpu nor a GPU as
+  CUDA_VISIBLE_DEVICES names one (an index, or a GPU-/MIG- UUID)."""
+  for device in FLAGS.devices or ():
+    if not (device == scheduler.CPU or device.isdigit() or
+            device.startswith(("GPU-", "MIG-"))):
+      raise ValueError("--devices=%s: %r is not a GPU index (0, 1, ...) nor "
+                       "cpu; pass e.g. --devices=0,1 or --devices=cpu." % (
+                           ",".join(FLAGS.devices), device))
+
+
 def _devices():
   if not FLAGS.devices:
     return scheduler.detect_devices()
@@ -564,6 +575,14 @@ def _plan():
   if not FLAGS.output_dir:
     raise ValueError("Set --output_dir (where cells and results go).")
   output_dir = os.path.abspath(FLAGS.output_dir)
+  if os.path.exists(output_dir) and not os.path.isdir(output_dir):
+    raise ValueError("--output_dir=%s is a file; pass a folder." %
+                     FLAGS.output_dir)
+  if FLAGS.max_train_examples is not None and FLAGS.max_train_examples < 1:
+    raise ValueError("--max_train_examples=%d: must be at least 1 (or unset "
+                     "for the whole training sets)." %
+                     FLAGS.max_train_examples)
+  _check_devices()
   references = plan.load_references()
   model = _model_from_flags()
   with open(model.bert_config_file) as f:
