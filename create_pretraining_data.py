@@ -923,12 +923,12 @@ def run(flag_obj, beam_args=()):
   masking_vocab(tokenizer)  # Refuses a vocabulary without [CLS] etc.
   check_casing(flag_obj, tokenizer)
   input_files = text_files.resolve_input_files(flag_obj.input_file)
-  logging.info("Reading from %s", ", ".join(input_files))
   paths = flag_obj.output_file.split(",")
   settings = settings_from_flags(flag_obj)
   description = describe_records(flag_obj, tokenizer)
   with output_files.claim([("--output_file", path) for path in paths],
                           input_files):
+    logging.info("Reading from %s", ", ".join(input_files))
     if flag_obj.mode == "faithful":
       run_faithful(settings, tokenizer, input_files, paths, description)
     else:
