@@ -5,6 +5,7 @@ import fcntl
 import importlib
 import os
 import shutil
+import signal
 import tempfile
 import time
 
@@ -16,6 +17,26 @@ import tensorflow_text  # pylint: disable=unused-import
 import script_runner as script_runner_module
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def _interruptible_as_from_a_terminal():
+  """Gives SIGINT and SIGTERM their usual handling in this process, so the
+  commands the tests start get them as a terminal's commands do.
+
+  A POSIX shell without job control starts a background job (`make test &`
+  in a script, a CI step's runner) with SIGINT ignored; Python keeps an
+  ignored SIGINT at start-up, and every process started from here would
+  inherit it through exec and never see Ctrl-C. A blocked signal is
+  inherited the same way.
+  """
+  if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+  if signal.getsignal(signal.SIGTERM) == signal.SIG_IGN:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+  signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
+_interruptible_as_from_a_terminal()
 
 XLA_CACHE_FLAG = "--tf_xla_persistent_cache_directory="
 
@@ -70,6 +91,27 @@ def pytest_collection_modifyitems(items):
   long test alone.
   """
   items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+def _signal_state():
+  """How this process treats SIGINT and SIGTERM: each one's handler, and
+  which signals its main thread blocks. A command started from here
+  inherits an ignored or blocked signal through exec."""
+  return ({signum: signal.getsignal(signum)
+           for signum in (signal.SIGINT, signal.SIGTERM)},
+          signal.pthread_sigmask(signal.SIG_BLOCK, []))
+
+
+@pytest.fixture(autouse=True)
+def signals_left_as_found():
+  """Fails a test that leaves SIGINT's or SIGTERM's handling changed: the
+  tests after it on the same worker would start their commands with it."""
+  before = _signal_state()
+  yield
+  after = _signal_state()
+  if after != before:
+    pytest.fail("The test left the signal handling changed: %r became %r."
+                % (before, after), pytrace=False)
 
 
 @pytest.fixture(scope="session")

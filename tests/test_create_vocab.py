@@ -519,16 +519,6 @@ def _wait_for(condition, seconds):
   return True
 
 
-def _as_from_a_terminal():
-  """SIGINT and SIGTERM delivered and at their defaults, as a shell starts
-  a command: an ignored or blocked signal is inherited through exec, and in
-  the full suite the run did not see Ctrl-C (which earlier test of its
-  worker leaves that state was not found)."""
-  for signum in (signal.SIGINT, signal.SIGTERM):
-    signal.signal(signum, signal.SIG_DFL)
-  signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("stop,signum,to_group,status,line", [
     ("SIGTERM", signal.SIGTERM, False, 128 + signal.SIGTERM,
@@ -552,8 +542,7 @@ def test_a_stopped_run_leaves_no_worker_and_nothing_written(
        "--counts_output=%s" % (out / "counts.tsv"), "--num_workers=2",
        "--shard_size_mb=0.002"],
       cwd=REPO_ROOT, env=dict(os.environ, PYTHONPATH=REPO_ROOT, PIDS=str(pids)),
-      stderr=subprocess.PIPE, text=True, start_new_session=True,
-      preexec_fn=_as_from_a_terminal)
+      stderr=subprocess.PIPE, text=True, start_new_session=True)
   workers = []
   try:
     assert _wait_for(lambda: len(os.listdir(pids)) == 2 or
