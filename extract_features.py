@@ -12,6 +12,11 @@ with the hidden states of the --layers (negative = counted from the top)
 for each WordPiece token, rounded to 6 decimals. The key "linex_index" is
 spelled as in the original, so existing readers keep working.
 
+With --pooling=cls or mean, one vector per line (the [CLS] token's, or the
+average over the line's tokens with [CLS] and [SEP]; the --layers
+concatenated) goes to a NumPy .npz --output_file instead, with the lines'
+indexes as ids; prediction/sentence_embeddings.py says what it holds.
+
 The model runs in a plain `tf.compat.v1.Session`, batch by batch; the
 output is written under a temporary name and renamed when complete.
 
@@ -52,10 +57,20 @@ def define_flags(flag_values=flags.FLAGS):
                       "Text file, one example per line: \"text_a\" or "
                       "\"text_a ||| text_b\".", flag_values=fv)
   flags.DEFINE_string("output_file", None,
-                      "Where to write the JSON lines.", flag_values=fv)
+                      "Where to write the JSON lines; with --pooling, a "
+                      ".npz file.", flag_values=fv)
   flags.DEFINE_string("layers", "-1,-2,-3,-4",
                       "Comma-separated encoder layers to output; -1 is the "
-                      "last.", flag_values=fv)
+                      "last. With --pooling, each layer's vector is "
+                      "concatenated in this order.", flag_values=fv)
+  flags.DEFINE_enum("pooling", "none", ["none", "cls", "mean"],
+                    "none: every token's values as JSON lines (Google's "
+                    "output); cls: the [CLS] token's vector; mean: the "
+                    "average over the line's real tokens, [CLS] and [SEP] "
+                    "included (sentence-transformers' mean pooling). cls "
+                    "and mean write one float32 vector per line to a NumPy "
+                    ".npz --output_file (arrays embeddings, ids = line "
+                    "index, layers), read with numpy.load.", flag_values=fv)
   flags.DEFINE_string("bert_config_file", None,
                       "The bert_config.json of the pre-trained model.",
                       flag_values=fv)
@@ -98,6 +113,7 @@ from userio import output_files
 from userio import progress
 from startup import checks
 from startup import run_setup
+from prediction import sentence_embeddings
 from tasks import text_pair
 import tokenization
 from userio import verbosity
@@ -319,6 +335,7 @@ def _check_flags(flag_obj, shared):
   checks.check_tpu_flags(shared.use_tpu, shared.tpu_name,
                           shared.changed_compatibility_flags)
   _check_required(flag_obj, ("input_file", "output_file", "init_checkpoint"))
+  sentence_embeddings.check_output(flag_obj.pooling, flag_obj.output_file)
   if flag_obj.batch_size < 1:
     raise cli.UserError("--batch_size=%d: must be at least 1." %
                         flag_obj.batch_size)
@@ -375,11 +392,16 @@ def run(flag_obj):
 
   meter = progress.Progress("Writing features to %s" % flag_obj.output_file,
                             len(features))
-  _write_lines(flag_obj.output_file, (
-      json.dumps(feature_to_json(feature, layer_indexes, values)) + "\n"
-      for feature, values in compute_layer_values(
-          features, bert_config, shared.init_checkpoint, layer_indexes,
-          flag_obj.batch_size, flag_obj.use_one_hot_embeddings)), meter)
+  computed = compute_layer_values(
+      features, bert_config, shared.init_checkpoint, layer_indexes,
+      flag_obj.batch_size, flag_obj.use_one_hot_embeddings)
+  if flag_obj.pooling == sentence_embeddings.NONE:
+    _write_lines(flag_obj.output_file, (
+        json.dumps(feature_to_json(feature, layer_indexes, values)) + "\n"
+        for feature, values in computed), meter)
+  else:
+    _write_embeddings(flag_obj.output_file, flag_obj.pooling, layer_indexes,
+                      computed, meter)
   meter.finish()
 
 
@@ -403,6 +425,17 @@ def _write_lines(path, lines, meter):
         writer.write(line)
         written += len(line.encode("utf-8"))
         meter.advance()
+
+
+def _write_embeddings(path, pooling, layer_indexes, computed, meter):
+  """Pools each (feature, values) of `computed` (as compute_layer_values
+  yields them) by `pooling`, one `meter` step each, and writes the vectors
+  with the features' ids to the .npz file `path`."""
+  ids, embeddings = sentence_embeddings.pool_all(
+      ((feature.unique_id, values) for feature, values in computed),
+      pooling, meter.advance)
+  sentence_embeddings.write_npz(path, ids, embeddings, layer_indexes,
+                                flag="--output_file")
 
 
 def main(_):
