@@ -15,9 +15,11 @@ for bad input and never exit.
 
 import collections
 import dataclasses
+import functools
 import os
 
 from absl import logging
+import tensorflow as tf
 
 from checkpoints import checkpoint_checks
 from checkpoints import conversion
@@ -283,15 +285,22 @@ def set_up(shared, bert_config, *, do_train, record=None, step_memory=None,
   # First: a cluster whose workers do not all start writes nothing.
   distribution = distribution_lib.make_distribution(
       shared.distribution, shared.devices, shared.worker_wait_secs)
+  check = functools.partial(
+      checkpoint_checks.check_checkpoints, output_dir, shared.init_checkpoint,
+      bert_config, shared.bert_config_file, do_train=do_train, heads=heads,
+      heads_are_new=heads_are_new)
+  new_folder = not tf.io.gfile.exists(output_dir)
+  if new_folder:
+    # Nothing to resume: --init_checkpoint is checked before the folder is
+    # made, so that a refused run leaves none behind.
+    check()
   checks.prepare_output_dir(output_dir)
   chief = estimator.is_chief(distribution)
   # Before the checkpoints are read: another run may be writing them.
   lock = (folder_lock.hold(output_dir, flag="--output_dir",
                            lock_file=lock_file) if chief else None)
-  checkpoint_checks.check_checkpoints(
-      output_dir, shared.init_checkpoint, bert_config,
-      shared.bert_config_file, do_train=do_train, heads=heads,
-      heads_are_new=heads_are_new)
+  if not new_folder:
+    check()
   model = _step_memory(shared, bert_config, step_memory)
   memory = resolve_memory(shared, bert_config, do_train, distribution, model)
   oom_message_fn = out_of_memory.training_advice_fn(model, memory,

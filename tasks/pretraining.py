@@ -12,7 +12,6 @@ are those of Google's run_pretraining.py.
 
 import os
 
-from absl import logging
 import tensorflow as tf
 
 from checkpoints import checkpoint_checks
@@ -203,14 +202,17 @@ def check_input_files(input_file, max_seq_length, max_predictions_per_seq,
   for path in input_files:
     check_record_file(path, max_seq_length, max_predictions_per_seq,
                       bert_config.vocab_size, flag)
-  if verbosity.details():
-    logging.info("*** Input Files ***")
-    for path in input_files:
-      logging.info("  %s", path)
-  else:
-    logging.info("Input: %d file(s): %s%s", len(input_files),
-                 input_files[0], ", ..." if len(input_files) > 1 else "")
   return input_files, records_vocab
+
+
+def input_lines(input_files):
+  """The lines that name the records a run reads: all of them (as Google's
+  script listed them) with -v 1, else how many and the first."""
+  if verbosity.details():
+    return ["*** Input Files ***"] + ["  %s" % path for path in input_files]
+  return ["Input: %d file(s): %s%s" % (
+      len(input_files), input_files[0],
+      ", ..." if len(input_files) > 1 else "")]
 
 
 def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq,
@@ -490,6 +492,9 @@ class PretrainingTask(task.Task):
           self.eval_input_file, flags.max_seq_length,
           self.max_predictions_per_seq, bert_config, flags.bert_config_file,
           flags.vocab_file, flag="--eval_input_file")
+
+  def settings_lines(self):
+    return input_lines(self.input_files)
 
   def record(self):
     """No casing (the records hold token ids), the record layout's two

@@ -53,7 +53,7 @@ def child(request):
   os.chdir(request["cwd"])
   # os._exit skips atexit, where TensorFlow deletes its autograph files;
   # temporary files made here go into the runner's folder, removed at close.
-  tempfile.tempdir = request["tmpdir"]
+  tempfile.tempdir = os.environ["TMPDIR"] = request["tmpdir"]
   sys.argv = [request["script"]] + request["args"]
   status = 0
   try:
@@ -108,16 +108,18 @@ class ScriptRunner(object):
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     self._folder = tempfile.mkdtemp(prefix="script_runner_")
 
-  def run(self, script, args, timeout, stdin=None):
+  def run(self, script, args, timeout, stdin=None, tmpdir=None):
     """Runs `script` (a path relative to the repository) with `args`, and
-    the text `stdin` (or nothing) as its standard input.
+    the text `stdin` (or nothing) as its standard input; its temporary
+    folder ($TMPDIR) is `tmpdir`, or one of the runner's.
 
     Raises:
       subprocess.TimeoutExpired: the run took more than `timeout` seconds.
     """
-    return self.start(script, args, timeout, stdin).wait()
+    return self.start(script, args, timeout, stdin, tmpdir=tmpdir).wait()
 
-  def start(self, script, args, timeout, stdin=None, output_path=None):
+  def start(self, script, args, timeout, stdin=None, output_path=None,
+            tmpdir=None):
     """Starts a run as `run` does and returns its `Running` (its pid is
     that of the script's process, which may be signalled). With
     `output_path`, both output streams go to that file in the order
@@ -133,7 +135,8 @@ class ScriptRunner(object):
         f.write(stdin)
     request = {"script": os.path.join(REPO_ROOT, script), "args": list(args),
                "cwd": REPO_ROOT, "stdin": stdin_path, "stdout": paths[0],
-               "stderr": paths[1], "tmpdir": self._folder, "timeout": timeout}
+               "stderr": paths[1], "tmpdir": tmpdir or self._folder,
+               "timeout": timeout}
     self._process.stdin.write(json.dumps(request) + "\n")
     self._process.stdin.flush()
     pid = self.next_reply()["pid"]
