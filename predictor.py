@@ -21,17 +21,40 @@ holds the sentence, then each ending, separated by tabs, a JSON line
 {"sentence": ..., "endings": [...]}; its output line is {"choice",
 "ending", "probabilities"} (one probability per ending).
 
+With --output_file, the command predicts a corpus: --input names files
+(comma-separated paths or globs, local or remote) of such lines, or CSV /
+TSV tables (--text_a_column, --text_b_column, --id_column, as
+run_classifier.py reads a user's files), and the predictions go to
+<output_file>-0000k-of-0000n.jsonl, one shard per --batches_per_shard
+batches of a file, each line as above with the input's "id", else its
+"file" and "line". --runner=local (the default) predicts the shards in
+--num_workers processes here; any other --runner is an Apache Beam runner,
+which takes the flags this script does not define as Beam's options:
+
+    python predictor.py --export_dir=/tmp/mrpc_export \
+      --input='pairs/*.jsonl' --output_file=/tmp/preds/mrpc
+    python predictor.py ... --runner=DirectRunner \
+      --direct_running_mode=multi_processing --direct_num_workers=2
+
+The files are the same bytes on every runner and with any number of
+workers, and their lines are those the command prints for the same input
+without --output_file (docs/serving.md says why).
+
 The models and their Python API live in prediction/exported_models.py
 (`exported_models.load(path).predict(...)`), the input lines in
-prediction/input_lines.py; this file is the command's flags and main.
+prediction/input_lines.py and prediction/input_records.py, the corpus job
+in prediction/batch_prediction.py; this file is the command's flags and
+main.
 """
 
-import json
+import os
 import sys
 
 from absl import flags
 from absl import logging
 
+from corpus import shard_job
+from prediction import input_formats
 from prediction import window_defaults
 from userio import cli
 
@@ -47,18 +70,50 @@ def define_flags(flag_values=flags.FLAGS):
       "(its newest <unix time> model is used) or one model folder in it.",
       flag_values=flag_values)
   flags.DEFINE_string(
-      "input", "-", "File of input lines; - reads stdin.",
-      flag_values=flag_values)
+      "input", "-",
+      "Input file(s): a comma-separated list of paths or glob patterns "
+      "(local, gs://, ...); - reads stdin.", flag_values=flag_values)
   flags.DEFINE_enum(
-      "input_format", "auto", ["auto", "text", "json"],
+      "input_format", "auto", list(input_formats.INPUT_FORMATS),
       "text: a sentence, or two fields separated by a tab; json: one JSON "
-      "object per line; auto: JSON when a line starts with '{'.",
-      flag_values=flag_values)
+      "object per line; csv, tsv: a table (--text_a_column, ...); auto: a "
+      "table for a .csv, .tsv or .tab file, else lines, JSON when a line "
+      "starts with '{'.", flag_values=flag_values)
+  for field, default in (("text_a", "the export's first text field: its "
+                          "training file's column, else text_a, or "
+                          "question for SQuAD, text for NER"),
+                         ("text_b", "the export's second text field, when "
+                          "the header has it"),
+                         ("id", "none: the output names the file and line")):
+    flags.DEFINE_string(
+        "%s_column" % field, None,
+        "CSV/TSV input: the column of the %s, by header name or 0-based "
+        "index (default: %s)." % (field.replace("_", " "), default),
+        flag_values=flag_values)
   flags.DEFINE_integer(
       "batch_size", 32,
       "Lines predicted together (SQuAD: questions; each of their windows "
       "is a row of the model's batch). From a terminal, each line is "
       "predicted as soon as it is typed.", flag_values=flag_values)
+  flags.DEFINE_string(
+      "output_file", None,
+      "Predict --input's files as a corpus job: write the JSON lines to "
+      "<output_file>-0000k-of-0000n.jsonl instead of stdout, on --runner.",
+      flag_values=flag_values)
+  flags.DEFINE_integer(
+      "batches_per_shard", 100,
+      "With --output_file: batches of --batch_size records per shard, the "
+      "unit of work of a worker and of an output file.",
+      flag_values=flag_values)
+  flags.DEFINE_integer(
+      "num_workers", None,
+      "Processes predicting shards with --runner=local (default: one per "
+      "CPU core; each loads the model); with a Beam --runner, Beam's "
+      "option of that name (Dataflow's worker machines).",
+      flag_values=flag_values)
+  # --runner: local processes or an Apache Beam runner.
+  shard_job.define_runner_flag(flag_values)
+  flags.adopt_module_key_flags(shard_job, flag_values=flag_values)
   flags.DEFINE_integer("doc_stride", None,
                        "SQuAD: tokens between the starts of two windows of "
                        "a long context; NER: the same for a long text. "
@@ -104,8 +159,13 @@ cli.answer_help(__name__, define_flags)
 from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
 
 from checkpoints import problem_types
+from corpus import beam_pipeline
+from prediction import batch_prediction
 from prediction import exported_models
 from prediction import input_lines
+from prediction import input_records
+from serving import graph_tokenizer
+from userio import output_files
 from userio import progress
 from userio import verbosity
 # pylint: enable=g-import-not-at-top,wrong-import-position
@@ -125,50 +185,169 @@ LineSource = input_lines.LineSource
 parse_line = input_lines.parse_line
 
 
-def main(_):
-  verbosity.start_logging()
-  if FLAGS.batch_size < 1:
-    raise cli.UserError("--batch_size=%d must be at least 1." %
-                        FLAGS.batch_size)
-  path = find_saved_model(FLAGS.export_dir)
-  record = read_record(path)
+def check_flags(flag_values):
+  """Refuses flag values that cannot work, before anything is read.
+
+  Raises:
+    cli.UserError naming the flag and the fix.
+  """
+  for name in ("batch_size", "batches_per_shard", "num_workers"):
+    value = flag_values[name].value
+    if value is not None and value < 1:
+      raise cli.UserError("--%s=%d must be at least 1." % (name, value))
+  if flag_values.output_file is None:
+    for name in ("runner", "batches_per_shard", "num_workers"):
+      if flag_values[name].present:
+        raise cli.UserError("--%s applies with --output_file, which "
+                            "predicts --input's files as a corpus job." %
+                            name)
+  elif flag_values.input == "-":
+    raise cli.UserError("--output_file needs --input files; stdin is "
+                        "predicted to stdout.")
+
+
+def predictor_options(flag_values, path, record):
+  """The keyword arguments of exported_models.load that the flags give
+  for the export at `path` (its run_info.json `record`).
+
+  Raises:
+    cli.UserError: --threshold for a model that is not multi-label.
+  """
   task = record["task"]
-  source = LineSource(FLAGS.input, task, FLAGS.input_format,
-                      FLAGS.batch_size, record.get("text_pairs"),
-                      record.get("text_columns"))
-  options = {"batch_size": FLAGS.batch_size}
+  options = {"batch_size": flag_values.batch_size}
   if task == exported_models.SQUAD_TASK:
     options.update(
-        doc_stride=FLAGS.doc_stride, max_query_length=FLAGS.max_query_length,
-        n_best_size=FLAGS.n_best_size,
-        max_answer_length=FLAGS.max_answer_length,
-        null_score_diff_threshold=FLAGS.null_score_diff_threshold,
-        pad_to_max_seq_length=FLAGS.pad_to_max_seq_length)
-  if task == exported_models.NER_TASK and FLAGS["doc_stride"].present:
-    options["doc_stride"] = FLAGS.doc_stride
-  if FLAGS.threshold is not None:
+        doc_stride=flag_values.doc_stride,
+        max_query_length=flag_values.max_query_length,
+        n_best_size=flag_values.n_best_size,
+        max_answer_length=flag_values.max_answer_length,
+        null_score_diff_threshold=flag_values.null_score_diff_threshold,
+        pad_to_max_seq_length=flag_values.pad_to_max_seq_length)
+  if task == exported_models.NER_TASK and flag_values["doc_stride"].present:
+    options["doc_stride"] = flag_values.doc_stride
+  if flag_values.threshold is not None:
     if record.get("problem_type") != problem_types.MULTI_LABEL:
       raise cli.UserError("--threshold applies to a multi-label classifier; "
                           "%s is a %s model." % (path, task))
-    options["threshold"] = FLAGS.threshold
-  model = load(path, **options)
-  logging.info("Predicting with %s (task %s).", path, task)
-  meter = progress.Progress("Predicting %s" % source.name, source.total,
-                            unit="lines")
-  for batch in source.batches():
-    results = model.predict_batch(
-        [values[0] if task == exported_models.NER_TASK else values
-         for _, _, values in batch])
-    for (_, line_id, _), result in zip(batch, results):
-      if line_id is not None:
-        result = dict(id=line_id, **result)
-      sys.stdout.write(json.dumps(result, ensure_ascii=False) + "\n")
+    options["threshold"] = flag_values.threshold
+  return options
+
+
+def input_settings(flag_values, record):
+  """The input_records.InputSettings of the flags, for an export's
+  run_info.json `record`.
+
+  Raises:
+    cli.UserError: a table for a multiple-choice export (its endings are
+      a list).
+  """
+  task = record["task"]
+  fields = exported_models.example_fields(task, record.get("text_columns"))
+  if task == exported_models.SWAG_TASK and flag_values.input_format in (
+      input_records.CSV, input_records.TSV):
+    raise cli.UserError(
+        "--input_format=%s: a multiple-choice export reads JSON lines "
+        "({\"sentence\": ..., \"endings\": [...]}) or text lines (the "
+        "sentence, then each ending, separated by tabs)." %
+        flag_values.input_format)
+  return input_records.InputSettings(
+      task, flag_values.input_format, fields, record.get("text_pairs"),
+      (flag_values.text_a_column or fields[0], flag_values.text_b_column,
+       flag_values.id_column))
+
+
+def predict_stdin(model, record):
+  """Today's command: stdin's lines, predicted as they come, to stdout."""
+  source = LineSource("-", record["task"], FLAGS.input_format,
+                      FLAGS.batch_size, record.get("text_pairs"),
+                      record.get("text_columns"))
+  meter = progress.Progress("Predicting stdin", None, unit="lines")
+  for lines in source.batches():
+    _write(model, record["task"],
+           [input_records.Record(*line) for line in lines], meter)
+  meter.finish()
+
+
+def _write(model, task, records, meter):
+  """Predicts `records` in batches of --batch_size from the first, each
+  batch's lines written to stdout as soon as it is done."""
+  for batch, results in batch_prediction.predict_batches(
+      model, task, records, FLAGS.batch_size):
+    sys.stdout.write("".join(batch_prediction.output_line(r, result)
+                             for r, result in zip(batch, results)))
     sys.stdout.flush()
     meter.advance(len(batch))
+
+
+def predict_files(model, task, settings, shards, total):
+  """--input's files in this process, to stdout: each shard's records in
+  batches from the shard's start, the batches of the corpus job."""
+  meter = progress.Progress("Predicting %s" % FLAGS.input, total,
+                            unit="lines")
+  for shard in shards:
+    _write(model, task, input_records.read_shard(shard, settings), meter)
   meter.finish()
+
+
+def predict_corpus(path, record, settings, shards, beam_options):
+  """The corpus job: --input's shards predicted on --runner into
+  --output_file's shard files."""
+  batch_prediction.check_export(path)
+  # Every worker loads the export, whose text signature needs the package:
+  # its absence is one line here rather than one per worker.
+  graph_tokenizer.import_tensorflow_text()
+  if not shards:
+    raise cli.UserError("--input=%s holds no input to predict." % FLAGS.input)
+  settings = batch_prediction.PredictionSettings(
+      path, tuple(sorted(predictor_options(FLAGS, path, record).items())),
+      FLAGS.batch_size, settings)
+  job = batch_prediction.PredictionJob(settings, FLAGS.output_file,
+                                       len(shards))
+  with output_files.claim([("--output_file", FLAGS.output_file)],
+                          sorted({shard.path for shard in shards})):
+    logging.info("Predicting with %s (task %s): %d shards on %s.", path,
+                 record["task"], len(shards),
+                 FLAGS.runner if not shard_job.is_local(FLAGS.runner) else
+                 "%d local workers" % _num_workers())
+    batch_prediction.run(job, shards, FLAGS.runner, _num_workers(),
+                         beam_options)
+
+
+def _num_workers():
+  return FLAGS.num_workers or len(os.sched_getaffinity(0))
+
+
+def main(argv):
+  verbosity.start_logging()
+  check_flags(FLAGS)
+  beam_pipeline.check_local_args(FLAGS.runner, argv[1:])
+  beam_options = None
+  if not shard_job.is_local(FLAGS.runner):
+    beam_options = beam_pipeline.pipeline_options(
+        FLAGS.runner, argv[1:], FLAGS.num_workers)
+  path = find_saved_model(FLAGS.export_dir)
+  record = read_record(path)
+  task = record["task"]
+  if FLAGS.input == "-":
+    model = load(path, **predictor_options(FLAGS, path, record))
+    logging.info("Predicting with %s (task %s).", path, task)
+    predict_stdin(model, record)
+    return
+  predictor_options(FLAGS, path, record)  # Refuses a bad --threshold now.
+  settings = input_settings(FLAGS, record)
+  shards, total = input_records.plan(
+      input_records.resolve_inputs(FLAGS.input), settings,
+      FLAGS.batch_size * FLAGS.batches_per_shard)
+  if FLAGS.output_file is not None:
+    predict_corpus(path, record, settings, shards, beam_options)
+    return
+  model = load(path, **predictor_options(FLAGS, path, record))
+  logging.info("Predicting with %s (task %s).", path, task)
+  predict_files(model, task, settings, shards, total)
 
 
 if __name__ == "__main__":
   define_flags()
   flags.mark_flag_as_required("export_dir")
-  cli.run(main)
+  # Flags this script does not define are Apache Beam's options.
+  cli.run(main, known_only=True)

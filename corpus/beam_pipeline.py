@@ -71,11 +71,12 @@ _FIXES = (("invalid int value", "pass a whole number"),
 # The runner's log, in the run's own temporary folder.
 _RUNNER_LOG = "runner.log"
 # A worker process lost on a runner that does not run its work again
-# (DirectRunner): the runner, how the worker ended, the runner.
+# (DirectRunner): the runner, how the worker ended, the runner, the job's
+# size flag.
 _LOST_WORKER = (
     "A worker process of %s %s, and %s does not run a lost worker's shards "
     "again; nothing was written. Run the command again (with a lower "
-    "--shard_size_mb or --direct_num_workers if memory ran out).")
+    "%s or --direct_num_workers if memory ran out).")
 
 
 def _one_line(error):
@@ -336,7 +337,8 @@ def _run_pipeline(beam, job, specs, runner, options, meter):
       ending = lost.ending()
       if ending is None:
         raise
-      raise cli.UserError(_LOST_WORKER % (runner, ending, runner)) from None
+      raise cli.UserError(_LOST_WORKER % (runner, ending, runner,
+                                          job.size_flag)) from None
 
 
 def _follow(result, job, meter):

@@ -48,6 +48,9 @@ class ShardJob(object):
   # What the job does, the start of its progress lines and the namespace
   # of its Beam counters.
   name = "shards"
+  # The flag that makes a shard smaller, for the advice when a worker dies
+  # (out of memory?).
+  size_flag = "--shard_size_mb"
 
   def work(self, spec):
     """The result of one shard (a corpus.text_files.ShardSpec)."""
@@ -127,7 +130,8 @@ def run_local(job, specs, num_workers, total_bytes):
   accumulator = job.empty()
   totals = {}
   with workers.results_in_order(
-      job.work, (((spec,), None) for spec in specs), num_workers) as results:
+      job.work, (((spec,), None) for spec in specs), num_workers,
+      job.size_flag) as results:
     for result, _ in results:
       accumulator = job.add(accumulator, result)
       counts = job.tally(result)

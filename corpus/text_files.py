@@ -34,8 +34,9 @@ _MB = 1e6
 _BLOCK_BYTES = 1 << 24
 
 
-def resolve_input_files(input_file):
-  """The files named by --input_file (comma-separated paths or globs).
+def resolve_input_files(input_file, flag="--input_file"):
+  """The files named by --input_file (comma-separated paths or globs), or
+  by the command's `flag` of that kind.
 
   Each pattern's matches keep the order tf.io.gfile.glob gives, as in
   Google's script.
@@ -47,31 +48,31 @@ def resolve_input_files(input_file):
   input_files = []
   for pattern in input_file.split(","):
     if not pattern:
-      raise cli.UserError("--input_file=%s has an empty entry; separate "
-                          "the files by single commas." % input_file)
+      raise cli.UserError("%s=%s has an empty entry; separate the files "
+                          "by single commas." % (flag, input_file))
     try:
       matches = tf.io.gfile.glob(pattern)
     except tf.errors.UnimplementedError:
-      raise file_systems.unknown_scheme(pattern, "--input_file") from None
+      raise file_systems.unknown_scheme(pattern, flag) from None
     if not matches:
-      raise cli.UserError("--input_file: %s matches no file." % pattern)
+      raise cli.UserError("%s: %s matches no file." % (flag, pattern))
     input_files.extend(matches)
   for path in input_files:
-    _check_readable(path)
+    _check_readable(path, flag)
   return input_files
 
 
-def _check_readable(path):
+def _check_readable(path, flag):
   if tf.io.gfile.isdir(path):
-    raise cli.UserError("--input_file: %s is a directory; name the text "
-                        "files in it (e.g. %s)." %
-                        (path, os.path.join(path, "*.txt")))
+    raise cli.UserError("%s: %s is a directory; name the text files in it "
+                        "(e.g. %s)." % (flag, path,
+                                        os.path.join(path, "*.txt")))
   try:
     with tf.io.gfile.GFile(path, "rb") as reader:
       reader.read(1)
   except (tf.errors.OpError, OSError) as e:
-    raise cli.UserError("--input_file: cannot read %s (%s)." %
-                        (path, _error_text(e))) from None
+    raise cli.UserError("%s: cannot read %s (%s)." %
+                        (flag, path, _error_text(e))) from None
 
 
 def _error_text(error):

@@ -68,7 +68,8 @@ def _start_worker(parent_pid):
 
 
 @contextlib.contextmanager
-def results_in_order(function, jobs, num_workers):
+def results_in_order(function, jobs, num_workers,
+                     size_flag="--shard_size_mb"):
   """A context yielding the generator of `(result, tag)` pairs, in the
   order of `jobs` (see the module docstring).
 
@@ -77,6 +78,7 @@ def results_in_order(function, jobs, num_workers):
       result must pickle (a module-level function).
     jobs: iterable of (args tuple or None, tag); tags stay in this process.
     num_workers: worker processes.
+    size_flag: the flag that makes a job smaller, named when a worker dies.
 
   Raises:
     cli.UserError: a worker process died.
@@ -87,7 +89,7 @@ def results_in_order(function, jobs, num_workers):
       initializer=_start_worker, initargs=(os.getpid(),))
   try:
     yield _results(pool, function, jobs,
-                   _JOBS_IN_FLIGHT_PER_WORKER * num_workers)
+                   _JOBS_IN_FLIGHT_PER_WORKER * num_workers, size_flag)
   except BaseException:
     # A stop that came while the pool was forking can leave a worker
     # unknown to the pool, waiting for work forever, and the interpreter's
@@ -99,7 +101,7 @@ def results_in_order(function, jobs, num_workers):
     pool.shutdown(cancel_futures=True)
 
 
-def _results(pool, function, jobs, most_in_flight):
+def _results(pool, function, jobs, most_in_flight, size_flag):
   """The generator of `results_in_order`."""
   pending = collections.deque()
   try:
@@ -112,8 +114,8 @@ def _results(pool, function, jobs, most_in_flight):
       yield _result(*pending.popleft())
   except concurrent.futures.process.BrokenProcessPool:
     raise cli.UserError(
-        "A worker process died (out of memory?); lower --shard_size_mb or "
-        "--num_workers.") from None
+        "A worker process died (out of memory?); lower %s or --num_workers."
+        % size_flag) from None
 
 
 def _result(future, tag):

@@ -12,7 +12,6 @@ from userio import file_systems
 from userio import utf8
 
 
-
 class LineError(cli.UserError):
   """An input line the command cannot use; the message names the line."""
 
@@ -59,6 +58,34 @@ def _parse_json(text, fields):
   return value.get("id"), [value.get(name) for name in fields]
 
 
+def check_line(name, number, line, task, fields, input_format,
+               text_pairs=None):
+  """(id or None, field values) of input line `number` of `name`, checked
+  for a model of `task`.
+
+  Args:
+    name: the input's name in messages (a path, or "stdin").
+    number: the line's number, from 1.
+    line: its bytes, with or without the line end.
+    task, fields, text_pairs: as exported_models.check_example takes them.
+    input_format: as parse_line takes it.
+
+  Raises:
+    LineError naming the file and line.
+  """
+  try:
+    text = line.decode("utf-8").rstrip("\r\n")
+    line_id, values = parse_line(text, fields, input_format)
+    exported_models.check_example(task, values, text_pairs, fields)
+  except UnicodeDecodeError as e:
+    raise LineError("%s; save the input as UTF-8." % utf8.finding(
+        name, line, e.start, first_line=number)) from None
+  except ValueError as e:
+    raise LineError("%s:%d: %s." % (name, number,
+                                     str(e).rstrip("."))) from None
+  return line_id, values
+
+
 class LineSource(object):
   """The command's input lines, parsed and checked, in batches.
 
@@ -90,17 +117,9 @@ class LineSource(object):
               file_systems.open_file(self._path, "rb"))
     try:
       for number, line in enumerate(reader, 1):
-        try:
-          text = line.decode("utf-8").rstrip("\r\n")
-          line_id, values = parse_line(text, self.fields, self.input_format)
-          exported_models.check_example(self.task, values, self.text_pairs,
-                                        self.fields)
-        except UnicodeDecodeError as e:
-          raise LineError("%s; save the input as UTF-8." % utf8.finding(
-              self.name, line, e.start, first_line=number)) from None
-        except ValueError as e:
-          raise LineError("%s:%d: %s." % (self.name, number,
-                                           str(e).rstrip("."))) from None
+        line_id, values = check_line(self.name, number, line, self.task,
+                                     self.fields, self.input_format,
+                                     self.text_pairs)
         yield number, line_id, values
     finally:
       if reader is not sys.stdin.buffer:

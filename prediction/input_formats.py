@@ -1,0 +1,8 @@
+"""predictor.py's --input_format values, in plain Python, so that its --help
+can list them before TensorFlow loads."""
+
+LINES, CSV, TSV = "lines", "csv", "tsv"
+# auto: a table by the extension (TABLE_EXTENSIONS), else lines, each JSON
+# when it starts with "{"; text and json: lines of one kind; csv, tsv.
+INPUT_FORMATS = ("auto", "text", "json", CSV, TSV)
+TABLE_EXTENSIONS = {".csv": CSV, ".tsv": TSV, ".tab": TSV}
