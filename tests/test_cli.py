@@ -311,6 +311,31 @@ def test_sigterm_during_a_fork_still_stops_the_command():
   assert result.stderr.strip().splitlines() == ["-c: stopped by SIGTERM."]
 
 
+_NATIVE_LOG_AT_EXIT = r"""
+import atexit, os
+from userio import cli
+
+# As native code does while the process ends: straight to descriptor 2.
+atexit.register(os.write, 2, b"E0000 agent.cc] Failed to disconnect\n:UNKNOWN:\n")
+
+def main():
+  raise cli.UserError("--x=1 must be at least 2.")
+
+cli.call(main)
+"""
+
+
+def test_the_error_line_is_the_last_thing_printed():
+  """What native code writes to stderr as the process ends (a cluster's
+  coordination agent after a peer died) does not follow the line."""
+  result = subprocess.run(
+      [sys.executable, "-c", _NATIVE_LOG_AT_EXIT], cwd=REPO_ROOT,
+      env=dict(os.environ, PYTHONPATH=REPO_ROOT), capture_output=True,
+      text=True, timeout=60, check=False)
+  assert (result.returncode, result.stdout) == (2, "")
+  assert result.stderr == "-c: error: --x=1 must be at least 2.\n"
+
+
 def test_utf8_names_line_byte_and_column_past_a_byte_order_mark():
   # Counted by hand: line 3 is "ab\xffc"; the bad byte is its 3rd.
   data = codecs.BOM_UTF8 + b"first\nsecond\nab\xffc\n"

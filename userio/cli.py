@@ -156,6 +156,12 @@ def _exit(status, line):
   sys.stderr.flush()
   sys.stderr.write(line + "\n")
   sys.stderr.flush()
+  # Nothing may follow the line: native code still logs while the process
+  # ends (a cluster's coordination agent, in several lines, when a peer
+  # died first).
+  devnull = os.open(os.devnull, os.O_WRONLY)
+  os.dup2(devnull, 2)
+  os.close(devnull)
   sys.exit(status)
 
 
