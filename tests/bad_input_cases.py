@@ -555,6 +555,16 @@ CASES = {
         "extract_features.py", EXTRACT + ["--max_seq_length=2"],
         "--max_seq_length=2",
         prepare=lambda tmp: _write(os.path.join(tmp, "input.txt"), "Hi.\n")),
+    "extract_npz_without_pooling": case(
+        "extract_features.py", EXTRACT + ["--output_file={out}/vectors.npz"],
+        "--pooling", ".npz",
+        prepare=lambda tmp: _write(os.path.join(tmp, "input.txt"), "Hi.\n")),
+    "extract_pooling_into_json_lines": case(
+        "extract_features.py", EXTRACT + ["--pooling=mean"], "--pooling=mean",
+        prepare=lambda tmp: _write(os.path.join(tmp, "input.txt"), "Hi.\n")),
+    "extract_unknown_pooling": case(
+        "extract_features.py", EXTRACT + ["--pooling=max"], "--pooling",
+        prepare=lambda tmp: _write(os.path.join(tmp, "input.txt"), "Hi.\n")),
     "extract_batch_size_0": case(
         "extract_features.py", EXTRACT + ["--batch_size=0"], "--batch_size=0",
         prepare=lambda tmp: _write(os.path.join(tmp, "input.txt"), "Hi.\n")),
