@@ -923,6 +923,8 @@ def run(flag_obj, beam_args=()):
   masking_vocab(tokenizer)  # Refuses a vocabulary without [CLS] etc.
   check_casing(flag_obj, tokenizer)
   input_files = text_files.resolve_input_files(flag_obj.input_file)
+  text_files.text_bytes(input_files, "there are no documents to make "
+                        "instances of")
   paths = flag_obj.output_file.split(",")
   settings = settings_from_flags(flag_obj)
   description = describe_records(flag_obj, tokenizer)

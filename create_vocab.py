@@ -141,7 +141,6 @@ cli.answer_help(__name__, define_flags)
 # pylint: disable=g-import-not-at-top,wrong-import-position
 # Before TensorFlow: it imports TensorFlow without the CPU start-up noise.
 from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-import-order
-import tensorflow as tf
 
 from corpus import beam_pipeline
 from corpus import text_files
@@ -220,22 +219,6 @@ def learn_settings(flag_obj):
       **{name: flag_obj[name].value for name in vocab_job.LearnSettings._fields})
 
 
-def text_bytes(input_files):
-  """The bytes of the text files, refused when there are none: counting
-  would find no word to learn from.
-
-  Raises:
-    cli.UserError naming the files.
-  """
-  total = sum(tf.io.gfile.stat(path).length for path in input_files)
-  if not total:
-    raise cli.UserError(
-        "--input_file: %s %s empty (0 bytes): there are no words to learn "
-        "from; name the corpus's text files." % (
-            ", ".join(input_files), "is" if len(input_files) == 1 else "are"))
-  return total
-
-
 def run(flag_obj, beam_args=()):
   """Counts and learns as the flags say; writes the outputs.
 
@@ -254,7 +237,8 @@ def run(flag_obj, beam_args=()):
     beam_options = beam_pipeline.pipeline_options(
         flag_obj.runner, beam_args, flag_obj.num_workers)
   input_files = input_files_of(flag_obj)
-  total_bytes = None if flag_obj.counts_input else text_bytes(input_files)
+  total_bytes = None if flag_obj.counts_input else text_files.text_bytes(
+      input_files, "there are no words to learn from")
   job = vocab_job.VocabJob(
       flag_obj.do_lower_case, learn_settings(flag_obj),
       output_file=flag_obj.output_file, counts_output=flag_obj.counts_output)

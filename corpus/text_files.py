@@ -141,6 +141,27 @@ ShardSpec = collections.namedtuple("ShardSpec",
                                    ["index", "path", "number", "shard_bytes"])
 
 
+def text_bytes(input_files, why_not_empty):
+  """The total size of the text files in bytes, refused when it is 0 before
+  any of them is read.
+
+  Args:
+    input_files: the paths of --input_file.
+    why_not_empty: what an empty corpus leaves the command without, e.g.
+      "there are no words to learn from".
+
+  Raises:
+    cli.UserError naming the files.
+  """
+  total = sum(tf.io.gfile.stat(path).length for path in input_files)
+  if not total:
+    raise cli.UserError(
+        "--input_file: %s %s empty (0 bytes): %s; name the corpus's text "
+        "files." % (", ".join(input_files),
+                    "is" if len(input_files) == 1 else "are", why_not_empty))
+  return total
+
+
 def plan_shards(input_files, shard_bytes):
   """The shards of the corpus: ceil(size / shard_bytes) per file, in file
   order, numbered from 0 (an empty file has none).

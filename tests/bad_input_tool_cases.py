@@ -173,6 +173,14 @@ CASES = {
     "cpd_input_matches_no_file": case(
         "create_pretraining_data.py", CPD, "--input_file:", "corpus.txt",
         "matches no file"),
+    "cpd_empty_corpus": case(
+        "create_pretraining_data.py", CPD, "corpus.txt is empty (0 bytes)",
+        "no documents",
+        prepare=lambda tmp: _write(os.path.join(tmp, "corpus.txt"), "")),
+    "cpd_empty_corpus_on_beam": case(
+        "create_pretraining_data.py", SCALABLE + ["--runner=DirectRunner"],
+        "corpus.txt is empty (0 bytes)",
+        prepare=lambda tmp: _write(os.path.join(tmp, "corpus.txt"), "")),
     "cpd_input_is_a_folder": case(
         "create_pretraining_data.py", CPD + ["--input_file={tmp}"],
         "is a directory", "*.txt"),
