@@ -15,7 +15,6 @@ for bad input and never exit.
 
 import collections
 import dataclasses
-import functools
 import os
 
 from absl import logging
@@ -32,6 +31,7 @@ from runner import estimator
 from startup import checks
 from startup import precision
 from userio import folder_lock
+from userio import user_errors
 from userio import verbosity
 
 class RunSetup(collections.namedtuple(
@@ -253,6 +253,15 @@ def skip_padding(requested, use_xla):
   return bool(requested)
 
 
+def _remove_new_folder(output_dir, lock):
+  """Removes the folder this run made, with its lock, when nothing else
+  came into it: a run refused for its checkpoint leaves no empty folder."""
+  if lock is not None:
+    lock.release()
+  if not tf.io.gfile.listdir(output_dir):
+    tf.io.gfile.rmtree(output_dir)
+
+
 def set_up(shared, bert_config, *, do_train, record=None, step_memory=None,
            heads=(), heads_are_new=True, lock_file=folder_lock.LOCK_FILE):
   """Locks output_dir (the chief of a multi-worker cluster alone: the
@@ -285,22 +294,21 @@ def set_up(shared, bert_config, *, do_train, record=None, step_memory=None,
   # First: a cluster whose workers do not all start writes nothing.
   distribution = distribution_lib.make_distribution(
       shared.distribution, shared.devices, shared.worker_wait_secs)
-  check = functools.partial(
-      checkpoint_checks.check_checkpoints, output_dir, shared.init_checkpoint,
-      bert_config, shared.bert_config_file, do_train=do_train, heads=heads,
-      heads_are_new=heads_are_new)
   new_folder = not tf.io.gfile.exists(output_dir)
-  if new_folder:
-    # Nothing to resume: --init_checkpoint is checked before the folder is
-    # made, so that a refused run leaves none behind.
-    check()
   checks.prepare_output_dir(output_dir)
   chief = estimator.is_chief(distribution)
   # Before the checkpoints are read: another run may be writing them.
   lock = (folder_lock.hold(output_dir, flag="--output_dir",
                            lock_file=lock_file) if chief else None)
-  if not new_folder:
-    check()
+  try:
+    checkpoint_checks.check_checkpoints(
+        output_dir, shared.init_checkpoint, bert_config,
+        shared.bert_config_file, do_train=do_train, heads=heads,
+        heads_are_new=heads_are_new)
+  except user_errors.UserError:
+    if new_folder:
+      _remove_new_folder(output_dir, lock)
+    raise
   model = _step_memory(shared, bert_config, step_memory)
   memory = resolve_memory(shared, bert_config, do_train, distribution, model)
   oom_message_fn = out_of_memory.training_advice_fn(model, memory,
