@@ -230,8 +230,9 @@ def run(flag_obj, beam_args=()):
   Raises:
     cli.UserError for flags or input that cannot work.
   """
-  check_flags(flag_obj)
+  # A misspelt flag first: it may be why another looks missing.
   beam_pipeline.check_local_args(flag_obj.runner, beam_args)
+  check_flags(flag_obj)
   beam_options = None
   if not shard_job.is_local(flag_obj.runner):
     beam_options = beam_pipeline.pipeline_options(

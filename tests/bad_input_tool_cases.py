@@ -227,6 +227,10 @@ CASES = {
         SCALABLE + ["--runner=local", "--direct_num_workers=2"],
         "--direct_num_workers=2", "Beam --runner only", prepare=_corpus),
     # create_vocab.py.
+    "vocab_input_flag_misspelt": case(
+        "create_vocab.py", ["--input_fle={tmp}/corpus.txt",
+                            "--output_file={tmp}/vocab.txt"],
+        "--input_fle=", "not a flag of this script"),
     "vocab_input_matches_no_file": case(
         "create_vocab.py", VOCAB, "--input_file:", "matches no file"),
     "vocab_input_and_counts_input": case(
@@ -337,6 +341,9 @@ CASES = {
         "convert_checkpoint.py", CONVERT + ["--input=foo://b/bert_model.ckpt"],
         "foo://b/bert_model.ckpt", "no file system for foo://"),
     # predictor.py: exports and input lines.
+    "predictor_required_flag_misspelt": case(
+        "predictor.py", ["--export_dr={tmp}", "--input={tmp}/input.txt"],
+        "--export_dir", "is not a flag of this script", "--export_dr="),
     "predictor_folder_not_an_export": case(
         "predictor.py", PREDICT + ["--export_dir={tmp}"],
         "holds no saved_model.pb", "--export_dir"),

@@ -321,7 +321,24 @@ def _parse_flags(argv, known_only=False):
   try:
     return flags.FLAGS(argv, known_only=known_only)
   except flags.Error as e:
+    strangers = _undefined_flags(argv[1:]) if known_only else []
+    if strangers:
+      # A misspelt flag is the likely cause of a missing or invalid one.
+      e = "%s; %s %s not a flag of this script" % (
+          str(e).rstrip("."), ", ".join(strangers), "is" if len(strangers) == 1 else "are")
     _exit(USAGE_STATUS, error_line("%s (see --help)" % e))
+
+
+def _undefined_flags(args):
+  """The arguments among `args` that look like flags absl does not know
+  (the Beam options of a Beam runner among them)."""
+  found = []
+  for arg in args:
+    name = arg.lstrip("-").split("=", 1)[0]
+    if arg.startswith("-") and name not in flags.FLAGS and not (
+        name.startswith("no") and name[2:] in flags.FLAGS):
+      found.append(arg)
+  return found
 
 
 def _ending(status):
