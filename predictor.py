@@ -160,6 +160,7 @@ from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-impor
 
 from checkpoints import problem_types
 from corpus import beam_pipeline
+from corpus import shard_files
 from prediction import batch_prediction
 from prediction import exported_models
 from prediction import input_lines
@@ -309,8 +310,8 @@ def predict_corpus(path, record, settings, shards, beam_options):
                  record["task"], len(shards),
                  FLAGS.runner if not shard_job.is_local(FLAGS.runner) else
                  "%d local workers" % _num_workers())
-    batch_prediction.run(job, shards, FLAGS.runner, _num_workers(),
-                         beam_options)
+    shard_files.run(job, shards, FLAGS.runner, _num_workers(),
+                    beam_options)
 
 
 def _num_workers():

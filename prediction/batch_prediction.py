@@ -30,12 +30,10 @@ the load.
 import collections
 import json
 
-from absl import logging
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
-from corpus import beam_pipeline
-from corpus import shard_job
+from corpus import shard_files
 from prediction import exported_models
 from prediction import input_records
 from runner import serving_input
@@ -45,8 +43,6 @@ from userio import output_files
 # The keys that say where a record without an "id" came from.
 FILE_KEY, LINE_KEY = "file", "line"
 OUTPUT_EXTENSION = ".jsonl"
-# A tally's count of records predicted.
-INPUTS = "inputs"
 _SIGNATURES = ("serving_default", serving_input.TEXT_SIGNATURE)
 
 PredictionSettings = collections.namedtuple(
@@ -114,32 +110,22 @@ def output_line(record, result, path=None):
   return json.dumps(result, ensure_ascii=False) + "\n"
 
 
-def shard_path(output_prefix, index, num_shards):
-  """<output_prefix>-0000k-of-0000n.jsonl, the name of shard k of n."""
-  return "%s-%05d-of-%05d%s" % (output_prefix, index, num_shards,
-                                OUTPUT_EXTENSION)
-
-
-class PredictionJob(shard_job.ShardJob):
+class PredictionJob(shard_files.ShardFilesJob):
   """Shard k (an input_records.Shard) is predicted into
-  <output_prefix>-0000k-of-0000n.jsonl.tmp; `finish` renames them all into
-  place once every shard is predicted."""
+  <output_prefix>-0000k-of-0000n.jsonl, as corpus/shard_files.py writes
+  and renames shard files."""
 
   name = "Predicting"
   size_flag = "--batches_per_shard"
+  extension = OUTPUT_EXTENSION
+  noun = "predictions"
 
   def __init__(self, settings, output_prefix, num_shards):
+    super().__init__(output_prefix, num_shards)
     self.settings = settings
-    self.output_prefix = output_prefix
-    self.num_shards = num_shards
 
-  def temp_path(self, index):
-    return (shard_path(self.output_prefix, index, self.num_shards) +
-            output_files.TEMPORARY_SUFFIX)
-
-  def work(self, spec):
-    """Predicts one shard into its temporary file (atomically, so that a
-    retried shard leaves the same file)."""
+  def write_shard(self, spec, path):
+    """Predicts one shard's records into the JSON lines file `path`."""
     records = input_records.read_shard(spec, self.settings.inputs)
     predictor = shared_predictor(self.settings)
     lines = []
@@ -148,59 +134,5 @@ class PredictionJob(shard_job.ShardJob):
         self.settings.batch_size):
       lines += [output_line(r, result, spec.path)
                 for r, result in zip(batch, results)]
-    data = "".join(lines).encode("utf-8")
-    with output_files.replacing(self.temp_path(spec.index), size=len(data),
-                                flag="--output_file") as temporary:
-      with tf.io.gfile.GFile(temporary, "wb") as writer:
-        writer.write(data)
-    return {"index": spec.index, INPUTS: len(records),
-            shard_job.BYTES: spec.end - spec.begin}
-
-  def tally(self, result):
-    return {name: result[name] for name in (INPUTS, shard_job.BYTES)}
-
-  def empty(self):
-    return []
-
-  def add(self, accumulator, result):
-    accumulator.append(result)
-    return accumulator
-
-  def merge(self, accumulators):
-    return [result for results in accumulators for result in results]
-
-  def finish(self, accumulator):
-    """Renames the shards' files into place, in shard order."""
-    for result in sorted(accumulator, key=lambda r: r["index"]):
-      tf.io.gfile.rename(
-          self.temp_path(result["index"]),
-          shard_path(self.output_prefix, result["index"], self.num_shards),
-          overwrite=True)
-    logging.info("Wrote %s", self.outputs(
-        {INPUTS: sum(r[INPUTS] for r in accumulator)}))
-
-  def outputs(self, totals):
-    return "%d predictions in %d shards: %s-*-of-%05d%s" % (
-        totals[INPUTS], self.num_shards, self.output_prefix, self.num_shards,
-        OUTPUT_EXTENSION)
-
-
-def run(job, shards, runner, num_workers=None, beam_options=None):
-  """Runs `job` on `shards` (input_records.Shard) on `runner`
-  (shard_job.LOCAL_RUNNER: `num_workers` forked processes; else Beam with
-  `beam_options`); a shard's temporary file is removed however the run
-  ends.
-
-  Raises:
-    cli.UserError: a worker found bad input, or died.
-  """
-  total_bytes = sum(shard.end - shard.begin for shard in shards)
-  try:
-    if shard_job.is_local(runner):
-      shard_job.run_local(job, shards, num_workers, total_bytes)
-    else:
-      beam_pipeline.run(job, shards, runner, beam_options, total_bytes)
-  finally:
-    for shard in shards:
-      if tf.io.gfile.exists(job.temp_path(shard.index)):
-        tf.io.gfile.remove(job.temp_path(shard.index))
+    output_files.write_text(path, "".join(lines), flag="--output_file")
+    return len(records)
