@@ -4,12 +4,29 @@ JSON object, each checked against the fields of the model's examples, read
 in batches from a file or stdin."""
 
 import json
+import re
 import sys
 
 from prediction import exported_models
 from userio import cli
 from userio import file_systems
 from userio import utf8
+
+
+# extract_features.py's separator of a line's two texts.
+_FEATURE_PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
+
+
+def parse_feature_line(line):
+  """(text_a, text_b or None) of one of extract_features.py's input lines
+  (without its "\n"), as Google's script reads it: stripped, then split at
+  the last " ||| " (its regular expression's greedy match). A blank line
+  is an empty text_a."""
+  line = line.strip()
+  match = _FEATURE_PAIR.match(line)
+  if match is None:
+    return line, None
+  return match.group(1), match.group(2)
 
 
 class LineError(cli.UserError):

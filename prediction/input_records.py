@@ -2,10 +2,13 @@
 """The input files of a corpus prediction: their records, checked, and
 shards of whole batches of them.
 
-A file is read in one of three formats:
+A file is read in one of these formats:
 
   lines   predictor.py's input lines (input_lines.check_line): a text, texts
           separated by tabs, or a JSON object (JSON Lines), one per line.
+  feature_lines
+          extract_features.py's lines (input_lines.parse_feature_line):
+          "text_a" or "text_a ||| text_b", a blank line an empty text.
   csv     (and tsv) a table as run_classifier.py reads a user's files
           (docs/own_data.md): a header naming the columns, or none and
           0-based indices; cells by Python's csv module, so a quoted cell
@@ -34,6 +37,7 @@ from userio import file_systems
 from userio import utf8
 
 LINES, CSV, TSV = input_formats.LINES, input_formats.CSV, input_formats.TSV
+FEATURE_LINES = input_formats.FEATURE_LINES
 _DELIMITERS = {CSV: ",", TSV: "\t"}
 _GLOB_CHARACTERS = "*?["
 # Bytes read at a time.
@@ -56,17 +60,19 @@ field's name when the header has it)."""
 
 Shard = collections.namedtuple(
     "Shard", ["index", "path", "begin", "end", "first_line", "num_records",
-              "header", "columns"])
+              "header", "columns", "first_record"])
 Shard.__doc__ = """Records [k * n, k * n + num_records) of a file: `index`
 numbers the shards of all files in order; they lie in bytes [begin, end)
 of `path`, where line `first_line` starts (blank table rows before the
-first record included); `header` is a table's
+first record included); `first_record` is the 0-based index of the
+shard's first record among the records of all files; `header` is a table's
 column names (None for lines, or a table named by indices) and `columns`
 the (text_a, text_b, id) columns read in this file."""
 
 
-def resolve_inputs(input_spec):
-  """The files --input names (comma-separated paths or globs), in order.
+def resolve_inputs(input_spec, flag="--input"):
+  """The files `flag` (--input) names (comma-separated paths or globs), in
+  order.
 
   Raises:
     cli.UserError: a path is not a file, a glob matches nothing.
@@ -74,8 +80,8 @@ def resolve_inputs(input_spec):
   for pattern in input_spec.split(","):
     if pattern and not any(c in pattern for c in _GLOB_CHARACTERS) and (
         not file_systems.isfile(pattern)):
-      raise cli.UserError("--input=%s is not a file." % pattern)
-  return text_files.resolve_input_files(input_spec, flag="--input")
+      raise cli.UserError("%s=%s is not a file." % (flag, pattern))
+  return text_files.resolve_input_files(input_spec, flag=flag)
 
 
 def file_format(path, input_format):
@@ -110,11 +116,27 @@ def _line_records(reader, path, settings, first_line):
   from the reader's position."""
   offset = reader.tell()
   for number, raw in enumerate(_raw_lines(reader), first_line):
+    if settings.input_format == FEATURE_LINES:
+      line_id, values = None, _feature_line(path, number, raw, offset)
+    else:
+      line_id, values = input_lines.check_line(
+          path, number, raw, settings.task, settings.fields,
+          settings.input_format, settings.text_pairs)
     offset += len(raw)
-    line_id, values = input_lines.check_line(
-        path, number, raw, settings.task, settings.fields,
-        settings.input_format, settings.text_pairs)
     yield Record(number, line_id, values), offset, number + 1
+
+
+def _feature_line(path, number, raw, offset):
+  """[text_a, text_b or None] of the bytes `raw` of extract_features.py's
+  line `number`, which starts at byte `offset` of `path`."""
+  if offset == 0 and raw.startswith(codecs.BOM_UTF8):
+    raw = raw[len(codecs.BOM_UTF8):]
+  try:
+    return list(input_lines.parse_feature_line(raw.decode("utf-8")))
+  except UnicodeDecodeError as e:
+    raise cli.UserError(
+        utf8.finding(path, raw, e.start, first_line=number),
+        fix="Save the file as UTF-8 or repair that line.") from None
 
 
 class _DecodedLines(object):
@@ -257,7 +279,7 @@ def plan(paths, settings, records_per_shard):
                                         header, columns):
         if count % records_per_shard == 0:
           shards.append(Shard(len(shards), path, offset, None, line, 0,
-                              header, columns))
+                              header, columns, total + count))
         count += 1
         shards[-1] = shards[-1]._replace(
             num_records=shards[-1].num_records + 1, end=end)
