@@ -20,6 +20,30 @@ indexes as ids; prediction/sentence_embeddings.py says what it holds.
 The model runs in a plain `tf.compat.v1.Session`, batch by batch; the
 output is written under a temporary name and renamed when complete.
 
+Any of --runner, --num_workers or --batches_per_shard makes the run a
+corpus job: --input_file then names files (comma-separated paths or globs,
+local or remote), cut into shards of --batches_per_shard batches of one
+file, and --output_file is the prefix of one file per shard,
+<output_file>-0000k-of-0000n.npz with a pooling (else .jsonl; a final .npz
+or .jsonl of --output_file is dropped from the prefix). The ids continue
+from file to file and shard to shard. --runner=local (the default) runs the
+shards in --num_workers processes here, each building the model once; any
+other --runner is an Apache Beam runner, which takes the flags this script
+does not define as Beam's options:
+
+    python extract_features.py ... --pooling=mean --input_file='text/*.txt' \
+      --output_file=/tmp/vectors/corpus --num_workers=2
+    python extract_features.py ... --runner=DirectRunner \
+      --direct_running_mode=multi_processing --direct_num_workers=2
+
+The files are the same bytes on every runner and with any number of
+workers, and hold what the one-process command writes for the same file
+(docs/api.md).
+
+The examples, the model and Google's JSON record live in
+prediction/feature_extraction.py, the corpus job in
+prediction/embedding_jobs.py; this file is the command's flags and main.
+
     python extract_features.py --input_file=input.txt \
       --output_file=output.jsonl --vocab_file=$BERT/vocab.txt \
       --bert_config_file=$BERT/bert_config.json \
@@ -27,22 +51,20 @@ output is written under a temporary name and renamed when complete.
       --max_seq_length=128 --batch_size=8
 """
 
-import collections
-import json
 import os
-import re
 
 from absl import flags
 from absl import logging
 
+from corpus import shard_job
 from userio import cli
 from userio import utf8
 from startup import shared_flags
 
 FLAGS = flags.FLAGS
 
-# Example lines logged in full, as the original does, to check the input.
-_NUM_LOGGED_EXAMPLES = 5
+# The flags that make the run a corpus job.
+CORPUS_FLAGS = ("runner", "num_workers", "batches_per_shard")
 
 
 def define_flags(flag_values=flags.FLAGS):
@@ -55,10 +77,14 @@ def define_flags(flag_values=flags.FLAGS):
   fv = flag_values
   flags.DEFINE_string("input_file", None,
                       "Text file, one example per line: \"text_a\" or "
-                      "\"text_a ||| text_b\".", flag_values=fv)
+                      "\"text_a ||| text_b\". In a corpus job (--runner, "
+                      "--num_workers or --batches_per_shard given): "
+                      "comma-separated paths or globs.", flag_values=fv)
   flags.DEFINE_string("output_file", None,
                       "Where to write the JSON lines; with --pooling, a "
-                      ".npz file.", flag_values=fv)
+                      ".npz file. In a corpus job, the prefix of the shard "
+                      "files <output_file>-0000k-of-0000n.npz (.jsonl "
+                      "without a pooling).", flag_values=fv)
   flags.DEFINE_string("layers", "-1,-2,-3,-4",
                       "Comma-separated encoder layers to output; -1 is the "
                       "last. With --pooling, each layer's vector is "
@@ -89,6 +115,21 @@ def define_flags(flag_values=flags.FLAGS):
                     "False for cased ones.", flag_values=fv)
   flags.DEFINE_integer("batch_size", 32, "Examples per batch.",
                        flag_values=fv)
+  flags.DEFINE_integer(
+      "batches_per_shard", 100,
+      "Corpus job: batches of --batch_size lines per shard, the unit of "
+      "work of a worker and of an output file. Giving it makes the run a "
+      "corpus job.", flag_values=fv)
+  flags.DEFINE_integer(
+      "num_workers", None,
+      "Corpus job: processes computing shards with --runner=local "
+      "(default: one per CPU core; each builds the model); with a Beam "
+      "--runner, Beam's option of that name. Giving it makes the run a "
+      "corpus job.", flag_values=fv)
+  # --runner: local processes or an Apache Beam runner; giving it makes
+  # the run a corpus job.
+  shard_job.define_runner_flag(fv)
+  flags.adopt_module_key_flags(shard_job, flag_values=fv)
   # Google's --use_tpu, --master and --num_tpu_cores (and the other TPU
   # flags of the training scripts), accepted as startup/checks.py says.
   shared_flags.define_tpu_flags(fv)
@@ -108,11 +149,16 @@ from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-impor
 import tensorflow as tf
 
 from checkpoints import checkpoint_checks
-import modeling
 from userio import output_files
 from userio import progress
 from startup import checks
 from startup import run_setup
+from corpus import beam_pipeline
+from corpus import shard_files
+from prediction import embedding_jobs
+from prediction import feature_extraction
+from prediction import input_lines
+from prediction import input_records
 from prediction import sentence_embeddings
 from tasks import text_pair
 import tokenization
@@ -122,29 +168,8 @@ from userio import file_systems
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 
-class InputExample(object):
-  """One line of the input file."""
-
-  def __init__(self, unique_id, text_a, text_b):
-    self.unique_id = unique_id
-    self.text_a = text_a
-    self.text_b = text_b
-
-
-class InputFeatures(object):
-  """The model inputs of one example, each a list of `seq_length` ints."""
-
-  def __init__(self, unique_id, tokens, input_ids, input_mask,
-               input_type_ids):
-    self.unique_id = unique_id
-    self.tokens = tokens
-    self.input_ids = input_ids
-    self.input_mask = input_mask
-    self.input_type_ids = input_type_ids
-
-
 def read_examples(input_file):
-  """Reads one `InputExample` per line of `input_file`.
+  """Reads one feature_extraction.InputExample per line of `input_file`.
 
   The id of an example is its line number counted from 0; a blank line is
   an example with empty text, so ids stay aligned with the lines.
@@ -169,55 +194,9 @@ def read_examples(input_file):
   lines = text.split("\n")
   if not lines[-1]:
     lines.pop()
-  examples = []
-  for unique_id, line in enumerate(lines):
-    line = line.strip()
-    match = re.match(r"^(.*) \|\|\| (.*)$", line)
-    if match is None:
-      text_a, text_b = line, None
-    else:
-      text_a, text_b = match.group(1), match.group(2)
-    examples.append(InputExample(unique_id, text_a, text_b))
-  return examples
-
-
-def convert_examples_to_features(examples, seq_length, tokenizer):
-  """Tokenizes `examples` into `InputFeatures` padded to `seq_length`.
-
-  Layout: [CLS] text_a [SEP] (type 0), then text_b [SEP] (type 1) if there
-  is a text_b; the longer text loses tokens at its end until all fits.
-  """
-  features = []
-  for example in examples:
-    tokens_a = tokenizer.tokenize(example.text_a)
-    tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else []
-    tokens, input_type_ids = text_pair.layout(tokens_a, tokens_b, seq_length)
-    input_ids = tokenizer.convert_tokens_to_ids(tokens)
-    input_mask = [1] * len(input_ids)
-    padding = [0] * (seq_length - len(input_ids))
-
-    feature = InputFeatures(
-        unique_id=example.unique_id,
-        tokens=tokens,
-        input_ids=input_ids + padding,
-        input_mask=input_mask + padding,
-        input_type_ids=input_type_ids + padding)
-    if example.unique_id < _NUM_LOGGED_EXAMPLES and verbosity.details():
-      _log_feature(feature)
-    features.append(feature)
-  return features
-
-
-def _log_feature(feature):
-  """Logs the inputs of one example, to check the input by eye."""
-  logging.info("*** Example ***")
-  logging.info("unique_id: %s", feature.unique_id)
-  logging.info("tokens: %s", " ".join(
-      tokenization.printable_text(t) for t in feature.tokens))
-  logging.info("input_ids: %s", " ".join(map(str, feature.input_ids)))
-  logging.info("input_mask: %s", " ".join(map(str, feature.input_mask)))
-  logging.info("input_type_ids: %s",
-               " ".join(map(str, feature.input_type_ids)))
+  return [feature_extraction.InputExample(
+      unique_id, *input_lines.parse_feature_line(line))
+          for unique_id, line in enumerate(lines)]
 
 
 def parse_layers(layers, num_hidden_layers):
@@ -244,90 +223,9 @@ def parse_layers(layers, num_hidden_layers):
   return indexes
 
 
-def _build_model(bert_config, seq_length, layer_indexes, init_checkpoint,
-                 use_one_hot_embeddings):
-  """Builds the model in the current graph, initialized from the checkpoint.
-
-  Returns:
-    (inputs, outputs): inputs maps "input_ids", "input_mask" and
-    "input_type_ids" to int32 placeholders [batch_size, seq_length];
-    outputs is a list of float32 [batch_size, seq_length, hidden_size], one
-    per entry of `layer_indexes`.
-  Raises:
-    cli.UserError: the checkpoint lacks some of the model's variables.
-  """
-  inputs = {
-      name: tf.compat.v1.placeholder(tf.int32, [None, seq_length], name=name)
-      for name in ("input_ids", "input_mask", "input_type_ids")
-  }
-  # Only the real tokens' values are written, and those skip_padding leaves
-  # unchanged. Its plain Session compiles nothing with XLA.
-  model = modeling.BertModel(
-      config=bert_config,
-      is_training=False,
-      input_ids=inputs["input_ids"],
-      input_mask=inputs["input_mask"],
-      token_type_ids=inputs["input_type_ids"],
-      use_one_hot_embeddings=use_one_hot_embeddings,
-      skip_padding=run_setup.skip_padding(True, use_xla=False))
-  tvars = tf.compat.v1.trainable_variables()
-  assignment_map, initialized = modeling.get_assignment_map_from_checkpoint(
-      tvars, init_checkpoint)
-  # Features from randomly initialized weights would be meaningless.
-  missing = [v.name for v in tvars if v.name not in initialized]
-  if missing:
-    raise cli.UserError(
-        "--init_checkpoint=%s lacks %d of the model's variables (e.g. %s); "
-        "check that --bert_config_file belongs to this checkpoint." %
-        (init_checkpoint, len(missing), missing[0]))
-  tf.compat.v1.train.init_from_checkpoint(init_checkpoint, assignment_map)
-  all_layers = model.get_all_encoder_layers()
-  outputs = [tf.cast(all_layers[i], tf.float32) for i in layer_indexes]
-  return inputs, outputs
-
-
-def compute_layer_values(features, bert_config, init_checkpoint,
-                         layer_indexes, batch_size,
-                         use_one_hot_embeddings=False):
-  """Runs the model over `features`, `batch_size` at a time.
-
-  Yields:
-    (feature, values) per feature, in order; values is a list (one per
-    entry of `layer_indexes`) of float32 arrays [len(feature.tokens),
-    hidden_size] (padding positions left out).
-  """
-  if not features:
-    return
-  seq_length = len(features[0].input_ids)
-  with tf.Graph().as_default():
-    inputs, outputs = _build_model(bert_config, seq_length, layer_indexes,
-                                   init_checkpoint, use_one_hot_embeddings)
-    with tf.compat.v1.Session() as session:
-      session.run(tf.compat.v1.global_variables_initializer())
-      for start in range(0, len(features), batch_size):
-        batch = features[start:start + batch_size]
-        feed = {inputs[name]: [getattr(f, name) for f in batch]
-                for name in inputs}
-        layer_values = session.run(outputs, feed_dict=feed)
-        for b, feature in enumerate(batch):
-          num_tokens = len(feature.tokens)
-          yield feature, [v[b, :num_tokens] for v in layer_values]
-
-
-def feature_to_json(feature, layer_indexes, values):
-  """The output record of one example, in the original's layout."""
-  tokens = []
-  for i, token in enumerate(feature.tokens):
-    layers = []
-    for layer_index, layer_values in zip(layer_indexes, values):
-      layers.append(collections.OrderedDict([
-          ("index", layer_index),
-          ("values", [round(float(x), 6) for x in layer_values[i]]),
-      ]))
-    tokens.append(collections.OrderedDict([
-        ("token", token), ("layers", layers)]))
-  return collections.OrderedDict([
-      ("linex_index", feature.unique_id), ("features", tokens)])
+def is_corpus_job(flag_obj):
+  """Whether the command line gives a flag of CORPUS_FLAGS."""
+  return any(flag_obj[name].present for name in CORPUS_FLAGS)
 
 
 def _check_flags(flag_obj, shared):
@@ -335,10 +233,14 @@ def _check_flags(flag_obj, shared):
   checks.check_tpu_flags(shared.use_tpu, shared.tpu_name,
                           shared.changed_compatibility_flags)
   _check_required(flag_obj, ("input_file", "output_file", "init_checkpoint"))
-  sentence_embeddings.check_output(flag_obj.pooling, flag_obj.output_file)
-  if flag_obj.batch_size < 1:
-    raise cli.UserError("--batch_size=%d: must be at least 1." %
-                        flag_obj.batch_size)
+  if is_corpus_job(flag_obj):
+    embedding_jobs.output_prefix(flag_obj.pooling, flag_obj.output_file)
+  else:
+    sentence_embeddings.check_output(flag_obj.pooling, flag_obj.output_file)
+  for name in ("batch_size", "batches_per_shard", "num_workers"):
+    value = flag_obj[name].value
+    if value is not None and value < 1:
+      raise cli.UserError("--%s=%d: must be at least 1." % (name, value))
   tokenization.validate_case_matches_checkpoint(shared.do_lower_case,
                                                 shared.init_checkpoint)
 
@@ -361,15 +263,22 @@ def _check_max_seq_length(max_seq_length, bert_config):
         (max_seq_length, shortest, bert_config.max_position_embeddings))
 
 
-def run(flag_obj):
-  """Extracts the features the flags ask for and writes --output_file.
+def run(flag_obj, beam_args=()):
+  """Extracts the features the flags ask for and writes --output_file (in
+  a corpus job, its shard files).
 
-  Everything that can be checked is checked first: flags, config,
-  vocabulary (size and casing), input file, checkpoint (complete and of
-  the config's shapes) and the output file's folder.
+  Everything that can be checked is checked first: flags (and, with a Beam
+  --runner, `beam_args`, the command line's flags absl did not know),
+  config, vocabulary (size and casing), input files, checkpoint (complete
+  and of the config's shapes) and the output file's folder.
   """
+  beam_pipeline.check_local_args(flag_obj.runner, beam_args)
   shared = shared_flags.read(flag_obj)
   _check_flags(flag_obj, shared)
+  beam_options = None
+  if not shard_job.is_local(flag_obj.runner):
+    beam_options = beam_pipeline.pipeline_options(
+        flag_obj.runner, beam_args, flag_obj.num_workers)
   output_folder = os.path.dirname(file_systems.absolute(flag_obj.output_file))
   shared = run_setup.use_hf_init_checkpoint(shared, output_folder)
   # A Hugging Face folder as --init_checkpoint supplies these two.
@@ -382,27 +291,77 @@ def run(flag_obj):
   checks.check_vocab(tokenizer, bert_config, vocab_file=shared.vocab_file,
                       spm_model_file=None, do_lower_case=shared.do_lower_case,
                       bert_config_file=shared.bert_config_file)
+  if is_corpus_job(flag_obj):
+    _run_corpus_job(flag_obj, shared, bert_config, layer_indexes,
+                    beam_options)
+  else:
+    _run_one_process(flag_obj, shared, bert_config, layer_indexes,
+                     tokenizer)
+
+
+def _run_one_process(flag_obj, shared, bert_config, layer_indexes,
+                     tokenizer):
+  """Google's command: --input_file's lines in this process, batch after
+  batch, into the one --output_file."""
   examples = read_examples(flag_obj.input_file)
   checkpoint_checks.check_init_checkpoint(
       shared.init_checkpoint, bert_config, shared.bert_config_file)
-  checks.prepare_output_dir(
-      output_folder, "the folder of --output_file=%s" % flag_obj.output_file)
-  features = convert_examples_to_features(
+  _prepare_output_folder(flag_obj.output_file)
+  features = feature_extraction.convert_examples_to_features(
       examples, shared.max_seq_length, tokenizer)
 
   meter = progress.Progress("Writing features to %s" % flag_obj.output_file,
                             len(features))
-  computed = compute_layer_values(
+  computed = feature_extraction.compute_layer_values(
       features, bert_config, shared.init_checkpoint, layer_indexes,
       flag_obj.batch_size, flag_obj.use_one_hot_embeddings)
   if flag_obj.pooling == sentence_embeddings.NONE:
     _write_lines(flag_obj.output_file, (
-        json.dumps(feature_to_json(feature, layer_indexes, values)) + "\n"
+        feature_extraction.json_line(feature, layer_indexes, values)
         for feature, values in computed), meter)
   else:
     _write_embeddings(flag_obj.output_file, flag_obj.pooling, layer_indexes,
                       computed, meter)
   meter.finish()
+
+
+def _prepare_output_folder(output_file):
+  checks.prepare_output_dir(
+      os.path.dirname(file_systems.absolute(output_file)),
+      "the folder of --output_file=%s" % output_file)
+
+
+def _run_corpus_job(flag_obj, shared, bert_config, layer_indexes,
+                    beam_options):
+  """The corpus job: --input_file's files cut into shards of
+  --batches_per_shard batches, computed on --runner into the shard files
+  of the --output_file prefix."""
+  prefix = embedding_jobs.output_prefix(flag_obj.pooling,
+                                        flag_obj.output_file)
+  paths = input_records.resolve_inputs(flag_obj.input_file,
+                                       flag="--input_file")
+  shards, total = input_records.plan(
+      paths, embedding_jobs.INPUT_SETTINGS,
+      flag_obj.batch_size * flag_obj.batches_per_shard)
+  if not total:
+    raise cli.UserError("--input_file=%s holds no text; write one example "
+                        "per line (\"text_a\" or \"text_a ||| text_b\")."
+                        % flag_obj.input_file)
+  checkpoint_checks.check_init_checkpoint(
+      shared.init_checkpoint, bert_config, shared.bert_config_file)
+  _prepare_output_folder(flag_obj.output_file)
+  settings = embedding_jobs.EmbeddingSettings(
+      shared.bert_config_file, shared.init_checkpoint, shared.vocab_file,
+      shared.do_lower_case, shared.max_seq_length, tuple(layer_indexes),
+      flag_obj.use_one_hot_embeddings, flag_obj.batch_size, flag_obj.pooling)
+  job = embedding_jobs.EmbeddingJob(settings, prefix, len(shards))
+  num_workers = flag_obj.num_workers or len(os.sched_getaffinity(0))
+  with output_files.claim([("--output_file", prefix)], paths):
+    logging.info("Extracting features of %d lines in %d shards on %s.",
+                 total, len(shards),
+                 "%d local workers" % num_workers
+                 if shard_job.is_local(flag_obj.runner) else flag_obj.runner)
+    shard_files.run(job, shards, flag_obj.runner, num_workers, beam_options)
 
 
 def _write_lines(path, lines, meter):
@@ -438,9 +397,9 @@ def _write_embeddings(path, pooling, layer_indexes, computed, meter):
                                 flag="--output_file")
 
 
-def main(_):
+def main(argv):
   verbosity.start_logging()
-  run(FLAGS)
+  run(FLAGS, argv[1:])
 
 
 if __name__ == "__main__":
@@ -449,4 +408,5 @@ if __name__ == "__main__":
   # folder as --init_checkpoint supplies them.
   for required in ("input_file", "output_file", "init_checkpoint"):
     flags.mark_flag_as_required(required)
-  cli.run(main)
+  # Flags this script does not define are Apache Beam's options.
+  cli.run(main, known_only=True)
