@@ -163,16 +163,22 @@ def _check(bad, result, before, after, temporary):
 @pytest.mark.parametrize("name", sorted(CASES))
 @pytest.mark.slow
 def test_bad_input(name, tmp_path, request, user_runner):
-  bad = CASES[name]
+  _run_case(CASES[name], tmp_path, request,
+            lambda bad, args, temporary: user_runner.run(
+                bad.script, args, bad_input_cases.TIMEOUT, stdin=bad.stdin,
+                tmpdir=temporary))
+
+
+def _run_case(bad, tmp_path, request, run):
+  """Prepares the case's folder, runs it with `run(case, args, $TMPDIR)`
+  -> script_runner.Result, and checks what it did."""
   folder = str(tmp_path / "case")
   os.mkdir(folder)
   temporary = tmp_path / "tmp"
   temporary.mkdir()
   _prepare(bad, folder, request)
   before = _snapshot(folder)
-  result = user_runner.run(bad.script, _args(bad, folder, request),
-                           bad_input_cases.TIMEOUT, stdin=bad.stdin,
-                           tmpdir=str(temporary))
+  result = run(bad, _args(bad, folder, request), str(temporary))
   _check(bad, result, before, _snapshot(folder), str(temporary))
 
 
@@ -186,24 +192,19 @@ FRESH = sorted({case.script: name for name, case in sorted(
 def test_a_fresh_process(name, tmp_path, request):
   """`python <script> ...` from a user's shell: the import of TensorFlow
   (and its native start-up) prints nothing either."""
-  bad = CASES[name]
-  folder = str(tmp_path / "case")
-  os.mkdir(folder)
-  temporary = tmp_path / "tmp"
-  temporary.mkdir()
-  _prepare(bad, folder, request)
-  before = _snapshot(folder)
-  env = dict(_user_env(), PYTHONPATH=conftest.REPO_ROOT,
-             TMPDIR=str(temporary))
+  _run_case(CASES[name], tmp_path, request, _run_fresh)
+
+
+def _run_fresh(bad, args, temporary):
+  """`python <script> <args>` as a new process from a user's shell."""
+  env = dict(_user_env(), PYTHONPATH=conftest.REPO_ROOT, TMPDIR=temporary)
   proc = subprocess.run(
-      [sys.executable, bad.script] + _args(bad, folder, request),
-      cwd=conftest.REPO_ROOT, env=env, input=bad.stdin or "",
-      capture_output=True, text=True, timeout=bad_input_cases.TIMEOUT,
-      check=False)
-  result = script_runner_module.Result(
+      [sys.executable, bad.script] + args, cwd=conftest.REPO_ROOT, env=env,
+      input=bad.stdin or "", capture_output=True, text=True,
+      timeout=bad_input_cases.TIMEOUT, check=False)
+  return script_runner_module.Result(
       proc.returncode, proc.stdout,
       script_runner_module.without_compilation_cache_noise(proc.stderr))
-  _check(bad, result, before, _snapshot(folder), str(temporary))
 
 
 def test_every_command_has_its_cases():

@@ -12,7 +12,6 @@ through the suite's script runner.
 import csv
 import json
 import os
-import signal
 import subprocess
 import sys
 
@@ -20,11 +19,9 @@ import pytest
 from tensorflow.core.protobuf import saved_model_pb2
 
 import conftest
+import processes
 from test_beam_output import LINE
-from test_beam_output import _beam_workers
 from test_beam_output import _fresh_env
-from test_beam_output import _session_processes
-from test_beam_output import _wait_for
 from test_own_data import multi_label_run  # pylint: disable=unused-import
 from test_predictor import MRPC_SAMPLE
 from test_predictor import mrpc_dir  # pylint: disable=unused-import
@@ -364,25 +361,10 @@ def test_a_killed_worker_ends_the_run_in_one_line_with_nothing_written(
   args = ["--export_dir=" + os.path.join(mrpc_dir, "export"),
           "--input=" + inputs, "--batch_size=1", "--batches_per_shard=1",
           "--output_file=%s/p" % out] + DIRECT + ["--direct_num_workers=2"]
-  run = subprocess.Popen([sys.executable, PREDICTOR] + args, cwd=REPO_ROOT,
-                         env=_fresh_env(tmp), stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)
-  try:
-    assert _wait_for(lambda: run.poll() is not None or (
-        any(n.startswith("p-") for n in os.listdir(out)) and
-        len(_beam_workers(run.pid)) == 2), 240), "no shard was predicted"
-    assert run.poll() is None, run.communicate()[1][-3000:]
-    os.kill(_beam_workers(run.pid)[0], signal.SIGKILL)
-    stdout, stderr = run.communicate(timeout=240)
-    assert _wait_for(lambda: not _session_processes(run.pid), 30)
-  finally:
-    try:
-      os.killpg(run.pid, signal.SIGKILL)
-    except ProcessLookupError:
-      pass  # The run and its workers have ended.
-    run.wait()
-  assert (run.returncode, stdout) == (2, ""), stderr[-3000:]
+  status, stdout, stderr = processes.run_killing_a_beam_worker(
+      [sys.executable, PREDICTOR] + args, _fresh_env(tmp),
+      lambda: any(n.startswith("p-") for n in os.listdir(out)))
+  assert (status, stdout) == (2, ""), stderr[-3000:]
   *settings, last = stderr.splitlines()
   assert all(LINE.match(line) for line in settings), settings
   assert last == (

@@ -14,14 +14,13 @@ to start, so each command's runs are made once and shared
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
 import conftest
+import processes
 
 REPO_ROOT = conftest.REPO_ROOT
 MRPC_TRAIN = os.path.join(REPO_ROOT, "sample_data", "mrpc_sample",
@@ -234,66 +233,6 @@ def test_a_flag_beam_cannot_take_is_one_line(case, tmp_path, run_script):
 # ---------------------------------------------------------------------------
 
 
-def _descendants(pid):
-  """The pids of the processes below `pid` (from /proc)."""
-  children = {}
-  for name in os.listdir("/proc"):
-    if name.isdigit():
-      try:
-        with open("/proc/%s/stat" % name, encoding="ascii") as f:
-          ppid = int(f.read().rpartition(")")[2].split()[1])
-      except (OSError, ValueError, IndexError):
-        continue
-      children.setdefault(ppid, []).append(int(name))
-  found, todo = [], [pid]
-  while todo:
-    for child in children.get(todo.pop(), []):
-      found.append(child)
-      todo.append(child)
-  return found
-
-
-def _command_line(pid):
-  try:
-    with open("/proc/%d/cmdline" % pid, "rb") as f:
-      return f.read().split(b"\0")
-  except OSError:
-    return []
-
-
-def _beam_workers(pid):
-  """The Python processes of Beam's SDK workers below `pid` (not the
-  shells that start them)."""
-  return [p for p in _descendants(pid)
-          if _command_line(p)[:3] == [sys.executable.encode(), b"-m",
-                                      b"apache_beam.runners.worker."
-                                      b"sdk_worker_main"]]
-
-
-def _session_processes(sid):
-  """The live (not zombie) processes of session `sid`."""
-  found = []
-  for name in os.listdir("/proc"):
-    if name.isdigit():
-      try:
-        with open("/proc/%s/stat" % name, encoding="ascii") as f:
-          fields = f.read().rpartition(")")[2].split()
-      except OSError:
-        continue
-      if int(fields[3]) == sid and fields[0] not in ("Z", "X"):
-        found.append(int(name))
-  return found
-
-
-def _wait_for(condition, seconds):
-  deadline = time.monotonic() + seconds
-  while not condition():
-    if time.monotonic() > deadline:
-      return False
-    time.sleep(0.05)
-  return True
-
-
 @pytest.mark.slow
 def test_a_killed_worker_ends_the_run_in_one_line_with_nothing_written(
     tmp_path):
@@ -311,28 +250,11 @@ def test_a_killed_worker_ends_the_run_in_one_line_with_nothing_written(
   out.mkdir()
   tmp.mkdir()
   args = _args(CPD, str(tmp_path)) + ["--dupe_factor=5"] + BEAM
-  run = subprocess.Popen([sys.executable, CPD] + args, cwd=REPO_ROOT,
-                         env=_fresh_env(tmp), stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)
-  try:
-    # A shard's file (not the probe of --output_file's folder, data.tmp)
-    # once both workers run.
-    assert _wait_for(lambda: run.poll() is not None or (
-        any(n.startswith("data-") for n in os.listdir(out)) and
-        len(_beam_workers(run.pid)) == 2), 240), "no shard was built"
-    assert run.poll() is None, run.communicate()[1][-3000:]
-    os.kill(_beam_workers(run.pid)[0], signal.SIGKILL)
-    stdout, stderr = run.communicate(timeout=240)
-    assert _wait_for(lambda: not _session_processes(run.pid), 30), (
-        _session_processes(run.pid))
-  finally:
-    try:
-      os.killpg(run.pid, signal.SIGKILL)
-    except ProcessLookupError:
-      pass  # The run and its workers have ended.
-    run.wait()
-  assert (run.returncode, stdout) == (2, ""), stderr[-3000:]
+  # A shard's file (not the probe of --output_file's folder, data.tmp).
+  status, stdout, stderr = processes.run_killing_a_beam_worker(
+      [sys.executable, CPD] + args, _fresh_env(tmp),
+      lambda: any(n.startswith("data-") for n in os.listdir(out)))
+  assert (status, stdout) == (2, ""), stderr[-3000:]
   *settings, last = stderr.splitlines()
   reading, planned = _messages("\n".join(settings))
   assert reading == "Reading from %s" % (tmp_path / "corpus.txt")

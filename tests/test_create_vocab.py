@@ -16,7 +16,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 
 from absl import flags
 import pytest
@@ -24,6 +23,7 @@ import pytest
 from corpus import text_files
 import create_pretraining_data
 import create_vocab
+import processes
 import script_runner
 import tokenization
 from userio import cli
@@ -501,24 +501,6 @@ cli.run(create_vocab.main)
 """
 
 
-def _running(pid):
-  """Whether process `pid` exists and is no zombie."""
-  try:
-    with open("/proc/%d/stat" % pid, encoding="ascii") as f:
-      return f.read().rpartition(")")[2].split()[0] not in ("Z", "X")
-  except OSError:
-    return False
-
-
-def _wait_for(condition, seconds):
-  deadline = time.monotonic() + seconds
-  while not condition():
-    if time.monotonic() > deadline:
-      return False
-    time.sleep(0.05)
-  return True
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("stop,signum,to_group,status,line", [
     ("SIGTERM", signal.SIGTERM, False, 128 + signal.SIGTERM,
@@ -545,7 +527,7 @@ def test_a_stopped_run_leaves_no_worker_and_nothing_written(
       stderr=subprocess.PIPE, text=True, start_new_session=True)
   workers = []
   try:
-    assert _wait_for(lambda: len(os.listdir(pids)) == 2 or
+    assert processes.wait_for(lambda: len(os.listdir(pids)) == 2 or
                      run.poll() is not None, 300), "no worker started"
     workers = [int(name) for name in os.listdir(pids)]
     assert len(workers) == 2 and run.poll() is None
@@ -554,12 +536,13 @@ def test_a_stopped_run_leaves_no_worker_and_nothing_written(
     else:
       run.send_signal(signum)
     _, stderr = run.communicate(timeout=60)
-    assert _wait_for(lambda: not any(map(_running, workers)), 10), (
-        [pid for pid in workers if _running(pid)])
+    assert processes.wait_for(
+        lambda: not any(map(processes.running, workers)), 10), (
+            [pid for pid in workers if processes.running(pid)])
   finally:
     run.kill()
     for pid in workers:
-      if _running(pid):
+      if processes.running(pid):
         os.kill(pid, signal.SIGKILL)
   assert run.returncode == status, stderr[-3000:]
   if line is not None:
