@@ -6,9 +6,11 @@ nbest_predictions.json, null_odds.json for SQuAD 2.0), with clear errors
 for bad files, the official metrics when --predict_file holds answers
 (eval_results.json; for SQuAD 2.0 also the predictions at the best null
 threshold) and the training run's window flags reused by a run that only
-predicts. The task lives in tasks/squad.py (reading, features, the span
-head, the n-best search) and tasks/squad_metrics.py (the official
-metrics); this file holds the flags, Google's public names and `main`.
+predicts. The task lives in tasks/squad.py (SquadTask) and the modules
+beside it: squad_examples.py (reading), squad_features.py (windows and
+feature files), squad_model.py (the span head), squad_predictions.py (the
+n-best search) and squad_metrics.py (the official metrics); this file
+holds the flags, Google's public names and `main`.
 """
 
 from absl import flags
@@ -102,20 +104,24 @@ from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-impor
 from driver import training
 from startup import checks
 from tasks import squad
+from tasks import squad_examples
+from tasks import squad_features
+from tasks import squad_model
+from tasks import squad_predictions
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
-# Google's public names, defined in the task's module.
-SquadExample = squad.SquadExample
-InputFeatures = squad.InputFeatures
-read_squad_examples = squad.read_squad_examples
-convert_examples_to_features = squad.convert_examples_to_features
-FeatureWriter = squad.FeatureWriter
-input_fn_builder = squad.input_fn_builder
-create_model = squad.create_model
-model_fn_builder = squad.model_fn_builder
-RawResult = squad.RawResult
-write_predictions = squad.write_predictions
-get_final_text = squad.get_final_text
+# Google's public names, defined in the task's modules.
+SquadExample = squad_examples.SquadExample
+InputFeatures = squad_features.InputFeatures
+read_squad_examples = squad_examples.read_squad_examples
+convert_examples_to_features = squad_features.convert_examples_to_features
+FeatureWriter = squad_features.FeatureWriter
+input_fn_builder = squad_features.input_fn_builder
+create_model = squad_model.create_model
+model_fn_builder = squad_model.model_fn_builder
+RawResult = squad_predictions.RawResult
+write_predictions = squad_predictions.write_predictions
+get_final_text = squad_predictions.get_final_text
 
 
 def validate_flags_or_throw(bert_config, flag_obj=FLAGS):

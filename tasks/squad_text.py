@@ -6,17 +6,18 @@ of a SQuAD export.
     (the model on windows.features: start and end logits [windows, length])
     outputs = answers(tokenizer, windows, start_logits, end_logits, search)
 
-`context_windows` is tasks/squad.py's feature conversion for prediction
-(split_context, then example_features): the context split into words on
-SQuAD's whitespace, each word WordPiece-tokenized, the question cut to
-max_query_length tokens, windows of the context's tokens started every
-doc_stride tokens, each laid out [CLS] question [SEP] window [SEP]; the
-windows of every example of the batch are the model's rows. Each row is
-padded to max_seq_length as the script pads it: Google's search ranks the
-logits of every position, padding included (see `answers`).
+`context_windows` is the SQuAD task's feature conversion for prediction
+(squad_examples.split_context, then squad_features.example_features): the
+context split into words on SQuAD's whitespace, each word
+WordPiece-tokenized, the question cut to max_query_length tokens, windows
+of the context's tokens started every doc_stride tokens, each laid out
+[CLS] question [SEP] window [SEP]; the windows of every example of the
+batch are the model's rows. Each row is padded to max_seq_length as the
+script pads it: Google's search ranks the logits of every position,
+padding included (see `answers`).
 
-`answers` is squad.predict_example's search for the answer that
-predictions.json holds, without the rest of the n-best list: per window
+`answers` is squad_predictions.predict_example's search for the answer
+that predictions.json holds, without the rest of the n-best list: per window
 the n_best_size highest start and end logits (ties: the lower position, as
 a stable sort), the pairs that lie in the window's document part, start
 where the window gives the token the most context, end at or after the
@@ -35,7 +36,7 @@ from runner import serving_input
 from serving import text_windows
 
 # The answer when no span of a SQuAD 1.1 question survives the search
-# (Google's placeholder n-best entry, squad._PLACEHOLDER).
+# (Google's placeholder n-best entry, squad_predictions._PLACEHOLDER).
 NO_SPAN_TEXT = "empty"
 
 WindowSettings = collections.namedtuple(
@@ -44,7 +45,7 @@ WindowSettings = collections.namedtuple(
 WindowSettings.__doc__ = """How contexts become windows: run_squad.py's
   --max_seq_length, --doc_stride and --max_query_length; `whitespace`, the
   sorted code points that separate a context's words
-  (squad.whitespace_code_points())."""
+  (squad_examples.whitespace_code_points())."""
 
 SearchSettings = collections.namedtuple(
     "SearchSettings", ["n_best_size", "max_answer_length",
@@ -89,7 +90,7 @@ def _whitespace(code_points, whitespace):
 
 
 def _split_contexts(contexts, whitespace):
-  """squad.split_context of each context.
+  """squad_examples.split_context of each context.
 
   Returns:
     (words, word_rows, word_chars, char_position, char_word): the words
@@ -122,8 +123,8 @@ def _column(value, lengths):
 
 
 def context_windows(tokenizer, questions, contexts, settings):
-  """The windows of each (question, context), as squad.example_features
-  makes them for prediction.
+  """The windows of each (question, context), as
+  squad_features.example_features makes them for prediction.
 
   Args:
     tokenizer: a serving.graph_tokenizer tokenizer (for_model).

@@ -13,8 +13,11 @@ import tensorflow as tf
 
 import modeling
 import run_squad
-from tasks import squad
+from tasks import squad_examples
+from tasks import squad_features
 from tasks import squad_metrics
+from tasks import squad_model
+from tasks import squad_predictions
 import tokenization
 
 NUMBERS = ("one two three four five six seven eight nine ten eleven twelve "
@@ -97,7 +100,7 @@ def _write_predictions(tmp_path, examples, features, results, n_best_size=3,
 
 def test_split_context_char_to_word_offset():
   context = " Hello\u00a0w\u00f6rld\tfoo\u3000\u6771\u4eac bar "
-  doc_tokens, offsets = squad.split_context(context)
+  doc_tokens, offsets = squad_examples.split_context(context)
   assert doc_tokens == ["Hello", "w\u00f6rld", "foo", "\u6771\u4eac", "bar"]
   # A separator belongs to the word before it; -1 before the first word.
   assert offsets == ([-1] + [0] * 6 + [1] * 6 + [2] * 4 + [3] * 3 + [4] * 4)
@@ -156,10 +159,10 @@ def test_has_answers():
     return [{"paragraphs": [{"context": "c", "qas": list(qas)}]}]
   answered = {"id": "a", "answers": [{"text": "c", "answer_start": 0}]}
   unanswerable = {"id": "b", "answers": []}
-  assert squad.has_answers(data(answered), False)
-  assert not squad.has_answers(data(answered, unanswerable), False)
-  assert squad.has_answers(data(answered, unanswerable), True)
-  assert not squad.has_answers(data(answered, {"id": "c"}), True)
+  assert squad_examples.has_answers(data(answered), False)
+  assert not squad_examples.has_answers(data(answered, unanswerable), False)
+  assert squad_examples.has_answers(data(answered, unanswerable), True)
+  assert not squad_examples.has_answers(data(answered, {"id": "c"}), True)
 
 
 # ----------------------------------------------------- feature conversion --
@@ -257,7 +260,7 @@ def test_no_room_for_the_document_is_an_error(tokenizer):
 def _predict_span(tmp_path, tokenizer, context, question, start, end,
                   **kwargs):
   """Predicted text when the logits pick tokens start..end (1 window)."""
-  doc_tokens, _ = squad.split_context(context)
+  doc_tokens, _ = squad_examples.split_context(context)
   example = run_squad.SquadExample("u", question, doc_tokens)
   (feature,) = _features([example], tokenizer, False)
   result = _result(feature, {start: 5.0}, {end: 5.0})
@@ -298,7 +301,7 @@ def test_cjk_context_is_split_per_character(tmp_path, tokenizer):
 
 def test_tabs_ideographic_space_and_accents(tmp_path, tokenizer):
   context = "Zo\u00eb's\tcaf\u00e9\u3000opened (in 1895)."
-  doc_tokens, _ = squad.split_context(context)
+  doc_tokens, _ = squad_examples.split_context(context)
   assert doc_tokens == ["Zo\u00eb's", "caf\u00e9", "opened", "(in", "1895)."]
   # [CLS] where ? [SEP] zoe ' s cafe opened ( in 1895 ) . [SEP]
   feature, text = _predict_span(tmp_path, tokenizer, context, "where?", 4, 7)
@@ -405,9 +408,9 @@ def test_v2_null_score_and_threshold(tmp_path, tokenizer):
       tmp_path, [example], [feature], [result],
       version_2_with_negative=True, null_score_diff_threshold=1.5)
   assert predictions == {"b": "Denver Broncos"}
-  assert squad.predictions_at_threshold(
+  assert squad_predictions.predictions_at_threshold(
       out.null_odds, out.best_non_null, 0.5) == {"b": ""}
-  assert squad.predictions_at_threshold(
+  assert squad_predictions.predictions_at_threshold(
       out.null_odds, out.best_non_null, 1.0) == {"b": "Denver Broncos"}
 
 
@@ -487,11 +490,12 @@ def test_write_eval_features_streams_metadata_only(tmp_path, tokenizer):
                                      words[i % 5:] + words[:i % 5])
               for i in range(40)]
   path = str(tmp_path / "eval.tf_record")
-  metadata = squad.write_eval_features(examples, tokenizer, path, 16, 4, 8)
+  metadata = squad_features.write_eval_features(examples, tokenizer, path,
+                                                 16, 4, 8)
   records = _records(path)
   assert len(metadata) == len(records) == 40 * 4
   for meta, record in zip(metadata, records):
-    assert isinstance(meta, squad.FeatureMetadata)
+    assert isinstance(meta, squad_features.FeatureMetadata)
     assert not hasattr(meta, "input_ids") and not hasattr(meta, "input_mask")
     assert _ints(record, "unique_ids") == [meta.unique_id]
     ids = tokenizer.convert_tokens_to_ids(meta.tokens)
@@ -502,8 +506,8 @@ def test_write_eval_features_streams_metadata_only(tmp_path, tokenizer):
 
 def test_input_fn_reads_int32_batches(tmp_path, tokenizer):
   path = str(tmp_path / "eval.tf_record")
-  metadata = squad.write_eval_features([_numbers_example()], tokenizer,
-                                           path, 16, 4, 8)
+  metadata = squad_features.write_eval_features(
+      [_numbers_example()], tokenizer, path, 16, 4, 8)
   input_fn = run_squad.input_fn_builder(path, 16, is_training=False,
                                         drop_remainder=False)
   batches = list(input_fn({"batch_size": 3}))
@@ -622,8 +626,8 @@ def test_position_loss_matches_numpy():
   log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
   expected = -np.mean(log_probs[np.arange(2), positions])
   with tf.Graph().as_default():
-    loss = squad._position_loss(tf.constant(logits), tf.constant(positions),
-                                    4)
+    loss = squad_model._position_loss(tf.constant(logits),
+                                      tf.constant(positions), 4)
     with tf.compat.v1.Session() as sess:
       assert sess.run(loss) == pytest.approx(expected, rel=1e-6)
 

@@ -1,5 +1,5 @@
 """tasks/squad_text.py, the SQuAD answer search as graph ops, against
-tasks/squad.py's Python path: the windows of varied contexts (real SQuAD
+tasks/squad_*.py's Python path: the windows of varied contexts (real SQuAD
 paragraphs, accents, casing, punctuation, CJK, every kind of whitespace,
 empty and long contexts) equal example_features' ids, segments, maps and
 max-context flags; GraphTokenizer.basic_words equals BasicTokenizer; on
@@ -19,7 +19,9 @@ import tensorflow as tf
 
 import conftest
 from serving import graph_tokenizer
-from tasks import squad
+from tasks import squad_examples
+from tasks import squad_features
+from tasks import squad_predictions
 from tasks import squad_text
 import test_predictor
 from test_predictor import squad_dir  # pylint: disable=unused-import
@@ -126,7 +128,8 @@ def setup(request, assets_dir):
   vocab, lower, seq_length, stride, query_length = request.param
   vocab_file = os.path.join(assets_dir, "bert_vocab", vocab, "vocab.txt")
   window_settings = squad_text.WindowSettings(
-      seq_length, stride, query_length, squad.whitespace_code_points())
+      seq_length, stride, query_length,
+      squad_examples.whitespace_code_points())
   graph = _Graph(vocab_file, lower, window_settings, SEARCHES)
   tokenizer = tokenization.FullTokenizer(vocab_file, lower)
   yield graph, tokenizer, window_settings, lower
@@ -150,10 +153,10 @@ def _python_features(pairs, tokenizer, settings):
   examples, features, offsets = [], [], []
   offset = 0
   for index, (question, context) in enumerate(pairs):
-    example = squad.SquadExample(index, question,
-                                 squad.split_context(context)[0])
+    example = squad_examples.SquadExample(
+        index, question, squad_examples.split_context(context)[0])
     examples.append(example)
-    features.append(squad.example_features(
+    features.append(squad_features.example_features(
         example, tokenizer, settings.max_seq_length, settings.doc_stride,
         settings.max_query_length, False, example_index=index,
         first_unique_id=1000 * index))
@@ -189,16 +192,17 @@ def test_windows_equal_example_features(setup):
 def _python_answer(example, features, start, end, search, lower):
   """(answer, start_logit, end_logit, null score diff or None, (first word,
   last word) of the best span or None) as run_squad.py predicts them."""
-  results = [squad.RawResult(f.unique_id, s, e)
+  results = [squad_predictions.RawResult(f.unique_id, s, e)
              for f, s, e in zip(features, start, end)]
-  nbest, diff, best_text = squad.predict_example(
+  nbest, diff, best_text = squad_predictions.predict_example(
       example, features, results, search.n_best_size,
       search.max_answer_length, lower, search.version_2_with_negative,
       verbose_logging=False)
   entry = next((e for e in nbest if e["text"]), nbest[-1])
-  prelim = sorted(squad._prelim_predictions(  # pylint: disable=protected-access
-      features, results, search.n_best_size, search.max_answer_length),
-                  key=lambda p: p.start_logit + p.end_logit, reverse=True)
+  prelim = sorted(
+      squad_predictions._prelim_predictions(  # pylint: disable=protected-access
+          features, results, search.n_best_size, search.max_answer_length),
+      key=lambda p: p.start_logit + p.end_logit, reverse=True)
   span = None
   if prelim:
     feature = features[prelim[0].feature_index]
@@ -206,8 +210,8 @@ def _python_answer(example, features, start, end, search, lower):
             feature.token_to_orig_map[prelim[0].end_index])
   answer = best_text
   if diff is not None:
-    answer = squad.answer_at_threshold(diff, best_text,
-                                       search.null_score_diff_threshold)
+    answer = squad_predictions.answer_at_threshold(
+        diff, best_text, search.null_score_diff_threshold)
   return answer, entry["start_logit"], entry["end_logit"], diff, span
 
 
@@ -218,10 +222,12 @@ def _assert_offsets(context, answer, start, end, span):
   Returns:
     whether get_final_text cut the answer out of the span's words.
   """
-  doc_tokens, char_to_word = squad.split_context(context)
-  assert " ".join(squad.split_context(context[start:end])[0]) == answer
+  doc_tokens, char_to_word = squad_examples.split_context(context)
+  assert " ".join(
+      squad_examples.split_context(context[start:end])[0]) == answer
   assert char_to_word[start] >= span[0] and char_to_word[end - 1] <= span[1]
-  assert not squad._is_whitespace(context[start])  # pylint: disable=protected-access
+  assert not squad_examples._is_whitespace(  # pylint: disable=protected-access
+      context[start])
   return answer != " ".join(doc_tokens[span[0]:span[1] + 1])
 
 
@@ -380,7 +386,8 @@ def test_served_answers_equal_run_squad_predictions(squad_text_dir, tmp_path,
     if answer in ("", "empty") and start == -1:
       assert end == -1
     else:
-      assert " ".join(squad.split_context(context[start:end])[0]) == answer
+      assert " ".join(
+          squad_examples.split_context(context[start:end])[0]) == answer
   for reply, index in zip(replies[1:], alone):
     assert {name: values[0] for name, values in reply.items()} == (
         {name: values[index] for name, values in got.items()})

@@ -1,12 +1,12 @@
 """A SQuAD head (random values on MiniLM) converted to Hugging Face's
 layout: BertForQuestionAnswering's start and end logits against
-tasks.squad.create_model's on real MRPC dev pairs."""
+tasks.squad_model.create_model's on real MRPC dev pairs."""
 
 import numpy as np
 
 import modeling
 import side_by_side
-from tasks import squad
+from tasks import squad_model
 
 TOLERANCE = 1e-5
 
@@ -19,8 +19,8 @@ def test_bert_for_question_answering_gives_our_span_logits(
   inputs = side_by_side.mrpc_inputs(assets_dir, minilm_dir)
 
   def build(input_ids, input_mask, segment_ids):
-    return squad.create_model(bert_config, False, input_ids, input_mask,
-                              segment_ids, False)
+    return squad_model.create_model(bert_config, False, input_ids,
+                                    input_mask, segment_ids, False)
 
   prefix, hf_dir = side_by_side.converted_random_head(
       str(tmp_path), minilm_dir, config_file,
