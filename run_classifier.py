@@ -4,8 +4,11 @@
 Google's command, flags, processors, feature files and outputs, with the
 rest of GLUE (SST-2, QQP, QNLI, RTE, WNLI, STS-B as regression), the
 official GLUE metrics, GLUE submission files, reusable feature files and
-long texts read in windows. The task lives in tasks/classification.py and
-tasks/glue.py; this file holds the flags, Google's public names and `main`.
+long texts read in windows. The task lives in tasks/classification.py,
+the modules beside it (classification_features.py, classification_model.py,
+classification_predictions.py, classification_serving.py,
+file_processor.py) and tasks/glue.py; this file holds the flags, Google's
+public names and `main`.
 """
 
 from absl import flags
@@ -146,6 +149,9 @@ from userio import quiet_tensorflow  # pylint: disable=unused-import,g-bad-impor
 
 from driver import training
 from tasks import classification
+from tasks import classification_features
+from tasks import classification_model
+from tasks import file_processor
 from tasks import glue
 from tasks import task as task_lib
 # pylint: enable=g-import-not-at-top,wrong-import-position
@@ -153,18 +159,19 @@ from tasks import task as task_lib
 # Google's public names, defined in the task's modules.
 InputExample = glue.InputExample
 PaddingInputExample = task_lib.PaddingInputExample
-InputFeatures = classification.InputFeatures
+InputFeatures = classification_features.InputFeatures
 DataProcessor = glue.DataProcessor
 XnliProcessor = glue.XnliProcessor
 MnliProcessor = glue.MnliProcessor
 MrpcProcessor = glue.MrpcProcessor
 ColaProcessor = glue.ColaProcessor
-convert_single_example = classification.convert_single_example
+convert_single_example = classification_features.convert_single_example
 file_based_convert_examples_to_features = (
-    classification.file_based_convert_examples_to_features)
-file_based_input_fn_builder = classification.file_based_input_fn_builder
-create_model = classification.create_model
-model_fn_builder = classification.model_fn_builder
+    classification_features.file_based_convert_examples_to_features)
+file_based_input_fn_builder = (
+    classification_features.file_based_input_fn_builder)
+create_model = classification_model.create_model
+model_fn_builder = classification_model.model_fn_builder
 
 
 def task_from_flags(flag_values):
@@ -198,7 +205,7 @@ def _file_task(flag_values, files, options):
                         "come with --train_file, --dev_file and "
                         "--predict_file alone.")
   problem_type = flag_values.problem_type
-  processor = classification.FileProcessor(
+  processor = file_processor.FileProcessor(
       {task_lib.TRAIN: files["train_file"], task_lib.DEV: files["dev_file"],
        task_lib.TEST: files["predict_file"]},
       labeled_files.Columns(flag_values.text_a_column,

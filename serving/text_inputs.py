@@ -1,6 +1,6 @@
 # coding=utf-8
 """Raw texts to BERT's input ids in the graph, as the scripts' feature
-conversion (tasks/classification.convert_single_example) makes them:
+conversion (tasks/classification_features.convert_single_example) makes them:
 [CLS] A [SEP] (B [SEP]), the pair cut by Google's _truncate_seq_pair
 (a token off the longer text, the second on a tie, until it fits), or in
 --long_text=windows' windows. Zero padding goes to the batch's longest
@@ -102,10 +102,11 @@ def model_inputs(tokenizer, seq_length, texts_a, texts_b=None):
 def window_inputs(tokenizer, seq_length, texts_a, texts_b=None,
                   doc_stride=None):
   """BERT's inputs of each example in windows, as
-  tasks/classification.example_windows lays them out (--long_text=windows):
-  an example that fits is one window; in a longer one the second text is
-  cut to half the room and the first read in windows of the rest, started
-  every `doc_stride` tokens (None: half of that rest).
+  tasks/classification_features.example_windows lays them out
+  (--long_text=windows): an example that fits is one window; in a longer
+  one the second text is cut to half the room and the first read in
+  windows of the rest, started every `doc_stride` tokens (None: half of
+  that rest).
 
   Args:
     tokenizer, seq_length, texts_a, texts_b: as model_inputs.

@@ -26,6 +26,7 @@ from runner import feature_cache  # pylint: disable=g-import-not-at-top
 from startup import run_setup  # pylint: disable=g-import-not-at-top
 from startup import shared_flags  # pylint: disable=g-import-not-at-top
 from tasks import classification  # pylint: disable=g-import-not-at-top
+from tasks import classification_features  # pylint: disable=g-import-not-at-top
 from tasks import glue  # pylint: disable=g-import-not-at-top
 import tokenization  # pylint: disable=g-import-not-at-top
 
@@ -475,13 +476,13 @@ def reuse_setup(tokenizer, uncased_vocab, tmp_path):
 @pytest.fixture
 def write_counter(monkeypatch):
   calls = []
-  original = classification.file_based_convert_examples_to_features
+  original = classification_features.file_based_convert_examples_to_features
 
   def counting(*args, **kwargs):
     calls.append(args[-1])
     return original(*args, **kwargs)
 
-  monkeypatch.setattr(classification,
+  monkeypatch.setattr(classification_features,
                       "file_based_convert_examples_to_features", counting)
   return calls
 
@@ -1062,7 +1063,7 @@ def test_train_example_order_fingerprints_differ(tmp_path):
   def fingerprint(**order):
     return feature_cache.fingerprint(
         [str(data_file)], str(vocab_file), True, 32, "mrpc", 1,
-        record_format=classification.RECORD_FORMAT_VERSION, **order)
+        record_format=classification_features.RECORD_FORMAT_VERSION, **order)
   variants = [fingerprint(), fingerprint(example_order="shuffled",
                                          shuffle_seed=1),
               fingerprint(example_order="shuffled", shuffle_seed=2)]

@@ -1,8 +1,8 @@
 """serving/text_inputs.py against the scripts' feature conversion
-(tasks/classification.convert_single_example) on real text pairs and single
-texts, with lengths that force every truncation case, and its windows
-against classification.example_windows; truncated_lengths against Google's
-pop-one-token loop on every small case."""
+(tasks/classification_features.convert_single_example) on real text pairs
+and single texts, with lengths that force every truncation case, and its
+windows against classification_features.example_windows; truncated_lengths
+against Google's pop-one-token loop on every small case."""
 import csv
 import itertools
 import os
@@ -15,6 +15,7 @@ import tokenization
 from serving import graph_tokenizer
 from serving import text_inputs
 from tasks import classification
+from tasks import classification_features
 from tasks import text_pair
 
 
@@ -52,7 +53,7 @@ def test_inputs_equal_convert_single_example(assets_dir, seq_length, pairs):
   vocab_file = os.path.join(assets_dir, "bert_vocab", "uncased", "vocab.txt")
   texts = _texts(assets_dir, 150, pairs)
   reference = tokenization.FullTokenizer(vocab_file, True)
-  want = [classification.convert_single_example(
+  want = [classification_features.convert_single_example(
       0, classification.InputExample("x", a, b, "0"), ["0"], seq_length,
       reference) for a, b in texts]
   graph = tf.Graph()
@@ -77,14 +78,14 @@ def test_inputs_equal_convert_single_example(assets_dir, seq_length, pairs):
 def test_windows_equal_example_windows(assets_dir, seq_length, pairs,
                                        doc_stride):
   """--long_text=windows: each example's windows, in order, as
-  classification.example_windows lays them out (second text cut to half
-  the room, the first in windows of the rest)."""
+  classification_features.example_windows lays them out (second text cut
+  to half the room, the first in windows of the rest)."""
   vocab_file = os.path.join(assets_dir, "bert_vocab", "uncased", "vocab.txt")
   texts = _texts(assets_dir, 60, pairs)
   reference = tokenization.FullTokenizer(vocab_file, True)
   want, example_of = [], []
   for index, (a, b) in enumerate(texts):
-    parts = classification.example_windows(
+    parts = classification_features.example_windows(
         classification.InputExample("x", a, b, "0"), seq_length, reference,
         doc_stride)
     want += [(reference.convert_tokens_to_ids(part.tokens), part.segment_ids)

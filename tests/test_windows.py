@@ -100,7 +100,8 @@ import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
 import conftest  # pylint: disable=g-import-not-at-top
 import run_classifier  # pylint: disable=g-import-not-at-top
-from tasks import classification
+from tasks import classification_features
+from tasks import classification_predictions
 import predictor  # pylint: disable=g-import-not-at-top
 import tokenization  # pylint: disable=g-import-not-at-top
 
@@ -125,8 +126,8 @@ def test_classifier_windows_of_one_long_text(vocab_file):
   words = WORDS[:10]
   # max_seq_length 6: 4 tokens of room, windows every 2 tokens:
   # [0, 4), [2, 6), [4, 8), [6, 10).
-  parts = classification.example_windows(_example(" ".join(words)), 6,
-                                         tokenizer)
+  parts = classification_features.example_windows(
+      _example(" ".join(words)), 6, tokenizer)
   assert [p.tokens for p in parts] == [
       ["[CLS]"] + words[start:start + 4] + ["[SEP]"] for start in (0, 2, 4, 6)]
   assert all(p.segment_ids == [0] * 6 and p.label == "1" for p in parts)
@@ -141,7 +142,7 @@ def test_classifier_windows_of_a_long_pair(vocab_file):
   # max_seq_length 10: 7 tokens of room; the second text (5 tokens) is cut
   # to 7 // 2 = 3, leaving 4 for windows of the first text (6 tokens),
   # stride 3: [0, 4) and [3, 6).
-  parts = classification.example_windows(
+  parts = classification_features.example_windows(
       _example(" ".join(WORDS[:6]), "apple pear cat dog one"), 10, tokenizer,
       doc_stride=3)
   assert [p.tokens for p in parts] == [
@@ -154,27 +155,27 @@ def test_classifier_windows_of_a_long_pair(vocab_file):
 def test_classifier_example_that_fits_is_laid_out_as_google_does(vocab_file):
   tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
   example = _example("one two three", "apple pear")
-  (part,) = classification.example_windows(example, 16, tokenizer)
-  assert (part.tokens, part.segment_ids) == classification.example_tokens(
-      example, 16, tokenizer)
+  (part,) = classification_features.example_windows(example, 16, tokenizer)
+  assert (part.tokens, part.segment_ids) == (
+      classification_features.example_tokens(example, 16, tokenizer))
 
 
 def test_classifier_combination_is_the_mean_of_log_probabilities():
   # Example 1 has windows (0.9, 0.1) and (0.5, 0.5); example 2 one window.
-  combined = classification.combine_windows(
+  combined = classification_predictions.combine_windows(
       [np.array([0.9, 0.1]), np.array([0.5, 0.5]), np.array([0.2, 0.8])],
       [2, 1], is_regression=False)
   geometric = np.array([np.sqrt(0.45), np.sqrt(0.05)])
   np.testing.assert_allclose(combined[0], geometric / geometric.sum())
   np.testing.assert_allclose(combined[1], [0.2, 0.8])
-  assert classification.combine_windows([1.0, 2.0, 4.5], [2, 1], True) == [
-      1.5, 4.5]
+  assert classification_predictions.combine_windows(
+      [1.0, 2.0, 4.5], [2, 1], True) == [1.5, 4.5]
 
 
 def test_multi_label_combination_is_each_labels_highest_probability():
   # A label of a long text shows in some window of it: its probability is
   # the highest over the windows, label by label (not a distribution).
-  combined = classification.combine_windows(
+  combined = classification_predictions.combine_windows(
       [np.array([0.1, 0.8, 0.3]), np.array([0.6, 0.2, 0.4]),
        np.array([0.5, 0.5, 0.5])], [2, 1], is_regression=False,
       multi_label=True)

@@ -1,7 +1,7 @@
 """A classifier fine-tuned here (run_classifier.py on MRPC from MiniLM, a
 short run) and converted to Hugging Face's layout:
 BertForSequenceClassification's logits against
-tasks.classification.create_model's on real MRPC dev pairs; then
+tasks.classification_model.create_model's on real MRPC dev pairs; then
 transformers' own save_pretrained of it, converted back, against the
 fine-tuned checkpoint."""
 
@@ -15,7 +15,7 @@ from checkpoints import checkpoint_checks
 from checkpoints import conversion
 import modeling
 import side_by_side
-from tasks import classification
+from tasks import classification_model
 
 TOLERANCE = 1e-5
 
@@ -48,7 +48,7 @@ def test_fine_tuned_classifier_in_bert_for_sequence_classification(
   bert_config = modeling.BertConfig.from_json_file(config_file)
 
   def build(input_ids, input_mask, segment_ids):
-    return classification.create_model(
+    return classification_model.create_model(
         bert_config, False, input_ids, input_mask, segment_ids,
         tf.zeros_like(input_ids[:, 0]), 2, False)[2]
 
@@ -74,7 +74,7 @@ def test_multi_label_classifier_in_bert_for_sequence_classification(
       0, 2, (inputs[0].shape[0], 4)).astype(np.float32)
 
   def build(input_ids, input_mask, segment_ids):
-    loss, _, _, probabilities = classification.create_model(
+    loss, _, _, probabilities = classification_model.create_model(
         bert_config, False, input_ids, input_mask, segment_ids,
         tf.constant(labels), 4, False, multi_label=True)
     return loss, probabilities

@@ -25,7 +25,7 @@ from checkpoints import conversion
 from checkpoints import hf_mapping
 from checkpoints import run_info
 import modeling
-from tasks import classification
+from tasks import classification_features
 from tasks import glue
 import tokenization
 
@@ -62,7 +62,7 @@ def mrpc_inputs(assets_dir, minilm_dir, count=16, max_seq_length=64):
   processor = glue.MrpcProcessor()
   examples = processor.get_dev_examples(
       os.path.join(assets_dir, "glue", "MRPC"))[:count]
-  features = [classification.convert_single_example(
+  features = [classification_features.convert_single_example(
       i, example, processor.get_labels(), max_seq_length, tokenizer)
               for i, example in enumerate(examples)]
   return tuple(np.array([getattr(f, field) for f in features], np.int32)
