@@ -155,6 +155,7 @@ from startup import checks
 from startup import run_setup
 from corpus import beam_pipeline
 from corpus import shard_files
+from corpus import workers
 from prediction import embedding_jobs
 from prediction import feature_extraction
 from prediction import input_lines
@@ -280,7 +281,13 @@ def run(flag_obj, beam_args=()):
     beam_options = beam_pipeline.pipeline_options(
         flag_obj.runner, beam_args, flag_obj.num_workers)
   output_folder = os.path.dirname(file_systems.absolute(flag_obj.output_file))
-  shared = run_setup.use_hf_init_checkpoint(shared, output_folder)
+  if is_corpus_job(flag_obj):
+    # The conversion of a Hugging Face folder runs TensorFlow, after which
+    # the local runner's forked workers would hang: it runs in a child.
+    shared = workers.run_in_child(run_setup.use_hf_init_checkpoint, shared,
+                                  output_folder)
+  else:
+    shared = run_setup.use_hf_init_checkpoint(shared, output_folder)
   # A Hugging Face folder as --init_checkpoint supplies these two.
   _check_required(shared, ("vocab_file", "bert_config_file"))
   bert_config = checks.load_bert_config(shared.bert_config_file)

@@ -120,3 +120,16 @@ def _results(pool, function, jobs, most_in_flight, size_flag):
 
 def _result(future, tag):
   return (None if future is None else future.result()), tag
+
+
+def run_in_child(function, *args):
+  """function(*args) in one worker process forked from this one; its
+  result (or what it raised) comes back here.
+
+  For work that starts TensorFlow's runtime (its thread pools) before the
+  run forks its workers: a worker forked from a process whose pools have
+  started waits on them forever, so such work runs in a child instead.
+  """
+  with results_in_order(function, [(args, None)], 1) as results:
+    (result, _), = list(results)
+  return result

@@ -32,6 +32,7 @@ NUM_LINES = 29
 SHARDING = ["--batch_size=4", "--batches_per_shard=2"]
 SHARD_SIZES = [8, 8, 8, 5]
 DIRECT = ["--runner=DirectRunner", "--direct_running_mode=multi_processing"]
+HF_MODEL = os.path.join(conftest.ASSETS_DIR, "models", "all-minilm-l6-v2-hf")
 RUNS = {"local1": ["--num_workers=1"], "local2": ["--num_workers=2"],
         "direct1": DIRECT + ["--direct_num_workers=1"],
         "direct2": DIRECT + ["--direct_num_workers=2"]}
@@ -67,8 +68,10 @@ def _write_inputs(folder):
   return "%s/a.txt,%s/b.txt" % (folder, folder)
 
 
-def _run_fresh(args, tmpdir):
-  proc = subprocess.run([sys.executable, SCRIPT] + _model_flags() + args,
+def _run_fresh(args, tmpdir, model_flags=None):
+  if model_flags is None:
+    model_flags = _model_flags()
+  proc = subprocess.run([sys.executable, SCRIPT] + model_flags + args,
                         cwd=conftest.REPO_ROOT, env=_fresh_env(tmpdir),
                         capture_output=True, text=True, timeout=300,
                         check=False)
@@ -78,8 +81,9 @@ def _run_fresh(args, tmpdir):
 
 def _build_runs(folder):
   """The one-process runs over all.txt (one.npz, one.jsonl), each of RUNS
-  pooling into out_<run>/, and a local run of per-token JSON into
-  out_json/; records status and output in runs.json."""
+  pooling into out_<run>/, a local run of per-token JSON into out_json/
+  and one from the Hugging Face folder into out_hf/; records status and
+  output in runs.json."""
   corpus = _write_inputs(folder)
   one = ["--input_file=%s/all.txt" % folder, "--batch_size=4"]
   runs = {"one_npz": _run_fresh(one + ["--pooling=mean",
@@ -93,6 +97,12 @@ def _build_runs(folder):
     pooling = [] if name == "json" else ["--pooling=mean"]
     runs[name] = _run_fresh(["--input_file=" + corpus] + SHARDING + pooling +
                             extra + ["--output_file=%s/v" % out], folder)
+  os.mkdir(os.path.join(folder, "out_hf"))
+  runs["hf"] = _run_fresh(
+      ["--input_file=" + corpus, "--init_checkpoint=" + HF_MODEL,
+       "--max_seq_length=32", "--layers=-1", "--pooling=cls",
+       "--num_workers=2", "--output_file=%s/out_hf/v.npz" % folder] +
+      SHARDING, folder, model_flags=[])
   with open(os.path.join(folder, "runs.json"), "w") as f:
     json.dump(runs, f)
 
@@ -190,6 +200,22 @@ def test_every_printed_line_is_in_the_project_format(runs):
   last = LINE.match(record["json"]["stderr"].splitlines()[-1]).group(2)
   assert last == ("Wrote 29 examples' features in 4 shards: %s/out_json/"
                   "v-*-of-00004.jsonl" % folder)
+
+
+def test_a_hugging_face_folder_is_converted_before_the_workers_fork(runs):
+  """The conversion runs TensorFlow; workers forked after it in the same
+  process would hang, so it runs in a child of its own."""
+  folder, record = runs
+  assert record["hf"]["status"] == 0, record["hf"]["stderr"][-3000:]
+  out = os.path.join(folder, "out_hf")
+  names = sorted(os.listdir(out))
+  assert [n for n in names if n.startswith("v-")] == [
+      "v-%05d-of-00004.npz" % i for i in range(4)]
+  assert [n for n in names if not n.startswith("v-")][0].startswith("hf-")
+  shards = [_arrays(os.path.join(out, "v-%05d-of-00004.npz" % i))
+            for i in range(4)]
+  assert np.concatenate([s["ids"] for s in shards]).tolist() == list(
+      range(NUM_LINES))
 
 
 # ---------------------------------------------------------------------------
