@@ -2,7 +2,7 @@
 """Training and inference throughput of BERT on CPU, five implementations.
 
 Measures examples/sec and model-FLOPs utilization (MFU) of
-  * ours: `modeling.BertModel` + `classification.create_model`'s head +
+  * ours: `modeling.BertModel` + `classification_model.create_model`'s head +
     `optimization.create_optimizer`, a `tf.compat.v1.Session` graph;
   * hf: Hugging Face transformers' `BertForSequenceClassification` (PyTorch);
   * tfm: tf-models-official's `BertEncoder` + `BertClassifier` (Keras,
@@ -328,11 +328,11 @@ def _synthetic_pretraining_inputs(seq_length, batch_size):
 def _ours_loss(spec, config, batch, compute_dtype):
   """(loss, inference output) of the spec's head on our BertModel."""
   import modeling  # pylint: disable=g-import-not-at-top
-  from tasks import classification  # pylint: disable=g-import-not-at-top
+  from tasks import classification_model  # pylint: disable=g-import-not-at-top
   from tasks import pretraining  # pylint: disable=g-import-not-at-top
   training = spec["training"]
   if spec.get("head", CLASSIFIER) == CLASSIFIER:
-    (loss, _, logits, _) = classification.create_model(
+    (loss, _, logits, _) = classification_model.create_model(
         config, training, batch["input_ids"], batch["input_mask"],
         batch["segment_ids"], batch["label_ids"], NUM_LABELS, False,
         gradient_checkpointing=spec["checkpointing"],

@@ -25,11 +25,16 @@ from prediction import window_defaults
 from runner import serving_input
 from serving import graph_tokenizer
 from tasks import classification
+from tasks import classification_features
+from tasks import classification_predictions
 from tasks import conll
 from tasks import glue
 from tasks import multiple_choice
 from tasks import ner
 from tasks import squad
+from tasks import squad_examples
+from tasks import squad_features
+from tasks import squad_predictions
 from tasks import swag
 import tokenization
 from userio import cli
@@ -361,7 +366,7 @@ class ClassifierPredictor(object):
                   self.model.record.get("text_pairs"))
     example = glue.InputExample(guid=None, text_a=text_a,
                                           text_b=text_b)
-    tokens, segment_ids = classification.example_tokens(
+    tokens, segment_ids = classification_features.example_tokens(
         example, self.model.max_seq_length, self.model.tokenizer)
     return self.model.tokenizer.convert_tokens_to_ids(tokens), segment_ids
 
@@ -374,13 +379,13 @@ class ClassifierPredictor(object):
                                           text_b=text_b)
     convert = self.model.tokenizer.convert_tokens_to_ids
     return [(convert(window.tokens), window.segment_ids)
-            for window in classification.example_windows(
+            for window in classification_features.example_windows(
                 example, self.model.max_seq_length, self.model.tokenizer,
                 self._doc_stride)]
 
   def _result(self, outputs):
     name = CLASSIFIER_OUTPUT if self.labels else REGRESSION_OUTPUT
-    return classification.answer(outputs[name], self.labels or [None],
+    return classification_predictions.answer(outputs[name], self.labels or [None],
                                  self.problem_type, self.threshold)
 
   def predict_batch(self, examples):
@@ -405,7 +410,7 @@ class ClassifierPredictor(object):
       rows += parts
       counts.append(len(parts))
     name = CLASSIFIER_OUTPUT if self.labels else REGRESSION_OUTPUT
-    combined = classification.combine_windows(
+    combined = classification_predictions.combine_windows(
         [outputs[name] for outputs in self.model.run_rows(
             rows, self.batch_size)], counts, is_regression=not self.labels,
         multi_label=self.problem_type == problem_types.MULTI_LABEL)
@@ -439,7 +444,7 @@ class SquadPredictor(object):
   A context is split into windows of the export's max_seq_length as in
   run_squad.py (doc_stride, max_query_length); the n-best search over the
   windows' start and end logits (n_best_size, max_answer_length, casing
-  restored with get_final_text) is squad.predict_example's.
+  restored with get_final_text) is squad_predictions.predict_example's.
   """
 
   def __init__(self, model, *, doc_stride=None, max_query_length=None,
@@ -504,11 +509,11 @@ class SquadPredictor(object):
       cli.UserError when a text is missing or empty.
     """
     check_example(SQUAD_TASK, (question, context))
-    doc_tokens, _ = squad.split_context(context)
-    example = squad.SquadExample(qas_id=example_index,
+    doc_tokens, _ = squad_examples.split_context(context)
+    example = squad_examples.SquadExample(qas_id=example_index,
                                      question_text=question,
                                      doc_tokens=doc_tokens)
-    features = squad.example_features(
+    features = squad_features.example_features(
         example, self.model.tokenizer, self.max_seq_length, self.doc_stride,
         self.max_query_length, is_training=False,
         example_index=example_index, first_unique_id=first_unique_id,
@@ -523,16 +528,16 @@ class SquadPredictor(object):
       # are cut to its own tokens.
       length = (len(output["start_logits"]) if self.pad_to_max_seq_length
                 else len(feature.input_ids))
-      results.append(squad.RawResult(
+      results.append(squad_predictions.RawResult(
           feature.unique_id, output["start_logits"][:length],
           output["end_logits"][:length]))
-    nbest, score_diff, best_text = squad.predict_example(
+    nbest, score_diff, best_text = squad_predictions.predict_example(
         example, features, results, self.n_best_size, self.max_answer_length,
         self.model.record["do_lower_case"], self.version_2_with_negative,
         verbose_logging=False)
     answer = {"answer": best_text, "nbest": [dict(entry) for entry in nbest]}
     if score_diff is not None:
-      answer["answer"] = squad.answer_at_threshold(
+      answer["answer"] = squad_predictions.answer_at_threshold(
           score_diff, best_text, self.null_score_diff_threshold)
       answer["null_score_diff"] = score_diff
     return answer

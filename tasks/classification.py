@@ -49,13 +49,6 @@ from userio import cli
 InputExample = glue.InputExample
 PaddingInputExample = task.PaddingInputExample
 
-# The names prediction/exported_models.py and bench/throughput.py reach
-# through this module.
-create_model = classification_model.create_model
-example_tokens = classification_features.example_tokens
-example_windows = classification_features.example_windows
-combine_windows = classification_predictions.combine_windows
-answer = classification_predictions.answer
 
 
 class ClassificationTask(task.Task):

@@ -73,15 +73,6 @@ from userio import cli
 WINDOW_FLAGS = ("doc_stride", "max_query_length")
 
 
-# The names prediction/exported_models.py reaches through this module.
-SquadExample = squad_examples.SquadExample
-split_context = squad_examples.split_context
-example_features = squad_features.example_features
-RawResult = squad_predictions.RawResult
-predict_example = squad_predictions.predict_example
-answer_at_threshold = squad_predictions.answer_at_threshold
-
-
 def check_window_flags(max_seq_length, doc_stride, max_query_length,
                        n_best_size, max_answer_length):
   """Checks --max_query_length, --doc_stride, --n_best_size and
