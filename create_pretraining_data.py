@@ -171,6 +171,7 @@ import tensorflow as tf
 from corpus import record_sidecars
 from corpus import text_files
 from corpus import beam_pipeline
+from corpus import shard_files
 from engine import host_memory
 from userio import output_files
 from userio import progress
@@ -637,11 +638,6 @@ def shard_rng(random_seed, shard_index):
   return random.Random("%d/%d" % (random_seed, shard_index))
 
 
-def shard_path(output_prefix, index, num_shards):
-  """<output_prefix>-0000k-of-0000n, the name of shard k of n."""
-  return "%s-%05d-of-%05d" % (output_prefix, index, num_shards)
-
-
 def build_shard(spec, settings, temp_file):
   """Reads one shard (a corpus.text_files.ShardSpec), builds its instances
   with the shard's own random draws and writes them to `temp_file`
@@ -682,24 +678,22 @@ def build_shard(spec, settings, temp_file):
   return result
 
 
-class PretrainingJob(shard_job.ShardJob):
-  """The scalable mode as a corpus job (corpus/shard_job.py): shard k is
-  built into <output_prefix>-0000k-of-0000n.tmp; `finish` renames them all
-  into place and writes their sidecars once every shard is built."""
+class PretrainingJob(shard_files.ShardFilesJob):
+  """The scalable mode as a corpus job of one file per shard
+  (corpus/shard_files.py): shard k is built into
+  <output_prefix>-0000k-of-0000n.tmp; `finish` renames them all into place
+  and writes their sidecars once every shard is built."""
 
   name = "Building shards"
+  extension = ""
+  noun = "total instances"
 
   def __init__(self, settings, input_files, output_prefix, num_shards,
                description=None):
+    super().__init__(output_prefix, num_shards)
     self.settings = settings
     self.input_files = input_files
-    self.output_prefix = output_prefix
-    self.num_shards = num_shards
     self.description = description
-
-  def temp_path(self, index):
-    return (shard_path(self.output_prefix, index, self.num_shards) +
-            output_files.TEMPORARY_SUFFIX)
 
   def work(self, spec):
     return build_shard(spec, self.settings, self.temp_path(spec.index))
@@ -707,16 +701,6 @@ class PretrainingJob(shard_job.ShardJob):
   def tally(self, result):
     return {name: result[name]
             for name in ("documents", "instances", shard_job.BYTES)}
-
-  def empty(self):
-    return []
-
-  def add(self, accumulator, result):
-    accumulator.append(result)
-    return accumulator
-
-  def merge(self, accumulators):
-    return [result for results in accumulators for result in results]
 
   def finish(self, accumulator):
     """Renames the shards into place and writes their sidecars.
@@ -728,7 +712,7 @@ class PretrainingJob(shard_job.ShardJob):
     _check_has_pairs(sum(r["multi_sentence_documents"] for r in results),
                      self.input_files)
     for result in results:
-      path = shard_path(self.output_prefix, result["index"], self.num_shards)
+      path = self.final_path(result["index"])
       sidecars.remove(path)
       tf.io.gfile.rename(self.temp_path(result["index"]), path,
                          overwrite=True)
@@ -739,10 +723,7 @@ class PretrainingJob(shard_job.ShardJob):
     _warn_of_other_shards(self.output_prefix, self.num_shards)
 
   def outputs(self, totals):
-    """What the job wrote, from its `totals` (tally's sums)."""
-    return "%d total instances in %d shards: %s-*-of-%05d" % (
-        totals["instances"], self.num_shards, self.output_prefix,
-        self.num_shards)
+    return super().outputs({shard_files.INPUTS: totals["instances"]})
 
 
 def run_scalable(settings, input_files, output_prefix, shard_bytes, runner,
