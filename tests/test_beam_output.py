@@ -34,7 +34,7 @@ BEAM = ["--runner=DirectRunner", "--direct_running_mode=multi_processing",
 LINE = re.compile(r"(\d\d:\d\d:\d\d) (\S.*)$")
 # A progress line during a long step (done/total, rates, time left): how many
 # a run prints depends on the machine's speed.
-PROGRESS = re.compile(r"^[\w ]+: [\d.]+/[\d.]+ \w+ \(")
+PROGRESS = re.compile(r"^[\w ]+: [\d.]+/[\d.]+ \(")
 # The last line of a step's progress: the amount and the time it took.
 STEP_END = re.compile(r"^([\w ]+: [\d.]+ \w+) in (\d+ min )?\d+ s\.$")
 # The long document: 200 lines of 50 bytes, longer than two shards of
