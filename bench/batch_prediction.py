@@ -31,6 +31,25 @@ child, for transformers. The configurations run in turn, --rounds times
     python -m bench.batch_prediction --rounds=2
     python -m bench.batch_prediction --configs=stdout,local2 --texts=872
 
+The embedding configurations (--configs=embeddings, or their names) run
+extract_features.py --pooling=mean --layers=-1 the same ways over the same
+file, with the pretrained MiniLM (--bert_model, Google's layout):
+
+  embed          one process, one .npz (the baseline)
+  embed_local1/2 --runner=local --num_workers=1/2, .npz shards
+  embed_direct1/2  DirectRunner multi_processing on 1/2 workers
+  embed_transformers  AutoModel of the same weights in Hugging Face's
+                 layout (--hf_embed_model), batches of 32 padded to their
+                 longest, the mean of the last layer over the attention
+                 mask as sentence-transformers pools, in bench/.venv
+
+Their own clock is extract_features.py's last progress line ("Writing
+features to P.npz: 2616 examples in 40 s.", which starts before the model
+is built; "Extracting features: 62.1 kB in 64 s." for the corpus job), and
+the vectors of every run are compared with the one-process run's.
+
+    python -m bench.batch_prediction --configs=embeddings --rounds=2
+
 The export and its Hugging Face copy (the defaults) are made by the
 commands in docs/results.md ("Batch prediction"). Prints a markdown table
 and a planned, not measured Dataflow estimate; writes
@@ -52,6 +71,8 @@ import time
 from absl import app
 from absl import flags
 
+import numpy as np
+
 import bench
 
 ASSETS_DIR = os.path.join(os.path.dirname(bench.REPO_ROOT), "shared",
@@ -68,18 +89,35 @@ CONFIGS = {
     "direct2": BEAM_DIRECT + ["--direct_num_workers=2"],
     "transformers": None,
 }
+# extract_features.py's flags of each embedding configuration (None:
+# transformers).
+EMBED_CONFIGS = {
+    "embed": [],
+    "embed_local1": ["--runner=local", "--num_workers=1"],
+    "embed_local2": ["--runner=local", "--num_workers=2"],
+    "embed_direct1": BEAM_DIRECT + ["--direct_num_workers=1"],
+    "embed_direct2": BEAM_DIRECT + ["--direct_num_workers=2"],
+    "embed_transformers": None,
+}
+# --configs's names of groups.
+CONFIG_GROUPS = {"predictions": list(CONFIGS),
+                 "embeddings": list(EMBED_CONFIGS)}
 SAMPLE_SECONDS = 0.1
 TIMEOUT_SECONDS = 1800
 
 # predictor.py's last progress line: "Predicting FILE: 3488 lines in 12 s."
-# (stdout) or "Predicting: 250.3 kB in 15 s." (--output_file).
+# (stdout) or "Predicting: 250.3 kB in 15 s." (--output_file); and
+# extract_features.py's: "Writing features to P.npz: 2616 examples in 40 s."
+# (one process) or "Extracting features: 62.1 kB in 64 s." (corpus job).
+_JOB = r"(?:Predicting|Writing features|Extracting features)"
 FINISH_LINE = re.compile(
-    r"^(?:\d\d:\d\d:\d\d )?Predicting[^:\n]*: [\d.]+ (?:lines?|kB|MB) in "
-    r"(\d+ h \d+ min|\d+ min \d+ s|\d+ s)\.$", re.M)
+    r"^(?:\d\d:\d\d:\d\d )?" + _JOB + r"[^:\n]*: [\d.]+ "
+    r"(?:lines?|examples?|kB|MB) in (\d+ h \d+ min|\d+ min \d+ s|\d+ s)\.$",
+    re.M)
 # The corpus job's totals: "Predicting: 11 shards, 250,312 bytes, 3,488
-# inputs".
-INPUTS_LINE = re.compile(r"^(?:\d\d:\d\d:\d\d )?Predicting: .*, ([\d,]+) "
-                         r"inputs?$", re.M)
+# inputs" (or "Extracting features: ...").
+INPUTS_LINE = re.compile(r"^(?:\d\d:\d\d:\d\d )?" + _JOB +
+                         r": .*, ([\d,]+) inputs?$", re.M)
 _UNIT_SECONDS = {"h": 3600, "min": 60, "s": 1}
 
 FLAGS = flags.FLAGS
@@ -94,14 +132,24 @@ def define_flags():
   flags.DEFINE_string("hf_model", os.path.join(OUT_DIR, "sst2_minilm_hf"),
                       "The same model in Hugging Face's layout "
                       "(convert_checkpoint.py of its --output_dir).")
+  flags.DEFINE_string("bert_model", os.path.join(
+      ASSETS_DIR, "models", "minilm-l6-h384-uncased"),
+                      "Google-layout model folder of the embedding runs "
+                      "(bert_config.json, vocab.txt, bert_model.ckpt).")
+  flags.DEFINE_string("hf_embed_model", os.path.join(
+      ASSETS_DIR, "models", "all-minilm-l6-v2-hf"),
+                      "The same weights in Hugging Face's layout "
+                      "(embed_transformers).")
   flags.DEFINE_string("data", os.path.join(ASSETS_DIR, "glue", "SST-2",
                                            "dev.tsv"),
                       "SST-2 file whose sentences are predicted.")
   flags.DEFINE_integer("texts", 2616, "Lines of the corpus (the sentences "
                        "repeated in order).", lower_bound=1)
   flags.DEFINE_list("configs", list(CONFIGS),
-                    "Configurations, in the order each round runs them: %s."
-                    % ", ".join(CONFIGS))
+                    "Configurations, in the order each round runs them: %s; "
+                    "or a group's name (%s)." % (
+                        ", ".join(list(CONFIGS) + list(EMBED_CONFIGS)),
+                        ", ".join(CONFIG_GROUPS)))
   flags.DEFINE_integer("rounds", 2, "Runs of every configuration.",
                        lower_bound=1)
   flags.DEFINE_integer("batch_size", 32, "Texts per model call, everywhere.",
@@ -136,6 +184,9 @@ def define_flags():
                       "pipeline over this file and print a JSON line.")
   flags.DEFINE_string("hf_labels", None, "Internal: where the child writes "
                       "its labels, one a line.")
+  flags.DEFINE_string("st_child", None, "Internal: embed this file with "
+                      "transformers' AutoModel and print a JSON line.")
+  flags.DEFINE_string("st_vectors", None, "Internal: the child's .npy.")
 
 
 # ---------------------------------------------------------------------------
@@ -167,6 +218,34 @@ def predictor_command(config, export_dir, input_path, output_prefix,
     command += ["--output_file=" + output_prefix,
                 "--batches_per_shard=%d" % batches_per_shard]
   return command + CONFIGS[config]
+
+
+def embed_command(config, model_dir, input_path, output_path, settings):
+  """extract_features.py's argv (from its checkout's root) for the
+  embedding `config`; `settings` as measure's (batch_size, max_seq_length,
+  batches_per_shard)."""
+  command = [sys.executable, "extract_features.py",
+             "--input_file=" + input_path, "--output_file=" + output_path,
+             "--pooling=mean", "--layers=-1",
+             "--init_checkpoint=" + os.path.join(model_dir, "bert_model.ckpt"),
+             "--vocab_file=" + os.path.join(model_dir, "vocab.txt"),
+             "--bert_config_file=" + os.path.join(model_dir,
+                                                  "bert_config.json"),
+             "--do_lower_case=True",
+             "--max_seq_length=%d" % settings["max_seq_length"],
+             "--batch_size=%d" % settings["batch_size"]]
+  if config != "embed":
+    command.append("--batches_per_shard=%d" % settings["batches_per_shard"])
+  return command + EMBED_CONFIGS[config]
+
+
+def st_command(peer_python, hf_model, input_path, vectors_path, batch_size,
+               max_seq_length):
+  """The argv of the transformers embedding child (bench/.venv)."""
+  return bench.child_command("batch_prediction", [
+      "--st_child=" + input_path, "--st_vectors=" + vectors_path,
+      "--hf_embed_model=" + hf_model, "--batch_size=%d" % batch_size,
+      "--max_seq_length=%d" % max_seq_length], python=peer_python)
 
 
 def hf_command(peer_python, hf_model, input_path, labels_path, batch_size,
@@ -313,9 +392,38 @@ def output_labels(paths):
   return labels
 
 
-def shard_files(output_prefix):
+def shard_files(output_prefix, extension=".jsonl"):
   """The --output_file shards of `output_prefix`, in order."""
-  return sorted(glob.glob(output_prefix + "-*-of-*.jsonl"))
+  return sorted(glob.glob(output_prefix + "-*-of-*" + extension))
+
+
+def npz_vectors(paths):
+  """(ids, embeddings) of extract_features.py's .npz files put end to
+  end."""
+  ids, vectors = [], []
+  for path in paths:
+    with np.load(path) as data:
+      ids.append(data["ids"])
+      vectors.append(data["embeddings"])
+  return np.concatenate(ids), np.concatenate(vectors)
+
+
+def vector_agreement(vectors, reference):
+  """How `vectors` ([n, d]) compare with `reference`'s, row by row.
+
+  Returns:
+    {"rows", "bit_equal_rows", "max_abs_diff", "min_cosine"}.
+  """
+  vectors = np.asarray(vectors, np.float64)
+  reference = np.asarray(reference, np.float64)
+  if vectors.shape != reference.shape:
+    raise ValueError("shapes %s and %s" % (vectors.shape, reference.shape))
+  cosine = (vectors * reference).sum(1) / (
+      np.linalg.norm(vectors, axis=1) * np.linalg.norm(reference, axis=1))
+  return {"rows": len(vectors),
+          "bit_equal_rows": int((vectors == reference).all(1).sum()),
+          "max_abs_diff": float(np.abs(vectors - reference).max()),
+          "min_cosine": float(cosine.min())}
 
 
 def _measure_transformers(corpus, work_dir, settings):
@@ -353,30 +461,75 @@ def _measure_predictor(config, corpus, work_dir, settings):
   return run
 
 
+def _measure_st(corpus, work_dir, settings):
+  """run_measured's dict of the transformers embedding child, with its
+  clock and vectors."""
+  vectors_path = os.path.join(work_dir, "embed_transformers.npy")
+  stdout_path = os.path.join(work_dir, "embed_transformers.stdout")
+  run = run_measured(st_command(
+      settings["peer_python"], settings["hf_embed_model"], corpus,
+      vectors_path, settings["batch_size"], settings["max_seq_length"]),
+                     bench.REPO_ROOT, stdout_path,
+                     os.path.join(work_dir, "embed_transformers.log"))
+  with open(stdout_path) as f:
+    run["clock_s"] = json.loads(f.read().strip().splitlines()[-1])[
+        "predict_s"]
+  run["vectors"] = np.load(vectors_path)
+  return run
+
+
+def _measure_embedding(config, corpus, work_dir, settings):
+  """run_measured's dict of extract_features.py in `config`, with its clock,
+  its count of inputs and its vectors in line order."""
+  folder = os.path.join(work_dir, config)
+  os.makedirs(folder, exist_ok=True)
+  for name in os.listdir(folder):
+    os.remove(os.path.join(folder, name))
+  output = os.path.join(folder, "vectors.npz")
+  run = run_measured(
+      embed_command(config, settings["bert_model"], corpus, output, settings),
+      settings["repo"], os.path.join(work_dir, config + ".stdout"),
+      os.path.join(work_dir, config + ".log"))
+  run.update(predictor_clock(run["log"]))
+  ids, run["vectors"] = npz_vectors(
+      [output] if config == "embed" else
+      shard_files(os.path.join(folder, "vectors"), ".npz"))
+  if not np.array_equal(ids, np.arange(len(ids))):
+    raise SystemExit("bench.batch_prediction: %s wrote ids out of order."
+                     % config)
+  return run
+
+
 def measure(config, texts, corpus, work_dir, settings):
   """One run of `config` over `corpus` (`texts` lines).
 
   Args:
     settings: dict of export_dir, hf_model, peer_python, repo, batch_size,
-      max_seq_length, batches_per_shard.
+      max_seq_length, batches_per_shard (and bert_model, hf_embed_model for
+      the embedding configurations).
 
   Returns:
-    {"wall_s", "peak_rss_gib", "peak_pss_gib", "clock_s", "labels"}: the
-    clock is the command's own (module docstring); labels are the
-    predictions in input order.
+    {"wall_s", "peak_rss_gib", "peak_pss_gib", "clock_s", "labels" or
+    "vectors"}: the clock is the command's own (module docstring); labels
+    are the predictions in input order, vectors an [texts, d] array.
 
   Raises:
     SystemExit: the run failed or did not predict every line once.
   """
   if config == "transformers":
     run = _measure_transformers(corpus, work_dir, settings)
+  elif config == "embed_transformers":
+    run = _measure_st(corpus, work_dir, settings)
+  elif config in EMBED_CONFIGS:
+    run = _measure_embedding(config, corpus, work_dir, settings)
   else:
     run = _measure_predictor(config, corpus, work_dir, settings)
   counted = run.pop("inputs", None)
-  if counted not in (None, texts) or len(run["labels"]) != texts:
+  written = len(run["labels"] if "labels" in run else run["vectors"])
+  if counted not in (None, texts) or written != texts:
     raise SystemExit("bench.batch_prediction: %s counted %s inputs and "
-                     "wrote %d predictions for %d lines." % (
-                         config, counted, len(run["labels"]), texts))
+                     "wrote %d outputs for %d lines." % (
+                         config, counted, written, texts))
   del run["log"]
   return run
 
@@ -462,6 +615,37 @@ def dataflow_estimate(texts_per_core_s, plan):
 # ---------------------------------------------------------------------------
 
 
+def st_child(model_dir, input_path, vectors_path, batch_size,
+             max_seq_length):
+  """Embeds the lines of `input_path` as sentence-transformers'
+  all-MiniLM-L6-v2 does without its normalization: AutoModel's last layer,
+  averaged over the attention mask, batches of `batch_size` in order, each
+  padded to its longest. Saves the float32 [n, d] array to `vectors_path`
+  and prints a JSON line of the load's and the embedding's seconds."""
+  import torch  # pylint: disable=g-import-not-at-top
+  import transformers  # pylint: disable=g-import-not-at-top
+  with open(input_path, encoding="utf-8") as f:
+    texts = f.read().splitlines()
+  start = time.perf_counter()
+  tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir)
+  model = transformers.AutoModel.from_pretrained(model_dir).eval()
+  loaded = time.perf_counter()
+  vectors = []
+  with torch.inference_mode():
+    for first in range(0, len(texts), batch_size):
+      batch = tokenizer(texts[first:first + batch_size], padding=True,
+                        truncation=True, max_length=max_seq_length,
+                        return_tensors="pt")
+      hidden = model(**batch).last_hidden_state
+      mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+      vectors.append(((hidden * mask).sum(1) /
+                      mask.sum(1).clamp(min=1e-9)).numpy())
+  done = time.perf_counter()
+  np.save(vectors_path, np.concatenate(vectors).astype(np.float32))
+  print(json.dumps({"texts": len(texts), "load_s": loaded - start,
+                    "predict_s": done - loaded}))
+
+
 def hf_child(model_dir, input_path, labels_path, batch_size, max_seq_length):
   """Predicts the lines of `input_path` with transformers' pipeline; writes
   the labels to `labels_path` and prints a JSON line of the seconds the
@@ -493,11 +677,20 @@ def cpu_model():
   return match.group(1) if match else "unknown"
 
 
-def _check_configs(configs):
-  unknown = sorted(set(configs) - set(CONFIGS))
-  if unknown or not configs:
-    raise app.UsageError("--configs=%s: give a comma list of %s" % (
-        ",".join(configs), ", ".join(CONFIGS)))
+def expand_configs(configs):
+  """--configs's names with each group's name replaced by its members.
+
+  Raises:
+    app.UsageError: an unknown name, or none.
+  """
+  known = dict(CONFIGS, **EMBED_CONFIGS)
+  expanded = []
+  for name in configs:
+    expanded += CONFIG_GROUPS.get(name, [name])
+  if not expanded or set(expanded) - set(known):
+    raise app.UsageError("--configs=%s: give a comma list of %s, or %s" % (
+        ",".join(configs), ", ".join(known), " or ".join(CONFIG_GROUPS)))
+  return expanded
 
 
 def planned_dataflow(summaries, cores, plan):
@@ -505,7 +698,7 @@ def planned_dataflow(summaries, cores, plan):
   of predictor.py (`summaries` by configuration) over `cores` cores;
   (None, None) when no clock gave a rate."""
   measured = {c: s["clock_median"] for c, s in summaries.items()
-              if c != "transformers" and s["clock_median"]}
+              if c in CONFIGS and c != "transformers" and s["clock_median"]}
   if not measured:
     return None, None
   best = max(measured, key=measured.get)
@@ -526,15 +719,15 @@ def run_rounds(configs, rounds, texts, corpus, work_dir, settings):
   """`rounds` runs of each of `configs` in turn (measure's arguments).
 
   Returns:
-    ({config: [measure's dicts without labels]}, {config: the last run's
-    labels}).
+    ({config: [measure's dicts without labels or vectors]}, {config: the
+    last run's labels or vectors}).
   """
   runs = {config: [] for config in configs}
   labels = {}
   for round_index in range(rounds):
     for config in configs:
       run = measure(config, texts, corpus, work_dir, settings)
-      labels[config] = run.pop("labels")
+      labels[config] = run.pop("labels" if "labels" in run else "vectors")
       runs[config].append(run)
       print("round %d %s: %.1f s, clock %.1f s, peak RSS %.2f GiB" % (
           round_index + 1, config, run["wall_s"], run["clock_s"],
@@ -547,7 +740,11 @@ def main(argv):
     hf_child(FLAGS.hf_model, FLAGS.hf_child, FLAGS.hf_labels,
              FLAGS.batch_size, FLAGS.max_seq_length)
     return
-  _check_configs(FLAGS.configs)
+  if FLAGS.st_child:
+    st_child(FLAGS.hf_embed_model, FLAGS.st_child, FLAGS.st_vectors,
+             FLAGS.batch_size, FLAGS.max_seq_length)
+    return
+  configs = expand_configs(FLAGS.configs)
   started = datetime.datetime.now(datetime.timezone.utc)
   load_at_start = list(os.getloadavg())
   work_dir = os.path.join(os.path.abspath(FLAGS.out_dir), "batch_prediction")
@@ -556,8 +753,9 @@ def main(argv):
   write_corpus(sst2_sentences(FLAGS.data), FLAGS.texts, corpus)
   settings = {name: FLAGS[name].value for name in (
       "export_dir", "hf_model", "peer_python", "repo", "batch_size",
-      "max_seq_length", "batches_per_shard")}
-  runs, labels = run_rounds(FLAGS.configs, FLAGS.rounds, FLAGS.texts,
+      "max_seq_length", "batches_per_shard", "bert_model",
+      "hf_embed_model")}
+  runs, labels = run_rounds(configs, FLAGS.rounds, FLAGS.texts,
                             corpus, work_dir, settings)
   summaries = {c: summarize(r, FLAGS.texts) for c, r in runs.items()}
   print(TABLE_HEAD)
@@ -565,9 +763,18 @@ def main(argv):
     print(table_row(config, summary))
   agreeing = {}
   if "stdout" in labels:
-    agreeing = {c: agreement(l, labels["stdout"]) for c, l in labels.items()}
+    agreeing = {c: agreement(l, labels["stdout"]) for c, l in labels.items()
+                if c in CONFIGS}
     print("\nLabels equal to stdout's: " + ", ".join(
         "%s %d/%d" % (c, n, FLAGS.texts) for c, n in agreeing.items()))
+  vectors = {}
+  if "embed" in labels:
+    vectors = {c: vector_agreement(v, labels["embed"])
+               for c, v in labels.items() if c in EMBED_CONFIGS}
+    print("\nVectors against embed's: " + "; ".join(
+        "%s %d/%d bit-equal, max abs diff %.3g, min cosine %.7f" % (
+            c, a["bit_equal_rows"], a["rows"], a["max_abs_diff"],
+            a["min_cosine"]) for c, a in vectors.items()))
   plan = {"texts": FLAGS.estimate_texts, "workers": FLAGS.dataflow_workers,
           "worker_vcpus": FLAGS.worker_vcpus, "worker_gb": FLAGS.worker_gb,
           "vcpu_hour_usd": FLAGS.vcpu_hour_usd,
@@ -582,7 +789,8 @@ def main(argv):
              "load_average_at_start": load_at_start,
              "load_average_at_end": list(os.getloadavg()),
              "runs": runs, "summaries": summaries,
-             "labels_equal_to_stdout": agreeing, "dataflow_plan": plan,
+             "labels_equal_to_stdout": agreeing,
+             "vectors_against_embed": vectors, "dataflow_plan": plan,
              "dataflow_estimate": estimate}
   path = bench.write_results(FLAGS.out_dir, "batch_prediction", started,
                              results)

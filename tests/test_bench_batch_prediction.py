@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
 from bench import batch_prediction
@@ -237,7 +238,7 @@ def test_a_configuration_is_measured_and_its_count_checked(tmp_path,
                         "labels"}
   monkeypatch.setenv("DROP_LINES", "1")
   for config in ("stdout", "local2"):
-    with pytest.raises(SystemExit, match="wrote 4 predictions for 5 lines"):
+    with pytest.raises(SystemExit, match="wrote 4 outputs for 5 lines"):
       batch_prediction.measure(config, 5, corpus, str(tmp_path), settings)
 
 
@@ -257,3 +258,93 @@ def test_rounds_take_the_configurations_in_turn(tmp_path, monkeypatch):
   assert [len(v) for v in runs.values()] == [2, 2]
   assert "labels" not in runs["stdout"][0]
   assert labels == {"stdout": ["stdout"] * 3, "local2": ["local2"] * 3}
+
+
+# A stand-in for extract_features.py --pooling=mean: a vector per input line
+# (its length, twice), in one .npz or in shards of --batch_size lines, ids
+# reversed when SWAP_IDS is set, and the final progress lines the real
+# command logs.
+FAKE_EXTRACTOR = """\
+import os, sys
+import numpy as np
+args = dict(a.split("=", 1) for a in sys.argv[1:])
+with open(args["--input_file"]) as f:
+  lines = f.read().splitlines()
+ids = np.arange(len(lines))
+if os.environ.get("SWAP_IDS"):
+  ids = ids[::-1]
+vectors = np.array([[len(l), len(l)] for l in lines], np.float32)
+out = args["--output_file"]
+if "--batches_per_shard" in args:
+  step = int(args["--batch_size"])
+  count = (len(lines) + step - 1) // step
+  for k in range(count):
+    np.savez(out[:-4] + "-%05d-of-%05d.npz" % (k, count),
+             ids=ids[k * step:(k + 1) * step],
+             embeddings=vectors[k * step:(k + 1) * step])
+  sys.stderr.write("09:00:01 Extracting features: 1.5 kB in 3 s.\\n"
+                   "09:00:01 Extracting features: %d shards, 1,500 bytes, "
+                   "%d inputs\\n" % (count, len(lines)))
+else:
+  np.savez(out, ids=ids, embeddings=vectors)
+  sys.stderr.write("09:00:01 Writing features to %s: %d examples in 3 s.\\n"
+                   % (out, len(lines)))
+"""
+
+
+def test_embedding_configurations_commands_runs_and_vectors(tmp_path,
+                                                            monkeypatch):
+  settings = {"bert_model": "/m", "repo": "", "batch_size": 2,
+              "max_seq_length": 128, "batches_per_shard": 1}
+  one = batch_prediction.embed_command("embed", "/m", "/in.txt", "/o/v.npz",
+                                       settings)
+  assert one[1:7] == ["extract_features.py", "--input_file=/in.txt",
+                      "--output_file=/o/v.npz", "--pooling=mean",
+                      "--layers=-1", "--init_checkpoint=/m/bert_model.ckpt"]
+  assert "--max_seq_length=128" in one and "--batch_size=2" in one
+  assert not any(a.startswith(("--runner", "--batches")) for a in one)
+  direct2 = batch_prediction.embed_command("embed_direct2", "/m", "/in.txt",
+                                           "/o/v.npz", settings)
+  assert direct2[:len(one)] == one and direct2[-4:] == [
+      "--batches_per_shard=1", "--runner=DirectRunner",
+      "--direct_running_mode=multi_processing", "--direct_num_workers=2"]
+  child = batch_prediction.st_command("/venv/python", "/hf", "/in.txt",
+                                      "/v.npy", 32, 128)
+  assert "--st_child=/in.txt" in child and "--hf_embed_model=/hf" in child
+  assert batch_prediction.expand_configs(["stdout", "embeddings"]) == [
+      "stdout"] + list(batch_prediction.EMBED_CONFIGS)
+  with pytest.raises(batch_prediction.app.UsageError):
+    batch_prediction.expand_configs(["embed_local3"])
+
+  repo = tmp_path / "repo"
+  repo.mkdir()
+  (repo / "extract_features.py").write_text(FAKE_EXTRACTOR)
+  settings["repo"] = str(repo)
+  corpus = str(tmp_path / "corpus.txt")
+  batch_prediction.write_corpus(["a", "bb", "ccc"], 5, corpus)
+  runs = {config: batch_prediction.measure(config, 5, corpus, str(tmp_path),
+                                           settings)
+          for config in ("embed", "embed_local2")}
+  for run in runs.values():
+    assert run["clock_s"] == 3 and run["wall_s"] > 0
+    assert run["vectors"][:, 0].tolist() == [1, 2, 3, 1, 2]
+  # Three shards of two lines, read back in order.
+  assert len(os.listdir(tmp_path / "embed_local2")) == 3
+  same = batch_prediction.vector_agreement(runs["embed_local2"]["vectors"],
+                                           runs["embed"]["vectors"])
+  assert same == {"rows": 5, "bit_equal_rows": 5, "max_abs_diff": 0.0,
+                  "min_cosine": pytest.approx(1.0, abs=1e-12)}
+  nudged = runs["embed"]["vectors"].copy()
+  nudged[4] = [2.0, 2.5]
+  near = batch_prediction.vector_agreement(nudged, runs["embed"]["vectors"])
+  assert near["bit_equal_rows"] == 4 and near["max_abs_diff"] == 0.5
+  assert near["min_cosine"] == pytest.approx(9 / (8 * 10.25) ** 0.5)
+  with pytest.raises(ValueError):
+    batch_prediction.vector_agreement(nudged[:4], nudged)
+  monkeypatch.setenv("SWAP_IDS", "1")
+  with pytest.raises(SystemExit, match="ids out of order"):
+    batch_prediction.measure("embed", 5, corpus, str(tmp_path), settings)
+  # Embedding clocks do not feed predictor.py's Dataflow plan.
+  summary = batch_prediction.summarize([dict(runs["embed"], clock_s=1)], 5)
+  assert batch_prediction.planned_dataflow({"embed": summary}, 2, PLAN) == (
+      None, None)
