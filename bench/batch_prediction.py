@@ -65,7 +65,6 @@ import re
 import statistics
 import subprocess
 import sys
-import threading
 import time
 
 from absl import app
@@ -74,6 +73,7 @@ from absl import flags
 import numpy as np
 
 import bench
+from bench import process_trees
 
 ASSETS_DIR = os.path.join(os.path.dirname(bench.REPO_ROOT), "shared",
                           "assets")
@@ -257,70 +257,6 @@ def hf_command(peer_python, hf_model, input_path, labels_path, batch_size,
       "--max_seq_length=%d" % max_seq_length], python=peer_python)
 
 
-# ---------------------------------------------------------------------------
-# Measuring a process tree.
-# ---------------------------------------------------------------------------
-
-
-def process_tree(pid):
-  """`pid` and all its descendants (from /proc/*/stat)."""
-  children = {}
-  for name in os.listdir("/proc"):
-    if not name.isdigit():
-      continue
-    try:
-      with open("/proc/%s/stat" % name) as f:
-        # The command's name may hold spaces; the fields after it do not.
-        ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-      continue
-    children.setdefault(ppid, []).append(int(name))
-  tree, stack = [], [pid]
-  while stack:
-    tree.append(stack.pop())
-    stack.extend(children.get(tree[-1], []))
-  return tree
-
-
-def _kib(path, field):
-  """A "field: N kB" value of a /proc file in bytes; 0 when gone."""
-  try:
-    with open(path) as f:
-      match = re.search(r"^%s:\s+(\d+) kB" % field, f.read(), re.M)
-  except OSError:
-    return 0
-  return int(match.group(1)) * 1024 if match else 0
-
-
-def tree_memory(pid):
-  """(summed VmRSS, summed Pss) in bytes over `pid`'s process tree."""
-  pids = process_tree(pid)
-  return (sum(_kib("/proc/%d/status" % p, "VmRSS") for p in pids),
-          sum(_kib("/proc/%d/smaps_rollup" % p, "Pss") for p in pids))
-
-
-class TreePeak(object):
-  """The peaks of tree_memory(pid), sampled in a thread until `stop`."""
-
-  def __init__(self, pid, interval=SAMPLE_SECONDS):
-    self.pid, self.interval = pid, interval
-    self.rss = self.pss = 0
-    self._done = threading.Event()
-    self._thread = threading.Thread(target=self._sample, daemon=True)
-    self._thread.start()
-
-  def _sample(self):
-    while True:
-      rss, pss = tree_memory(self.pid)
-      self.rss, self.pss = max(self.rss, rss), max(self.pss, pss)
-      if self._done.wait(self.interval):
-        return
-
-  def stop(self):
-    self._done.set()
-    self._thread.join()
-
-
 def run_measured(command, cwd, stdout_path, log_path,
                  timeout=TIMEOUT_SECONDS):
   """Runs `command` in `cwd`, stdout into `stdout_path`, stderr into
@@ -335,11 +271,11 @@ def run_measured(command, cwd, stdout_path, log_path,
   start = time.monotonic()
   with open(stdout_path, "w") as out, open(log_path, "w") as log:
     child = subprocess.Popen(command, cwd=cwd, stdout=out, stderr=log)
-    peak = TreePeak(child.pid)
+    peak = process_trees.TreePeak(child.pid, SAMPLE_SECONDS)
     try:
       child.wait(timeout)
     except subprocess.TimeoutExpired:
-      for pid in process_tree(child.pid):
+      for pid in process_trees.process_tree(child.pid):
         os.kill(pid, 9)
       child.wait()
     finally:

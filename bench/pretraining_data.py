@@ -41,7 +41,6 @@ import re
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 from absl import app
@@ -49,6 +48,7 @@ from absl import flags
 from absl import logging
 
 import bench
+from bench import process_trees
 from userio import units
 
 CORPUS_DIR = os.path.join(bench.REPO_ROOT, "bench", "out",
@@ -94,80 +94,6 @@ flags.DEFINE_string("output_prefix",
                     "Results go to PREFIX.json and PREFIX.md.")
 
 _SAMPLE_SECONDS = 0.2
-
-
-def _children_by_parent():
-  """{ppid: [pid, ...]} of all processes, from /proc/*/stat."""
-  children = {}
-  for name in os.listdir("/proc"):
-    if not name.isdigit():
-      continue
-    try:
-      with open("/proc/%s/stat" % name) as f:
-        stat = f.read()
-    except OSError:
-      continue
-    # The command name may hold spaces; the fields after it are fixed.
-    ppid = int(stat.rsplit(")", 1)[1].split()[1])
-    children.setdefault(ppid, []).append(int(name))
-  return children
-
-
-def process_tree(pid):
-  """`pid` and all its descendants."""
-  children = _children_by_parent()
-  tree, stack = [], [pid]
-  while stack:
-    current = stack.pop()
-    tree.append(current)
-    stack.extend(children.get(current, []))
-  return tree
-
-
-def _kib_field(path, field):
-  try:
-    with open(path) as f:
-      match = re.search(r"^%s:\s+(\d+) kB" % field, f.read(), re.M)
-  except OSError:
-    return 0
-  return int(match.group(1)) * 1024 if match else 0
-
-
-def tree_memory(pid):
-  """(summed VmRSS, summed Pss) in bytes of `pid`'s process tree."""
-  pids = process_tree(pid)
-  return (sum(_kib_field("/proc/%d/status" % p, "VmRSS") for p in pids),
-          sum(_kib_field("/proc/%d/smaps_rollup" % p, "Pss") for p in pids))
-
-
-class TreeSampler(object):
-  """Samples a process tree's memory in a thread; kills it past a limit."""
-
-  def __init__(self, pid, max_rss_bytes):
-    self.pid = pid
-    self.max_rss_bytes = max_rss_bytes
-    self.peak_rss = self.peak_pss = 0
-    self.killed = False
-    self._done = threading.Event()
-    self._thread = threading.Thread(target=self._run, daemon=True)
-    self._thread.start()
-
-  def _run(self):
-    while not self._done.wait(_SAMPLE_SECONDS):
-      rss, pss = tree_memory(self.pid)
-      self.peak_rss = max(self.peak_rss, rss)
-      self.peak_pss = max(self.peak_pss, pss)
-      if rss > self.max_rss_bytes:
-        self.killed = True
-        for p in process_tree(self.pid):
-          try:
-            os.kill(p, 9)
-          except OSError:
-            pass
-
-  def stop(self):
-    self._done.set()
-    self._thread.join()
 
 
 def cut_corpus(corpus, size_bytes, output_path):
@@ -244,7 +170,8 @@ def run_once(corpus, mode, output_dir, num_workers, vocab_file, dupe_factor,
     proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
                             cwd=bench.REPO_ROOT,
                             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-    sampler = TreeSampler(proc.pid, max_rss_gb * units.GIB)
+    sampler = process_trees.TreePeak(proc.pid, _SAMPLE_SECONDS,
+                                     max_rss_gb * units.GIB)
     proc.wait()
     sampler.stop()
     seconds = time.time() - start
@@ -253,8 +180,8 @@ def run_once(corpus, mode, output_dir, num_workers, vocab_file, dupe_factor,
   record = {"corpus": os.path.basename(corpus),
             "corpus_mb": os.path.getsize(corpus) / 1e6, "mode": mode,
             "num_workers": num_workers,
-            "seconds": seconds, "tree_rss_peak": sampler.peak_rss,
-            "tree_pss_peak": sampler.peak_pss, "command": command[2:]}
+            "seconds": seconds, "tree_rss_peak": sampler.rss,
+            "tree_pss_peak": sampler.pss, "command": command[2:]}
   written = re.findall(r"Wrote (\d+) total instances", text)
   time_peak = re.search(r"Maximum resident set size \(kbytes\): (\d+)", text)
   if proc.returncode or sampler.killed or not written:

@@ -44,6 +44,7 @@ from absl import app
 from absl import flags
 
 import bench
+from bench import process_trees
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string(
@@ -141,35 +142,6 @@ def prepare_slices(corpus, work_dir, sizes_mb, heldout_mb):
 # ---------------------------------------------------------------------------
 
 
-def _tree_rss_bytes(root_pid):
-  """Sum of the resident sets of `root_pid` and all its descendants."""
-  parents = {}
-  for name in os.listdir("/proc"):
-    if name.isdigit():
-      try:
-        with open("/proc/%s/stat" % name) as f:
-          parents[int(name)] = int(f.read().rsplit(")", 1)[1].split()[1])
-      except (OSError, IndexError, ValueError):
-        continue
-  tree, frontier = {root_pid}, [root_pid]
-  while frontier:
-    parent = frontier.pop()
-    for pid, ppid in parents.items():
-      if ppid == parent and pid not in tree:
-        tree.add(pid)
-        frontier.append(pid)
-  total = 0
-  for pid in tree:
-    try:
-      with open("/proc/%d/status" % pid) as f:
-        for line in f:
-          if line.startswith("VmRSS:"):
-            total += int(line.split()[1]) * 1024
-    except OSError:
-      continue
-  return total
-
-
 def run_measured(command, log_path, timeout):
   """Runs `command` under /usr/bin/time -v from the repository's root.
 
@@ -184,7 +156,7 @@ def run_measured(command, log_path, timeout):
     start = time.monotonic()
     peak = 0
     while process.poll() is None:
-      peak = max(peak, _tree_rss_bytes(process.pid))
+      peak = max(peak, process_trees.tree_memory(process.pid)[0])
       if time.monotonic() - start > timeout:
         process.kill()
       time.sleep(_SAMPLE_SECONDS)

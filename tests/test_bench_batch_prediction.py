@@ -8,10 +8,10 @@ import subprocess
 import sys
 import time
 
-import numpy as np
 import pytest
 
 from bench import batch_prediction
+from bench import process_trees
 
 # Lines as predictor.py logs them: the one-process command, then the corpus
 # job (its progress line, its totals, the file names).
@@ -166,21 +166,21 @@ def test_tree_memory_sums_the_children(tmp_path, monkeypatch):
   monkeypatch.setenv("READY", str(ready))
   parent = subprocess.Popen([sys.executable, "-c", _HOLD, _HOLD])
   try:
-    peak = batch_prediction.TreePeak(parent.pid, interval=0.05)
+    peak = process_trees.TreePeak(parent.pid, interval=0.05)
     while not ready.exists():
       assert parent.poll() is None
       time.sleep(0.05)
-    tree = batch_prediction.process_tree(parent.pid)
+    tree = process_trees.process_tree(parent.pid)
     assert len(tree) == 2 and tree[0] == parent.pid
-    rss, pss = batch_prediction.tree_memory(parent.pid)
-    alone = batch_prediction._kib("/proc/%d/status" % parent.pid, "VmRSS")
+    rss, pss = process_trees.tree_memory(parent.pid)
+    alone = process_trees._kib("/proc/%d/status" % parent.pid, "VmRSS")
     assert rss >= 2 * 128 * 2**20 > alone
     assert pss >= 2 * 120 * 2**20
     time.sleep(0.2)
     peak.stop()
     assert peak.rss >= 2 * 128 * 2**20
   finally:
-    for pid in reversed(batch_prediction.process_tree(parent.pid)):
+    for pid in reversed(process_trees.process_tree(parent.pid)):
       os.kill(pid, 9)
     parent.wait()
 

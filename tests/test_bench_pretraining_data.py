@@ -14,6 +14,7 @@ import sys
 import time
 
 from bench import pretraining_data
+from bench import process_trees
 from tools import build_pretraining_corpus as corpus
 
 
@@ -95,23 +96,23 @@ def test_tree_memory_counts_the_children(tmp_path):
                            stdout=subprocess.PIPE, text=True)
   try:
     assert child.stdout.readline().strip() == "ready"
-    tree = pretraining_data.process_tree(child.pid)
+    tree = process_trees.process_tree(child.pid)
     assert len(tree) == 2 and tree[0] == child.pid
-    rss, pss = pretraining_data.tree_memory(child.pid)
+    rss, pss = process_trees.tree_memory(child.pid)
     assert rss >= 200 * 2**20 and pss >= 200 * 2**20
     assert rss < 400 * 2**20
     # The sampler kills the whole tree past its limit.
-    sampler = pretraining_data.TreeSampler(child.pid,
-                                           max_rss_bytes=100 * 2**20)
+    sampler = process_trees.TreePeak(child.pid, 0.2,
+                                     max_rss_bytes=100 * 2**20)
     child.wait(timeout=60)
     sampler.stop()
-    assert sampler.killed and sampler.peak_rss >= 200 * 2**20
+    assert sampler.killed and sampler.rss >= 200 * 2**20
     deadline = time.time() + 30
-    while (len(pretraining_data.process_tree(child.pid)) > 1 and
+    while (len(process_trees.process_tree(child.pid)) > 1 and
            time.time() < deadline):
       time.sleep(0.1)
   finally:
-    for pid in pretraining_data.process_tree(child.pid):
+    for pid in process_trees.process_tree(child.pid):
       try:
         os.kill(pid, 9)
       except OSError:
