@@ -25,11 +25,12 @@ import tensorflow as tf
 
 from corpus import text_files
 from userio import cli
+from corpus import pretraining_instances
 import create_pretraining_data as cpd
 import tokenization
 
 CLS, SEP, MASK = 2, 3, 4
-VOCAB = cpd.MaskingVocab(cls=CLS, sep=SEP, mask=MASK,
+VOCAB = pretraining_instances.MaskingVocab(cls=CLS, sep=SEP, mask=MASK,
                          words=list(range(40, 50)),
                          continuations=frozenset([60, 61, 62]))
 SPM_WORD_START = "\u2581"
@@ -70,7 +71,7 @@ class ScriptedRandom(object):
 def _options(max_seq_length=16, short_seq_prob=0.1, masked_lm_prob=0.25,
              max_predictions_per_seq=20, do_whole_word_mask=False,
              dupe_factor=1):
-  return cpd.InstanceOptions(max_seq_length, short_seq_prob, masked_lm_prob,
+  return pretraining_instances.InstanceOptions(max_seq_length, short_seq_prob, masked_lm_prob,
                              max_predictions_per_seq, do_whole_word_mask,
                              dupe_factor)
 
@@ -293,7 +294,7 @@ def test_document_boundaries(tmp_path, uncased_vocab):
       ["Doc four."],
   ]
   tokenizer = tokenization.FullTokenizer(uncased_vocab)
-  tokens = cpd.tokenize_document(documents[2], tokenizer)
+  tokens = pretraining_instances.tokenize_document(documents[2], tokenizer)
   assert [tokenizer.convert_ids_to_tokens(s) for s in tokens] == [
       ["doc", "three", "a", "."], ["doc", "three", "b", "."],
       ["continues", "in", "file", "two", "."]]
@@ -577,7 +578,7 @@ def spm_model(tmp_path_factory, assets_dir):
 
 def test_sentencepiece_continuations(spm_model):
   tokenizer = tokenization.FullTokenizer(None, spm_model_file=spm_model)
-  vocab = cpd.masking_vocab(tokenizer)
+  vocab = pretraining_instances.masking_vocab(tokenizer)
   assert tokenizer.convert_ids_to_tokens(
       [vocab.cls, vocab.sep, vocab.mask]) == ["[CLS]", "[SEP]", "[MASK]"]
   pieces = tokenizer.tokenize("The embeddings were tokenized.")
