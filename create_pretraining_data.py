@@ -480,7 +480,7 @@ def run_scalable(settings, input_files, output_prefix, shard_bytes, runner,
       beam_pipeline.run(job, specs, runner, beam_options,
                         _total_size(input_files))
   finally:
-    _remove_files(job.temp_path(spec.index) for spec in specs)
+    job.remove_temporary_files(spec.index for spec in specs)
 
 
 def _warn_of_other_shards(output_prefix, num_shards):
@@ -493,12 +493,6 @@ def _warn_of_other_shards(output_prefix, num_shards):
         "%d other files match %s-*-of-*, e.g. %s, from an earlier run with "
         "another shard count; delete them before pre-training on %s-*.",
         len(others), output_prefix, others[0], output_prefix)
-
-
-def _remove_files(paths):
-  for path in paths:
-    if tf.io.gfile.exists(path):
-      tf.io.gfile.remove(path)
 
 
 # ---------------------------------------------------------------------------

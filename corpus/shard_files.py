@@ -58,6 +58,16 @@ class ShardFilesJob(shard_job.ShardJob):
   def temp_path(self, index):
     return self.final_path(index) + output_files.TEMPORARY_SUFFIX
 
+  def remove_temporary_files(self, indices):
+    """Removes what shards `indices` may have left: their files
+    (`temp_path`) and a file a worker killed inside an atomic write of one
+    left beside it (`temp_path` + .tmp)."""
+    for index in indices:
+      for path in (self.temp_path(index),
+                   self.temp_path(index) + output_files.TEMPORARY_SUFFIX):
+        if tf.io.gfile.exists(path):
+          tf.io.gfile.remove(path)
+
   def work(self, spec):
     count = self.write_shard(spec, self.temp_path(spec.index))
     return {"index": spec.index, INPUTS: count,
@@ -106,6 +116,4 @@ def run(job, shards, runner, num_workers=None, beam_options=None):
     else:
       beam_pipeline.run(job, shards, runner, beam_options, total_bytes)
   finally:
-    for shard in shards:
-      if tf.io.gfile.exists(job.temp_path(shard.index)):
-        tf.io.gfile.remove(job.temp_path(shard.index))
+    job.remove_temporary_files(shard.index for shard in shards)
