@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from engine import dropout_masks
 from engine import lean_gradients
+from engine import padding_layout
 import modeling
 import rounding
 import optimization
@@ -1156,10 +1157,31 @@ def test_skip_padding_matches_numpy_rederivation():
                                atol=1e-6, rtol=0)
 
 
+def _rounded_rows(n):
+  """n rounded up to a multiple of max(16, 2 ** (floor(log2(n)) - 5))."""
+  step = max(16, 2 ** (n.bit_length() - 1 - 5))
+  return -(-n // step) * step
+
+
+def test_row_counts_round_to_few_shapes_and_little_more_work():
+  counts = list(range(1, 5000)) + [2**20 - 1, 2**20, 2**20 + 1, 3 * 2**33]
+  with tf.Graph().as_default():
+    n = tf.compat.v1.placeholder(tf.int64, [])
+    rounded = padding_layout.bucketed_rows(n)
+    with tf.compat.v1.Session() as sess:
+      got = [sess.run(rounded, {n: count}) for count in counts]
+  assert got == [_rounded_rows(count) for count in counts]
+  assert all(count <= r < count + 16 or r <= count * 1.032
+             for count, r in zip(counts, got))
+  # 32 shapes per doubling of the count: 2049 to 4096 real tokens (up to
+  # BERT's batch of 32 x 128 positions) compile 32 shapes, not 2048.
+  assert len(set(got[2048:4096])) == 32
+
+
 def test_skip_padding_runs_the_feed_forward_on_real_tokens_only():
   """Every encoder matmul but attention's own has one row per real token
-  and per position of the all-padding example: 10 + 7 + 3 + 10 rows, not
-  4 * 10."""
+  and per position of the all-padding example, 10 + 7 + 3 + 10 rows,
+  rounded up to 32 (bucketed_rows): not 4 * 10."""
   with tf.Graph().as_default() as graph:
     model = modeling.BertModel(
         _tiny_config(), is_training=False,
@@ -1175,7 +1197,8 @@ def test_skip_padding_runs_the_feed_forward_on_real_tokens_only():
                 sess.run(matmuls + [model.get_pooled_output()])]
   # query, key, value, attention output, intermediate, output
   assert len(matmuls) == 6
-  assert all(shape[0] == 30 for shape in shapes[:-1]), shapes
+  assert all(shape[0] == _rounded_rows(30) == 32 for shape in shapes[:-1]), (
+      shapes)
   assert shapes[-1] == (4, 32)
 
 
