@@ -84,7 +84,10 @@ class Cluster(object):
       self.processes[index] = self._start(index, out, extra)
 
   def _start(self, index, out, extra):
-    env = dict(os.environ, PYTHONPATH=conftest.REPO_ROOT, TMPDIR=self.temp,
+    # A user's environment: no shared compilation cache (tests/conftest.py),
+    # whose loads TensorFlow logs as errors.
+    env = dict(conftest.env_without_compilation_cache(),
+               PYTHONPATH=conftest.REPO_ROOT, TMPDIR=self.temp,
                TF_CONFIG=json.dumps({
                    "cluster": {"worker": ["127.0.0.1:%d" % port
                                           for port in self.ports]},
