@@ -191,6 +191,9 @@ def _model_from_flags():
   import tokenization
   # pylint: enable=g-import-not-at-top
   tokenization.validate_case_matches_checkpoint(lower, checkpoint)
+  tokenization.validate_case_matches_vocab(
+      lower, tokenization.load_vocab(model.vocab_file),
+      "--vocab_file=" + model.vocab_file)
   return plan.Model(model.bert_config_file, model.vocab_file,
                               checkpoint, lower)
 
@@ -205,6 +208,23 @@ def _model_description(model, config):
 
 
 # ------------------------------------------------------------------- tasks
+
+
+def _check_lengths(tasks, config, config_file):
+  """Refuses a sequence length flag of the chosen tasks beyond the model's
+  position embeddings, which every cell of those tasks would fail on."""
+  # run_swag.py runs at its own default length (plan.cell_step).
+  flag_of_kind = {"glue": "max_seq_length", "ner": "ner_max_seq_length",
+                  "squad": "squad_max_seq_length"}
+  most = config["max_position_embeddings"]
+  for task in tasks:
+    flag = flag_of_kind.get(plan.TASKS[task].kind)
+    if flag is not None and FLAGS[flag].value > most:
+      raise ValueError(
+          "--%s=%d is longer than the model's position embeddings "
+          "(max_position_embeddings=%d in %s) that %s runs with; lower it "
+          "to at most %d." % (flag, FLAGS[flag].value, most, config_file,
+                              task, most))
 
 
 def _tasks_from_flags():
@@ -588,6 +608,7 @@ def _plan():
   with open(model.bert_config_file) as f:
     config = json.load(f)
   tasks = _tasks_from_flags()
+  _check_lengths(tasks, config, model.bert_config_file)
   data, num_train = {}, {}
   for task in tasks:
     if plan.TASKS[task].kind == "glue":

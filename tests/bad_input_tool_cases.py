@@ -464,6 +464,13 @@ CASES = {
     "reproduce_max_train_examples_0": case(
         "reproduce.py", REPRODUCE + ["--max_train_examples=0"],
         "--max_train_examples=0"),
+    "reproduce_max_seq_length_beyond_positions": case(
+        "reproduce.py", REPRODUCE + ["--max_seq_length=600"],
+        "--max_seq_length=600", "max_position_embeddings=512",
+        "at most 512"),
+    "reproduce_cased_vocab_for_an_uncased_folder": case(
+        "reproduce.py", REPRODUCE + ["--vocab_file={CASED}"],
+        "--vocab_file=", "is cased", "--do_lower_case=False"),
     "reproduce_unknown_scheme": case(
         "reproduce.py", REPRODUCE + ["--glue_dir=foo://bucket/glue"],
         "foo://bucket/glue/MRPC/train.tsv", "no file system for foo://"),
