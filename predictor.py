@@ -297,8 +297,6 @@ def predict_corpus(path, record, settings, shards, beam_options):
   # Every worker loads the export, whose text signature needs the package:
   # its absence is one line here rather than one per worker.
   graph_tokenizer.import_tensorflow_text()
-  if not shards:
-    raise cli.UserError("--input=%s holds no input to predict." % FLAGS.input)
   settings = batch_prediction.PredictionSettings(
       path, tuple(sorted(predictor_options(FLAGS, path, record).items())),
       FLAGS.batch_size, settings)
@@ -339,6 +337,9 @@ def main(argv):
   shards, total = input_records.plan(
       input_records.resolve_inputs(FLAGS.input), settings,
       FLAGS.batch_size * FLAGS.batches_per_shard)
+  if not shards:
+    raise cli.UserError("--input=%s holds no input to predict; pass files "
+                        "with at least one line." % FLAGS.input)
   if FLAGS.output_file is not None:
     predict_corpus(path, record, settings, shards, beam_options)
     return

@@ -379,6 +379,9 @@ CASES = {
         prepare=_text("input.txt", "A b.\n")),
     "predictor_missing_input": case(
         "predictor.py", PREDICT, "--input=", "input.txt is not a file"),
+    "predictor_empty_input_file": case(
+        "predictor.py", PREDICT, "--input=", "input.txt holds no input",
+        prepare=_text("input.txt", "")),
     "predictor_batch_size_0": case(
         "predictor.py", PREDICT + ["--batch_size=0"], "--batch_size=0",
         prepare=_text("input.txt", "A b.\tC d.\n")),
