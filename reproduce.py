@@ -217,14 +217,23 @@ def _check_lengths(tasks, config, config_file):
   flag_of_kind = {"glue": "max_seq_length", "ner": "ner_max_seq_length",
                   "squad": "squad_max_seq_length"}
   most = config["max_position_embeddings"]
+  # A --max_seq_length in --extra_flags comes last on every cell's command
+  # line, so the scripts take it instead.
+  given = [arg.split("=", 1)[1] for arg in shlex.split(FLAGS.extra_flags)
+           if arg.startswith("--max_seq_length=")]
   for task in tasks:
     flag = flag_of_kind.get(plan.TASKS[task].kind)
-    if flag is not None and FLAGS[flag].value > most:
+    if flag is None:
+      continue
+    if given:
+      flag, value = "extra_flags's --max_seq_length", int(given[-1])
+    else:
+      value = FLAGS[flag].value
+    if value > most:
       raise ValueError(
           "--%s=%d is longer than the model's position embeddings "
           "(max_position_embeddings=%d in %s) that %s runs with; lower it "
-          "to at most %d." % (flag, FLAGS[flag].value, most, config_file,
-                              task, most))
+          "to at most %d." % (flag, value, most, config_file, task, most))
 
 
 def _tasks_from_flags():

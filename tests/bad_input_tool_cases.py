@@ -471,6 +471,9 @@ CASES = {
         "reproduce.py", REPRODUCE + ["--max_seq_length=600"],
         "--max_seq_length=600", "max_position_embeddings=512",
         "at most 512"),
+    "reproduce_extra_flags_length_beyond_positions": case(
+        "reproduce.py", REPRODUCE + ["--extra_flags=--max_seq_length=600"],
+        "--extra_flags's --max_seq_length=600", "at most 512"),
     "reproduce_cased_vocab_for_an_uncased_folder": case(
         "reproduce.py", REPRODUCE + ["--vocab_file={CASED}"],
         "--vocab_file=", "is cased", "--do_lower_case=False"),

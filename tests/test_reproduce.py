@@ -575,7 +575,7 @@ def test_squad_alone_writes_no_glue_submission(tmp_path, run_script):
   setup = plan.Setup(
       REPO_ROOT, model, {"SQuAD1.1": (str(squad_dir / "train-v1.1.json"),
                                       str(squad_dir / "dev-v1.1.json"))},
-      str(tmp_path / "out"), 128, 384, ())
+      str(tmp_path / "out"), 128, 128, ())
   step = plan.cell_step(
       setup, plan.Cell("SQuAD1.1", 32, 5e-5, 3.0, "shuffled", 1))
   os.makedirs(step.output_dir)
@@ -588,7 +588,8 @@ def test_squad_alone_writes_no_glue_submission(tmp_path, run_script):
       "--bert_config_file=" + model.bert_config_file,
       "--vocab_file=" + model.vocab_file, "--init_checkpoint=",
       "--do_lower_case=true", "--squad_dir=" + str(squad_dir),
-      "--tasks=SQuAD1.1", "--seeds=1", "--output_dir=" + setup.output_dir])
+      "--tasks=SQuAD1.1", "--seeds=1", "--squad_max_seq_length=128",
+      "--output_dir=" + setup.output_dir])
   assert result.returncode == 0, result.stderr[-3000:]
   with open(os.path.join(setup.output_dir, "results.json")) as f:
     report = json.load(f)

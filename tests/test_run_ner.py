@@ -910,7 +910,7 @@ def test_reproduce_dry_run_lists_table7_cells(tmp_path, run_script):
       "--init_checkpoint=", "--do_lower_case=true", "--conll_dir=" + conll_dir,
       "--tasks=table7", "--seeds=1,2", "--batch_sizes=32",
       "--learning_rates=3e-5", "--epochs=3", "--dry_run",
-      "--output_dir=" + os.path.join(root, "out")])
+      "--ner_max_seq_length=64", "--output_dir=" + os.path.join(root, "out")])
   assert result.returncode == 0, result.stderr[-2000:]
   commands = [line for line in result.stdout.splitlines()
               if "run_ner.py" in line]
@@ -921,6 +921,7 @@ def test_reproduce_dry_run_lists_table7_cells(tmp_path, run_script):
   result = run_script("reproduce.py", [
       "--bert_config_file=" + config_file, "--vocab_file=" + vocab_file,
       "--init_checkpoint=", "--do_lower_case=true", "--tasks=CoNLL-2003",
-      "--dry_run", "--output_dir=" + os.path.join(root, "out")])
+      "--dry_run", "--ner_max_seq_length=64",
+      "--output_dir=" + os.path.join(root, "out")])
   assert result.returncode != 0
   assert "set --conll_dir" in result.stderr.strip().splitlines()[-1]
