@@ -59,17 +59,22 @@ class TreePeak(object):
     self.rss = self.pss = 0
     self.killed = False
     self._done = threading.Event()
+    # The first sample is taken here, before the thread starts: a command
+    # that ends within milliseconds (on a loaded machine, before the thread
+    # first runs) still has one.
+    self._sample_once()
     self._thread = threading.Thread(target=self._sample, daemon=True)
     self._thread.start()
 
+  def _sample_once(self):
+    rss, pss = tree_memory(self.pid)
+    self.rss, self.pss = max(self.rss, rss), max(self.pss, pss)
+    if self.max_rss_bytes is not None and rss > self.max_rss_bytes:
+      self._kill()
+
   def _sample(self):
-    while True:
-      rss, pss = tree_memory(self.pid)
-      self.rss, self.pss = max(self.rss, rss), max(self.pss, pss)
-      if self.max_rss_bytes is not None and rss > self.max_rss_bytes:
-        self._kill()
-      if self._done.wait(self.interval):
-        return
+    while not self._done.wait(self.interval):
+      self._sample_once()
 
   def _kill(self):
     self.killed = True

@@ -65,8 +65,8 @@ def _multi_worker_strategy(wait_secs):
       return tf.compat.v1.distribute.experimental.MultiWorkerMirroredStrategy()
     except tf.errors.DeadlineExceededError:
       held.drop_and_silence()
-      missing = [address for address in _other_addresses()
-                 if not _accepts(address)]
+      missing = [address for address in other_addresses()
+                 if not accepts(address)]
       raise cli.UserError(
           "--distribution=multi_worker: %s within --worker_wait_secs=%d. "
           "Start the same command on every worker of TF_CONFIG (each with "
@@ -90,7 +90,7 @@ def is_chief_task(distribution):
   return not config["cluster"].get("chief") and int(task["index"]) == 0
 
 
-def _other_addresses():
+def other_addresses():
   """host:port of every task of TF_CONFIG's cluster but this one."""
   config = json.loads(os.environ["TF_CONFIG"])
   own = config["cluster"][config["task"]["type"]][int(config["task"][
@@ -99,7 +99,7 @@ def _other_addresses():
           for address in config["cluster"].get(job, []) if address != own]
 
 
-def _accepts(address):
+def accepts(address):
   """Whether host:port accepts a TCP connection now."""
   host, port = address.rsplit(":", 1)
   try:

@@ -48,6 +48,7 @@ from runner import checkpointing
 from runner import failures
 from runner import model_graphs
 from runner import model_spec
+from runner import peer_watch
 from runner import sessions
 from runner import summaries
 from userio import disk_space
@@ -193,6 +194,11 @@ class Trainer(object):
     # What running the same command again does, for disk_space's messages.
     self._resume_point = functools.partial(checkpointing.resume_point,
                                            self._model_dir)
+    self._peer_watch = None
+    if sessions.multi_worker(self._config):
+      self._peer_watch = peer_watch.PeerWatch(
+          lambda gone: "Training stopped. " + self._worker_failed(
+              "%s no longer answers" % ", ".join(gone)))
 
   def _latest_checkpoint(self):
     return checkpoint_checks.latest_checkpoint(self._model_dir)
@@ -377,20 +383,28 @@ class Trainer(object):
     except tf.errors.OutOfRangeError:
       return None
 
+  def _worker_failed(self, cause):
+    """The advice of a multi-worker run that lost a worker to `cause`."""
+    return ("A worker of the cluster in TF_CONFIG stopped or is unreachable "
+            "(%s). Restart all workers with the same flags; they resume from "
+            "the chief's last checkpoint (%s)." % (
+                cause, self._latest_checkpoint() or "none yet"))
+
   @contextlib.contextmanager
   def _worker_failures(self):
-    """Turns a multi-worker run's lost connection into WorkerFailedError."""
-    try:
+    """Turns a multi-worker run's lost connection into WorkerFailedError;
+    a wait that a dead worker made endless ends in the same line
+    (runner/peer_watch.py)."""
+    if self._peer_watch is None:
       yield
+      return
+    try:
+      with self._peer_watch.waiting():
+        yield
     except tf.errors.UnavailableError as e:
-      if not sessions.multi_worker(self._config):
-        raise
-      raise failures.WorkerFailedError(
-          "A worker of the cluster in TF_CONFIG stopped or is unreachable "
-          "(TensorFlow said: %s). Restart all workers with the same flags; "
-          "they resume from the chief's last checkpoint (%s)." % (
-              " ".join(e.message.splitlines()[0].split()),
-              self._latest_checkpoint() or "none yet")) from e
+      raise failures.WorkerFailedError(self._worker_failed(
+          "TensorFlow said: %s" % " ".join(
+              e.message.splitlines()[0].split()))) from e
 
   def _needs_checkpoint(self, step):
     """Whether a listener needs a checkpoint of update `step`."""

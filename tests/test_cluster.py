@@ -192,7 +192,8 @@ def test_a_killed_worker_ends_the_other_in_one_line_and_a_relaunch_resumes(
     assert status == 1, lines[-30:]
     assert re.fullmatch(
         r"Training stopped\. A worker of the cluster in TF_CONFIG stopped "
-        r"or is unreachable \(TensorFlow said: .*\)\. Restart all workers "
+        r"or is unreachable \((TensorFlow said: .*|\S+ no longer answers)"
+        r"\)\. Restart all workers "
         r"with the same flags; they resume from the chief's last "
         r"checkpoint \(.*\)\.", lines[-1]), lines[-30:]
     assert not [line for line in lines if "Traceback" in line]
