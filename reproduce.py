@@ -226,7 +226,12 @@ def _check_lengths(tasks, config, config_file):
     if flag is None:
       continue
     if given:
-      flag, value = "extra_flags's --max_seq_length", int(given[-1])
+      flag = "extra_flags's --max_seq_length"
+      try:
+        value = int(given[-1])
+      except ValueError:
+        raise ValueError("--extra_flags: --max_seq_length=%s is not a whole "
+                         "number of tokens." % given[-1]) from None
     else:
       value = FLAGS[flag].value
     if value > most:

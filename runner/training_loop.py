@@ -51,6 +51,7 @@ from runner import model_spec
 from runner import peer_watch
 from runner import sessions
 from runner import summaries
+from userio import cli
 from userio import disk_space
 
 
@@ -197,8 +198,8 @@ class Trainer(object):
     self._peer_watch = None
     if sessions.multi_worker(self._config):
       self._peer_watch = peer_watch.PeerWatch(
-          lambda gone: "Training stopped. " + self._worker_failed(
-              "%s no longer answers" % ", ".join(gone)))
+          lambda gone: cli.training_failure(failures.WorkerFailedError(
+              self._worker_failed("%s no longer answers" % ", ".join(gone)))))
 
   def _latest_checkpoint(self):
     return checkpoint_checks.latest_checkpoint(self._model_dir)

@@ -474,6 +474,9 @@ CASES = {
     "reproduce_extra_flags_length_beyond_positions": case(
         "reproduce.py", REPRODUCE + ["--extra_flags=--max_seq_length=600"],
         "--extra_flags's --max_seq_length=600", "at most 512"),
+    "reproduce_extra_flags_length_not_a_number": case(
+        "reproduce.py", REPRODUCE + ["--extra_flags=--max_seq_length=long"],
+        "--extra_flags: --max_seq_length=long is not a whole number"),
     "reproduce_cased_vocab_for_an_uncased_folder": case(
         "reproduce.py", REPRODUCE + ["--vocab_file={CASED}"],
         "--vocab_file=", "is cased", "--do_lower_case=False"),

@@ -170,7 +170,7 @@ def error_line(message):
   return "%s: error: %s" % (program_name(), _one_line(message))
 
 
-def _training_failure(error):
+def training_failure(error):
   """The advice of a known training failure, or None.
 
   Only the runner raises these, and runner/failures.py defines them, so an
@@ -197,7 +197,7 @@ def _training_interrupted(error):
 
 def _release_folder_locks():
   """Releases the output folders this run locked, if it locked any (looked
-  up in sys.modules, as `_training_failure` does, so that a command that
+  up in sys.modules, as `training_failure` does, so that a command that
   locks nothing imports nothing for it)."""
   folder_lock = sys.modules.get("userio.folder_lock")
   if folder_lock is not None:
@@ -245,7 +245,7 @@ def call(main, *args):
     signum = _training_interrupted(e)
     if signum is not None:
       _exit(128 + signum, "%s: %s" % (program_name(), _one_line(e)))
-    advice = _training_failure(e)
+    advice = training_failure(e)
     if advice is not None:
       _exit(FAILURE_STATUS, advice)
     # A full disk or an unwritable folder that no disk_space.writing named.
